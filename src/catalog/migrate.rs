@@ -1,0 +1,86 @@
+//! Schema migrations: the numbered `.sql` files of `migrations/`, compiled in.
+//!
+//! Invariant: each migration is applied once, in order, inside one transaction together with
+//! its row in `schema_migration`; an applied migration whose text changed is refused.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use super::CatalogError;
+
+/// One numbered migration.
+pub struct Migration {
+    /// Its number, from the file name.
+    pub version: i64,
+    /// The file name.
+    pub name: &'static str,
+    /// The SQL.
+    pub sql: &'static str,
+}
+
+/// Every migration, in order. A test checks this list against the `migrations/` folder.
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_catalog.sql",
+        sql: include_str!("../../migrations/0001_catalog.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_activation.sql",
+        sql: include_str!("../../migrations/0002_activation.sql"),
+    },
+];
+
+const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (
+    version    INTEGER PRIMARY KEY,
+    name       TEXT    NOT NULL,
+    checksum   TEXT    NOT NULL,
+    applied_at INTEGER NOT NULL DEFAULT (unixepoch())
+)";
+const SELECT_APPLIED: &str = "SELECT checksum FROM schema_migration WHERE version = ?1";
+const INSERT_APPLIED: &str =
+    "INSERT INTO schema_migration (version, name, checksum) VALUES (?1, ?2, ?3)";
+
+/// A stable checksum (FNV-1a 64) of a migration's text, to detect edited migrations.
+fn checksum(sql: &str) -> String {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in sql.bytes() {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{hash:016x}")
+}
+
+/// Applies every pending migration in one transaction; returns how many were applied.
+pub fn migrate(conn: &mut Connection) -> Result<usize, CatalogError> {
+    apply(conn, MIGRATIONS)
+}
+
+pub(crate) fn apply(conn: &mut Connection, migrations: &[Migration]) -> Result<usize, CatalogError> {
+    let tx = conn.transaction()?;
+    tx.execute_batch(CREATE_HISTORY)?;
+    let mut applied = 0;
+    for m in migrations {
+        let sum = checksum(m.sql);
+        let existing: Option<String> =
+            tx.query_row(SELECT_APPLIED, [m.version], |r| r.get(0)).optional()?;
+        match existing {
+            Some(old) if old == sum => continue,
+            Some(_) => {
+                return Err(CatalogError::Migration(format!(
+                    "migration {} was changed after it was applied to this database",
+                    m.name
+                )));
+            }
+            None => {
+                tx.execute_batch(m.sql).map_err(|e| {
+                    CatalogError::Migration(format!("{} failed: {e}", m.name))
+                })?;
+                tx.execute(INSERT_APPLIED, params![m.version, m.name, sum])?;
+                applied += 1;
+            }
+        }
+    }
+    tx.commit()?;
+    Ok(applied)
+}

@@ -1,0 +1,826 @@
+//! The catalog layer: the SQLite job catalog — opening, pragmas, migrations, and every
+//! operation on it as a verb with its SQL beside it.
+//!
+//! Invariant: only `catalog` contains SQL; pragmas are set in `PRAGMAS` and nowhere else; a
+//! multi-row change (`import`) is one transaction, so it lands whole or not at all.
+
+pub mod migrate;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use r2d2::{Pool, PooledConnection};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use serde::Serialize;
+use serde_json::{Map as JsonMap, Value as Json};
+
+use crate::config::{DatabaseSection, Durability};
+use crate::jobconf::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef};
+use crate::model::{JobType, ObjectType};
+use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+
+/// Errors of the catalog layer.
+#[derive(Debug, thiserror::Error)]
+pub enum CatalogError {
+    /// SQLite reported an error.
+    #[error("database: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// The read pool could not hand out a connection.
+    #[error("connection pool: {0}")]
+    Pool(#[from] r2d2::Error),
+    /// The database folder could not be created.
+    #[error("cannot create {path}: {source}")]
+    Io {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A migration failed or was edited after it was applied.
+    #[error("migration: {0}")]
+    Migration(String),
+    /// A named entry does not exist.
+    #[error("{kind} `{name}` does not exist")]
+    NotFound {
+        /// job, processor, run, …
+        kind: &'static str,
+        /// The name or id asked for.
+        name: String,
+    },
+    /// A row holds something this build cannot read (e.g. an enum spelling it does not know).
+    #[error("corrupt catalog row: {0}")]
+    Corrupt(String),
+    /// The operation is refused in the current state.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Database settings the catalog needs, taken from the node configuration.
+#[derive(Debug, Clone)]
+pub struct DbSettings {
+    /// `synchronous` level.
+    pub durability: Durability,
+    /// Lock wait.
+    pub busy_timeout: Duration,
+    /// Read connections.
+    pub read_pool_size: u32,
+}
+
+impl From<&DatabaseSection> for DbSettings {
+    fn from(s: &DatabaseSection) -> Self {
+        Self {
+            durability: s.durability,
+            busy_timeout: Duration::from_millis(s.busy_timeout),
+            read_pool_size: s.read_pool_size,
+        }
+    }
+}
+
+impl Default for DbSettings {
+    fn default() -> Self {
+        (&DatabaseSection::default()).into()
+    }
+}
+
+/// The pragmas every connection gets, in one place. A misspelt pragma is silently ignored by
+/// SQLite, so `tests::pragmas_read_back` reads each one back.
+fn pragmas(s: &DbSettings) -> String {
+    let synchronous = match s.durability {
+        Durability::Normal => "NORMAL",
+        Durability::Full => "FULL",
+    };
+    format!(
+        "PRAGMA journal_mode = WAL;
+         PRAGMA synchronous = {synchronous};
+         PRAGMA foreign_keys = ON;
+         PRAGMA busy_timeout = {};",
+        s.busy_timeout.as_millis()
+    )
+}
+
+/// Applies the pragmas to one connection.
+pub fn apply_pragmas(conn: &Connection, s: &DbSettings) -> rusqlite::Result<()> {
+    conn.execute_batch(&pragmas(s))
+}
+
+/// An open catalog: one write connection and a pool of read connections.
+pub struct Catalog {
+    path: PathBuf,
+    conn: Connection,
+    pool: Pool<SqliteConnectionManager>,
+}
+
+/// Epoch milliseconds now (the catalog layer stamps audit rows; the pure core never reads a clock).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+impl Catalog {
+    /// Opens (creating if needed) the catalog at `path`, applies pragmas and pending migrations.
+    pub fn open(path: &Path, settings: &DbSettings) -> Result<Self, CatalogError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| CatalogError::Io { path: dir.to_path_buf(), source })?;
+        }
+        let mut conn = Connection::open(path)?;
+        apply_pragmas(&conn, settings)?;
+        migrate::migrate(&mut conn)?;
+        let init = settings.clone();
+        let manager = SqliteConnectionManager::file(path)
+            .with_init(move |c| apply_pragmas(c, &init));
+        let pool = Pool::builder()
+            .max_size(settings.read_pool_size)
+            .min_idle(Some(0))
+            .build(manager)?;
+        Ok(Self { path: path.to_path_buf(), conn, pool })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A read connection from the pool.
+    pub fn read(&self) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
+        Ok(self.pool.get()?)
+    }
+
+    /// The write connection (for the runtime's CatalogWriter and tests).
+    pub fn writer(&mut self) -> &mut Connection {
+        &mut self.conn
+    }
+
+    /// Imports `config`'s default catalog text into an empty, never-seeded catalog. Returns
+    /// whether it did; a catalog that was seeded before is never touched again, so operator
+    /// edits survive restarts.
+    pub fn seed_if_new(&mut self, file: &CatalogFile, source: &str) -> Result<bool, CatalogError> {
+        let tx = self.conn.transaction()?;
+        let seeded: Option<String> = tx
+            .query_row(SELECT_META, ["seeded_at"], |r| r.get(0))
+            .optional()?;
+        if seeded.is_some() {
+            return Ok(false);
+        }
+        import_in(&tx, file, "node", &format!("seed from {source}"))?;
+        tx.execute(UPSERT_META, params!["seeded_at", now_ms().to_string()])?;
+        tx.execute(UPSERT_META, params!["seeded_from", source])?;
+        tx.commit()?;
+        Ok(true)
+    }
+
+    /// Upserts every entry of `file` by name, in one transaction; entries not in the file stay.
+    pub fn import(&mut self, file: &CatalogFile, actor: &str) -> Result<ImportReport, CatalogError> {
+        let tx = self.conn.transaction()?;
+        let report = import_in(&tx, file, actor, "import")?;
+        tx.commit()?;
+        Ok(report)
+    }
+
+    /// The whole catalog as a file model.
+    pub fn export(&self) -> Result<CatalogFile, CatalogError> {
+        export_from(&*self.read()?)
+    }
+
+    /// One job with its runtime state.
+    pub fn job(&self, name: &str) -> Result<JobRecord, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(&format!("{SELECT_JOBS} WHERE j.job_name = ?1"))?;
+        let row = stmt.query_row([name], job_record).optional()?;
+        row.ok_or_else(|| not_found("job", name))?
+    }
+
+    /// Every job with its runtime state, by name.
+    pub fn jobs(&self) -> Result<Vec<JobRecord>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(&format!("{SELECT_JOBS} ORDER BY j.job_name"))?;
+        let rows = stmt.query_map([], job_record)?.collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter().collect()
+    }
+
+    /// Inserts or replaces one job (already validated against the catalog).
+    pub fn put_job(&mut self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
+        let tx = self.conn.transaction()?;
+        let existed = tx.query_row(SELECT_JOB_ID, [name], |_| Ok(())).optional()?.is_some();
+        upsert_job(&tx, name, job)?;
+        let action = if existed { "job.edit" } else { "job.add" };
+        audit(&tx, actor, action, name, None)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Enables or disables a job.
+    pub fn set_job_enabled(&mut self, name: &str, enabled: bool, actor: &str) -> Result<(), CatalogError> {
+        let tx = self.conn.transaction()?;
+        if tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])? == 0 {
+            return Err(not_found("job", name));
+        }
+        audit(&tx, actor, if enabled { "job.enable" } else { "job.disable" }, name, None)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Removes a job and its run history; refused while one of its runs is executing.
+    pub fn remove_job(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+        let tx = self.conn.transaction()?;
+        let running: i64 = tx
+            .query_row(COUNT_RUNNING_OF_JOB, [name], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| not_found("job", name))?;
+        if running > 0 {
+            return Err(CatalogError::Refused(format!(
+                "job `{name}` has {running} run(s) executing; disable it and retry when they end"
+            )));
+        }
+        tx.execute(DELETE_JOB, [name])?;
+        audit(&tx, actor, "job.remove", name, None)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Processors with how many jobs each runs.
+    pub fn processors(&self) -> Result<Vec<ProcessorRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_PROCESSOR_ROWS)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ProcessorRow {
+                name: r.get(0)?,
+                instances: r.get(1)?,
+                max_instances: r.get(2)?,
+                remote: r.get(3)?,
+                enabled: r.get::<_, i64>(4)? == 1,
+                jobs: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Objects with how many jobs write each.
+    pub fn objects(&self) -> Result<Vec<ObjectRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_OBJECT_ROWS)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(ObjectRow {
+                name: r.get(0)?,
+                object_type: r.get(1)?,
+                conn_string: r.get(2)?,
+                time_to_live: r.get(3)?,
+                allow_prune: r.get::<_, i64>(4)? == 1,
+                enabled: r.get::<_, i64>(5)? == 1,
+                writers: r.get(6)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Recent runs, newest first, optionally of one job and/or one status.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "{SELECT_RUNS} WHERE (?1 IS NULL OR j.job_name = ?1) AND (?2 IS NULL OR r.status = ?2)
+             ORDER BY r.run_id DESC LIMIT ?3"
+        ))?;
+        let rows = stmt.query_map(params![filter.job, filter.status, filter.limit], run_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One run by id.
+    pub fn run(&self, run_id: i64) -> Result<RunRow, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(&format!("{SELECT_RUNS} WHERE r.run_id = ?1"))?;
+        stmt.query_row([run_id], run_row)
+            .optional()?
+            .ok_or_else(|| not_found("run", &run_id.to_string()))
+    }
+
+    /// The most recent audit entries, newest first.
+    pub fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_AUDIT)?;
+        let rows = stmt.query_map([limit], |r| {
+            Ok(AuditRow {
+                at: r.get(0)?,
+                actor: r.get(1)?,
+                action: r.get(2)?,
+                subject: r.get(3)?,
+                detail: r.get(4)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}
+
+fn not_found(kind: &'static str, name: &str) -> CatalogError {
+    CatalogError::NotFound { kind, name: name.to_string() }
+}
+
+const SELECT_META: &str = "SELECT value FROM catalog_meta WHERE key = ?1";
+const UPSERT_META: &str = "INSERT INTO catalog_meta (key, value) VALUES (?1, ?2)
+    ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+const INSERT_AUDIT: &str =
+    "INSERT INTO audit (at, actor, action, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5)";
+const SELECT_AUDIT: &str =
+    "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
+
+fn audit(tx: &Transaction<'_>, actor: &str, action: &str, subject: &str, detail: Option<&Json>) -> Result<(), CatalogError> {
+    let detail = detail.map(Json::to_string);
+    tx.execute(INSERT_AUDIT, params![now_ms(), actor, action, subject, detail])?;
+    Ok(())
+}
+
+/// What an import changed, per kind of entry.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportReport {
+    /// Entries that did not exist.
+    pub created: Vec<String>,
+    /// Entries that existed and differed.
+    pub updated: Vec<String>,
+    /// Entries that existed and were identical.
+    pub unchanged: usize,
+}
+
+fn import_in(tx: &Transaction<'_>, file: &CatalogFile, actor: &str, action: &str) -> Result<ImportReport, CatalogError> {
+    let before = export_from(tx)?;
+    let mut report = ImportReport::default();
+    let mut note = |kind: &str, name: &str, existed: bool, same: bool| {
+        if same {
+            report.unchanged += 1;
+        } else if existed {
+            report.updated.push(format!("{kind}.{name}"));
+        } else {
+            report.created.push(format!("{kind}.{name}"));
+        }
+        !same
+    };
+    // Order matters: jobs reference processors, groups and objects by name.
+    for (name, p) in &file.processors {
+        let old = before.processors.get(name);
+        if note("processor", name, old.is_some(), old == Some(p)) {
+            upsert_processor(tx, name, p)?;
+        }
+    }
+    for (name, o) in &file.objects {
+        let old = before.objects.get(name);
+        if note("object", name, old.is_some(), old == Some(o)) {
+            upsert_object(tx, name, o)?;
+        }
+    }
+    for (name, g) in &file.groups {
+        let old = before.groups.get(name);
+        if note("group", name, old.is_some(), old == Some(g)) {
+            tx.execute(UPSERT_GROUP, params![name, g.maintenance, g.description, g.enabled])?;
+        }
+    }
+    for (name, j) in &file.jobs {
+        let old = before.jobs.get(name);
+        if note("job", name, old.is_some(), old == Some(j)) {
+            upsert_job(tx, name, j)?;
+        }
+    }
+    let detail = serde_json::json!({
+        "created": report.created.len(),
+        "updated": report.updated.len(),
+        "unchanged": report.unchanged,
+    });
+    audit(tx, actor, action, "catalog", Some(&detail))?;
+    Ok(report)
+}
+
+const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
+    (processor_name, instances, max_instances, ip_address, port, rpc_user, rpc_password, status)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+    ON CONFLICT (processor_name) DO UPDATE SET
+        instances = excluded.instances, max_instances = excluded.max_instances,
+        ip_address = excluded.ip_address, port = excluded.port, rpc_user = excluded.rpc_user,
+        rpc_password = excluded.rpc_password, status = excluded.status";
+
+fn upsert_processor(tx: &Transaction<'_>, name: &str, p: &ProcessorDef) -> Result<(), CatalogError> {
+    tx.execute(
+        UPSERT_PROCESSOR,
+        params![name, p.instances, p.max_instances, p.ip_address, p.port, p.rpc_user, p.rpc_password, p.enabled],
+    )?;
+    Ok(())
+}
+
+const UPSERT_OBJECT: &str = "INSERT INTO object
+    (object_name, object_type, conn_string, object_key, object_name_field, id_length,
+     search_prefix, time_to_live, allow_prune, allow_list, description, status)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
+    ON CONFLICT (object_name) DO UPDATE SET
+        object_type = excluded.object_type, conn_string = excluded.conn_string,
+        object_key = excluded.object_key, object_name_field = excluded.object_name_field,
+        id_length = excluded.id_length, search_prefix = excluded.search_prefix,
+        time_to_live = excluded.time_to_live, allow_prune = excluded.allow_prune,
+        allow_list = excluded.allow_list, description = excluded.description,
+        status = excluded.status";
+
+fn upsert_object(tx: &Transaction<'_>, name: &str, o: &ObjectDef) -> Result<(), CatalogError> {
+    tx.execute(
+        UPSERT_OBJECT,
+        params![
+            name,
+            o.object_type.as_str(),
+            o.conn_string,
+            o.key_field,
+            o.name_field,
+            o.id_length,
+            o.search_prefix,
+            o.time_to_live,
+            o.allow_prune,
+            o.allow_list,
+            o.description,
+            o.enabled
+        ],
+    )?;
+    Ok(())
+}
+
+const UPSERT_GROUP: &str = "INSERT INTO job_group (job_group_name, maintenance, description, status)
+    VALUES (?1, ?2, ?3, ?4)
+    ON CONFLICT (job_group_name) DO UPDATE SET
+        maintenance = excluded.maintenance, description = excluded.description,
+        status = excluded.status";
+
+// A changed definition clears `next_run_at`, so the scheduler recomputes it from the new fields.
+const UPSERT_JOB: &str = "INSERT INTO job
+    (job_name, processor_id, job_group_id, job_type_id, job_payload, description, priority,
+     timeout, run_always, run_delay, run_every, run_on_the, run_at, run_date, cron, timezone,
+     misfire_policy, misfire_window, max_catchup, overlap_policy, max_overlap, max_attempts,
+     backoff_base, backoff_max, required, status)
+    VALUES (?1,
+        (SELECT processor_id FROM job_processor WHERE processor_name = ?2),
+        (SELECT job_group_id FROM job_group WHERE job_group_name = ?3),
+        (SELECT job_type_id FROM job_type WHERE job_type = ?4),
+        ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
+        ?23, ?24, ?25, ?26)
+    ON CONFLICT (job_name) DO UPDATE SET
+        processor_id = excluded.processor_id, job_group_id = excluded.job_group_id,
+        job_type_id = excluded.job_type_id, job_payload = excluded.job_payload,
+        description = excluded.description, priority = excluded.priority,
+        timeout = excluded.timeout, run_always = excluded.run_always,
+        run_delay = excluded.run_delay, run_every = excluded.run_every,
+        run_on_the = excluded.run_on_the, run_at = excluded.run_at, run_date = excluded.run_date,
+        cron = excluded.cron, timezone = excluded.timezone,
+        misfire_policy = excluded.misfire_policy, misfire_window = excluded.misfire_window,
+        max_catchup = excluded.max_catchup, overlap_policy = excluded.overlap_policy,
+        max_overlap = excluded.max_overlap, max_attempts = excluded.max_attempts,
+        backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
+        required = excluded.required, status = excluded.status, next_run_at = NULL";
+const SELECT_JOB_ID: &str = "SELECT job_id FROM job WHERE job_name = ?1";
+const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
+const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
+    SELECT ?1, object_id FROM object WHERE object_name = ?2";
+const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2";
+const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
+    WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
+const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
+
+fn upsert_job(tx: &Transaction<'_>, name: &str, j: &JobDef) -> Result<(), CatalogError> {
+    let s = &j.schedule;
+    tx.execute(
+        UPSERT_JOB,
+        params![
+            name,
+            j.processor,
+            j.group,
+            j.job_type.as_str(),
+            Json::Object(j.payload.clone()).to_string(),
+            j.description,
+            j.priority,
+            j.timeout,
+            s.run_always,
+            s.run_delay,
+            s.run_every,
+            s.run_on_the,
+            s.run_at,
+            s.run_date,
+            s.cron,
+            s.timezone,
+            j.misfire_policy.as_str(),
+            j.misfire_window,
+            j.max_catchup,
+            j.overlap_policy.as_str(),
+            j.max_overlap,
+            j.max_attempts,
+            j.backoff_base,
+            j.backoff_max,
+            j.required,
+            j.enabled
+        ],
+    )?;
+    let job_id: i64 = tx.query_row(SELECT_JOB_ID, [name], |r| r.get(0))?;
+    tx.execute(DELETE_JOB_OBJECTS, [job_id])?;
+    for object in &j.objects {
+        tx.execute(INSERT_JOB_OBJECT, params![job_id, object])?;
+    }
+    Ok(())
+}
+
+const SELECT_PROCESSORS: &str = "SELECT processor_name, instances, max_instances, ip_address,
+    port, rpc_user, rpc_password, status FROM job_processor";
+const SELECT_OBJECTS: &str = "SELECT object_name, object_type, conn_string, object_key,
+    object_name_field, id_length, search_prefix, time_to_live, allow_prune, allow_list,
+    description, status FROM object";
+const SELECT_GROUPS: &str =
+    "SELECT job_group_name, maintenance, description, status FROM job_group";
+const SELECT_JOBS: &str = "SELECT j.job_name, t.job_type, p.processor_name, g.job_group_name,
+    j.job_payload, j.description, j.priority, j.timeout, j.run_always, j.run_delay, j.run_every,
+    j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone, j.misfire_policy, j.misfire_window,
+    j.max_catchup, j.overlap_policy, j.max_overlap, j.max_attempts, j.backoff_base,
+    j.backoff_max, j.status, j.required,
+    (SELECT group_concat(o.object_name, char(31)) FROM job_object jo
+        JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
+    j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
+    j.last_response, j.next_run_at
+    FROM job j
+    JOIN job_type t ON t.job_type_id = j.job_type_id
+    JOIN job_processor p ON p.processor_id = j.processor_id
+    LEFT JOIN job_group g ON g.job_group_id = j.job_group_id";
+
+fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError> {
+    let mut file = CatalogFile::default();
+    let mut stmt = conn.prepare_cached(SELECT_PROCESSORS)?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        file.processors.insert(
+            r.get(0)?,
+            ProcessorDef {
+                instances: r.get(1)?,
+                max_instances: r.get(2)?,
+                ip_address: r.get(3)?,
+                port: r.get(4)?,
+                rpc_user: r.get(5)?,
+                rpc_password: r.get(6)?,
+                enabled: r.get::<_, i64>(7)? == 1,
+            },
+        );
+    }
+    let mut stmt = conn.prepare_cached(SELECT_OBJECTS)?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        let object_type: String = r.get(1)?;
+        file.objects.insert(
+            r.get(0)?,
+            ObjectDef {
+                object_type: ObjectType::parse(&object_type)
+                    .ok_or_else(|| CatalogError::Corrupt(format!("object_type `{object_type}`")))?,
+                conn_string: r.get(2)?,
+                key_field: r.get(3)?,
+                name_field: r.get(4)?,
+                id_length: r.get(5)?,
+                search_prefix: r.get(6)?,
+                time_to_live: r.get(7)?,
+                allow_prune: r.get::<_, i64>(8)? == 1,
+                allow_list: r.get::<_, i64>(9)? == 1,
+                description: r.get(10)?,
+                enabled: r.get::<_, i64>(11)? == 1,
+            },
+        );
+    }
+    let mut stmt = conn.prepare_cached(SELECT_GROUPS)?;
+    let mut rows = stmt.query([])?;
+    while let Some(r) = rows.next()? {
+        file.groups.insert(
+            r.get(0)?,
+            GroupDef {
+                maintenance: r.get::<_, i64>(1)? == 1,
+                description: r.get(2)?,
+                enabled: r.get::<_, i64>(3)? == 1,
+            },
+        );
+    }
+    let mut stmt = conn.prepare_cached(SELECT_JOBS)?;
+    let records = stmt.query_map([], job_record)?.collect::<Result<Vec<_>, _>>()?;
+    for record in records {
+        let record = record?;
+        file.jobs.insert(record.name, record.def);
+    }
+    Ok(file)
+}
+
+/// A job as stored: its definition and the engine's bookkeeping (millix names).
+#[derive(Debug, Clone)]
+pub struct JobRecord {
+    /// `job_id`.
+    pub id: i64,
+    /// `job_name`.
+    pub name: String,
+    /// The definition.
+    pub def: JobDef,
+    /// Runs executing now.
+    pub in_progress: i64,
+    /// Epoch ms the last run began.
+    pub last_date_begin: Option<i64>,
+    /// Epoch ms the last run ended.
+    pub last_date_end: Option<i64>,
+    /// The last run's duration in ms.
+    pub last_elapse: Option<i64>,
+    /// The last run's result or error, abbreviated.
+    pub last_response: Option<String>,
+    /// Epoch ms of the next scheduled slot, when computed.
+    pub next_run_at: Option<i64>,
+}
+
+/// Reads one `SELECT_JOBS` row; the outer `Result` is SQLite's, the inner one is ours.
+fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> {
+    let name: String = r.get(0)?;
+    let job_type: String = r.get(1)?;
+    let payload: String = r.get(4)?;
+    let misfire: String = r.get(16)?;
+    let overlap: String = r.get(19)?;
+    let objects: Option<String> = r.get(26)?;
+    let corrupt = |what: String| Ok(Err(CatalogError::Corrupt(format!("job `{name}`: {what}"))));
+    let Some(job_type) = JobType::parse(&job_type) else {
+        return corrupt(format!("job type `{job_type}`"));
+    };
+    let Ok(Json::Object(payload)) = serde_json::from_str::<Json>(&payload) else {
+        return corrupt("payload is not a JSON object".into());
+    };
+    let (Some(misfire_policy), Some(overlap_policy)) =
+        (MisfirePolicy::parse(&misfire), OverlapPolicy::parse(&overlap))
+    else {
+        return corrupt(format!("policies `{misfire}` / `{overlap}`"));
+    };
+    let objects: BTreeSet<String> = objects
+        .map(|s| s.split('\u{1f}').map(String::from).collect())
+        .unwrap_or_default();
+    let def = JobDef {
+        job_type,
+        processor: r.get(2)?,
+        group: r.get(3)?,
+        payload: payload as JsonMap<String, Json>,
+        description: r.get(5)?,
+        priority: r.get(6)?,
+        timeout: r.get(7)?,
+        schedule: ScheduleSpec {
+            run_always: r.get::<_, i64>(8)? == 1,
+            run_delay: r.get(9)?,
+            run_every: r.get(10)?,
+            run_on_the: r.get(11)?,
+            run_at: r.get(12)?,
+            run_date: r.get(13)?,
+            cron: r.get(14)?,
+            timezone: r.get(15)?,
+        },
+        misfire_policy,
+        misfire_window: r.get(17)?,
+        max_catchup: r.get(18)?,
+        overlap_policy,
+        max_overlap: r.get(20)?,
+        max_attempts: r.get(21)?,
+        backoff_base: r.get(22)?,
+        backoff_max: r.get(23)?,
+        enabled: r.get::<_, i64>(24)? == 1,
+        required: r.get::<_, i64>(25)? == 1,
+        objects: objects.into_iter().collect(),
+    };
+    Ok(Ok(JobRecord {
+        name,
+        def,
+        id: r.get(27)?,
+        in_progress: r.get(28)?,
+        last_date_begin: r.get(29)?,
+        last_date_end: r.get(30)?,
+        last_elapse: r.get(31)?,
+        last_response: r.get(32)?,
+        next_run_at: r.get(33)?,
+    }))
+}
+
+const SELECT_PROCESSOR_ROWS: &str = "SELECT p.processor_name, p.instances, p.max_instances,
+    p.ip_address, p.status,
+    (SELECT count(*) FROM job j WHERE j.processor_id = p.processor_id)
+    FROM job_processor p ORDER BY p.processor_name";
+
+/// A processor as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessorRow {
+    /// Name.
+    pub name: String,
+    /// Concurrent executions.
+    pub instances: i64,
+    /// Upper bound for self-tuning.
+    pub max_instances: Option<i64>,
+    /// The remote node's address, if remote.
+    pub remote: Option<String>,
+    /// `status = 1`.
+    pub enabled: bool,
+    /// Jobs assigned.
+    pub jobs: i64,
+}
+
+const SELECT_OBJECT_ROWS: &str = "SELECT o.object_name, o.object_type, o.conn_string,
+    o.time_to_live, o.allow_prune, o.status,
+    (SELECT count(*) FROM job_object jo WHERE jo.object_id = o.object_id)
+    FROM object o ORDER BY o.object_name";
+
+/// An object as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ObjectRow {
+    /// Name.
+    pub name: String,
+    /// table, file or view.
+    pub object_type: String,
+    /// Where it lives.
+    pub conn_string: Option<String>,
+    /// Seconds before rows may be pruned.
+    pub time_to_live: Option<i64>,
+    /// Pruning allowed.
+    pub allow_prune: bool,
+    /// `status = 1`.
+    pub enabled: bool,
+    /// Jobs that write it.
+    pub writers: i64,
+}
+
+/// Which runs to list.
+#[derive(Debug, Clone)]
+pub struct RunFilter {
+    /// Only this job's runs.
+    pub job: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<String>,
+    /// At most this many.
+    pub limit: i64,
+}
+
+const SELECT_RUNS: &str = "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
+    r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
+    r.pid, r.stump
+    FROM job_run r JOIN job j ON j.job_id = r.job_id";
+
+/// One `job_run` row.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// `run_id`.
+    pub run_id: i64,
+    /// The job's name.
+    pub job: String,
+    /// queued, running, succeeded, …
+    pub status: String,
+    /// 1 for the first attempt.
+    pub attempt: i64,
+    /// The slot (epoch ms), for scheduled runs.
+    pub scheduled_for: Option<i64>,
+    /// Enqueued at (epoch ms).
+    pub created_at: i64,
+    /// Began (epoch ms).
+    pub started_at: Option<i64>,
+    /// Ended (epoch ms).
+    pub finished_at: Option<i64>,
+    /// Duration (ms).
+    pub elapsed: Option<i64>,
+    /// Parameters (JSON).
+    pub params: Option<String>,
+    /// Result (JSON).
+    pub result: Option<String>,
+    /// Error text.
+    pub error: Option<String>,
+    /// Captured output.
+    pub log: Option<String>,
+    /// Parent run.
+    pub pid: Option<i64>,
+    /// Root run.
+    pub stump: Option<i64>,
+}
+
+fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        run_id: r.get(0)?,
+        job: r.get(1)?,
+        status: r.get(2)?,
+        attempt: r.get(3)?,
+        scheduled_for: r.get(4)?,
+        created_at: r.get(5)?,
+        started_at: r.get(6)?,
+        finished_at: r.get(7)?,
+        elapsed: r.get(8)?,
+        params: r.get(9)?,
+        result: r.get(10)?,
+        error: r.get(11)?,
+        log: r.get(12)?,
+        pid: r.get(13)?,
+        stump: r.get(14)?,
+    })
+}
+
+/// One audit entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRow {
+    /// Epoch ms.
+    pub at: i64,
+    /// Who.
+    pub actor: String,
+    /// What.
+    pub action: String,
+    /// On what.
+    pub subject: Option<String>,
+    /// Details (JSON).
+    pub detail: Option<String>,
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,426 @@
+//! Node configuration: one serde struct per section, layered file → environment → CLI flags.
+//!
+//! Invariant: `load` is the only place layers are combined, and an unknown key or a wrong type
+//! is an error naming the key and where it came from (file:line:col, or the environment).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use config::{Config, Environment, File, FileFormat};
+use serde::{Deserialize, Serialize};
+
+use crate::diag::line_col;
+
+/// The documented defaults, also compiled into the binary (`jobvisor config --print-defaults`).
+pub const DEFAULT_TOML: &str = include_str!("../config/default.toml");
+
+/// Prefix of the environment variables that set keys: `JOBVISOR__SECTION__KEY`.
+pub const ENV_PREFIX: &str = "JOBVISOR";
+
+/// Errors from loading the node configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A key in the file is unknown, mistyped or out of range.
+    #[error("{path}:{line}:{col}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        col: usize,
+        /// What is wrong, naming the key.
+        reason: String,
+    },
+    /// An environment variable or flag set an unknown key or a wrong type.
+    #[error("{origin}: {reason}")]
+    Layer {
+        /// "environment (JOBVISOR__…)" or "command line".
+        origin: &'static str,
+        /// What is wrong, naming the key.
+        reason: String,
+    },
+    /// A value is well-typed but invalid.
+    #[error("{key}: {reason}")]
+    Invalid {
+        /// The dotted key, e.g. `database.read_pool_size`.
+        key: &'static str,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// The whole node configuration.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeConfig {
+    /// Identity and folders.
+    pub node: NodeSection,
+    /// The catalog database.
+    pub database: DatabaseSection,
+    /// Catalog seeding.
+    pub catalog: CatalogSection,
+    /// The API and web UI.
+    pub http: HttpSection,
+    /// Logging.
+    pub log: LogSection,
+    /// Health sampling.
+    pub health: HealthSection,
+}
+
+/// `[node]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NodeSection {
+    /// Node name in a shared catalog. Default: "" (the host name).
+    pub name: String,
+    /// Folder for the database, backups and job folders. Default: "jobvisor-data".
+    pub data_dir: String,
+    /// IANA time zone for schedules that name none. Default: "" (the system's).
+    pub timezone: String,
+}
+
+impl Default for NodeSection {
+    fn default() -> Self {
+        Self { name: String::new(), data_dir: "jobvisor-data".into(), timezone: String::new() }
+    }
+}
+
+/// `[database]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DatabaseSection {
+    /// Catalog file. Default: "" (`<data_dir>/jobvisor.db`).
+    pub path: String,
+    /// `synchronous` level. Default: normal.
+    pub durability: Durability,
+    /// Lock wait in milliseconds. Default: 5000.
+    pub busy_timeout: u64,
+    /// Read connections in the pool. Default: 4.
+    pub read_pool_size: u32,
+}
+
+impl Default for DatabaseSection {
+    fn default() -> Self {
+        Self {
+            path: String::new(),
+            durability: Durability::Normal,
+            busy_timeout: 5000,
+            read_pool_size: 4,
+        }
+    }
+}
+
+/// How hard commits hold against power loss (DESIGN.md §9.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Durability {
+    /// WAL + `synchronous=NORMAL`: survives process crashes; a power cut may lose the last commits.
+    #[default]
+    Normal,
+    /// WAL + `synchronous=FULL`: every acknowledged commit survives power loss.
+    Full,
+}
+
+/// `[catalog]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct CatalogSection {
+    /// job.conf imported into an empty catalog. Default: "" (the built-in one).
+    pub seed: String,
+}
+
+/// `[http]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HttpSection {
+    /// Listen address. Default: "127.0.0.1:7878".
+    pub bind: String,
+}
+
+impl Default for HttpSection {
+    fn default() -> Self {
+        Self { bind: "127.0.0.1:7878".into() }
+    }
+}
+
+/// `[log]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LogSection {
+    /// Output format. Default: human.
+    pub format: LogFormat,
+    /// tracing filter. Default: "info".
+    pub level: String,
+}
+
+impl Default for LogSection {
+    fn default() -> Self {
+        Self { format: LogFormat::Human, level: "info".into() }
+    }
+}
+
+/// Log line format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    /// Human-readable lines.
+    #[default]
+    Human,
+    /// One JSON object per line.
+    Json,
+}
+
+/// `[health]`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthSection {
+    /// Sampling interval in milliseconds. Default: 5000.
+    pub interval: u64,
+}
+
+impl Default for HealthSection {
+    fn default() -> Self {
+        Self { interval: 5000 }
+    }
+}
+
+/// The command-line layer: flags that override any file or environment value.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    /// `--db`.
+    pub db: Option<String>,
+    /// `--data-dir`.
+    pub data_dir: Option<String>,
+    /// `--node-name`.
+    pub node_name: Option<String>,
+    /// `--bind`.
+    pub bind: Option<String>,
+    /// `--log-format`.
+    pub log_format: Option<String>,
+}
+
+/// Loads the configuration: defaults, then `file` (if any), then the environment (`env`, or the
+/// process environment when `None`), then `overrides`.
+pub fn load(
+    file: Option<&Path>,
+    env: Option<HashMap<String, String>>,
+    overrides: &Overrides,
+) -> Result<NodeConfig, ConfigError> {
+    let defaults = NodeConfig::default();
+    let mut builder = Config::builder().add_source(
+        Config::try_from(&defaults).map_err(|e| layer_error("built-in defaults", e))?,
+    );
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        check_file(path, &text)?;
+        builder = builder.add_source(File::from_str(&text, FileFormat::Toml));
+    }
+    let cfg = builder
+        .add_source(
+            Environment::with_prefix(ENV_PREFIX)
+                .prefix_separator("__")
+                .separator("__")
+                .try_parsing(true)
+                .source(env),
+        )
+        .build()
+        .and_then(|c| c.try_deserialize::<NodeConfig>())
+        .map_err(|e| layer_error("environment (JOBVISOR__SECTION__KEY)", e))?;
+    let cfg = apply_overrides(cfg, overrides)?;
+    cfg.validate()?;
+    Ok(cfg)
+}
+
+/// Validates a config file's text alone: unknown keys and wrong types, with line and column.
+pub fn check_file(path: &Path, text: &str) -> Result<NodeConfig, ConfigError> {
+    toml::from_str::<NodeConfig>(text).map_err(|e| {
+        let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
+        ConfigError::File {
+            path: path.to_path_buf(),
+            line,
+            col,
+            reason: e.message().trim().to_string(),
+        }
+    })
+}
+
+fn apply_overrides(mut cfg: NodeConfig, o: &Overrides) -> Result<NodeConfig, ConfigError> {
+    if let Some(db) = &o.db {
+        cfg.database.path = db.clone();
+    }
+    if let Some(dir) = &o.data_dir {
+        cfg.node.data_dir = dir.clone();
+    }
+    if let Some(name) = &o.node_name {
+        cfg.node.name = name.clone();
+    }
+    if let Some(bind) = &o.bind {
+        cfg.http.bind = bind.clone();
+    }
+    if let Some(format) = &o.log_format {
+        cfg.log.format = match format.as_str() {
+            "human" => LogFormat::Human,
+            "json" => LogFormat::Json,
+            other => {
+                return Err(ConfigError::Layer {
+                    origin: "command line",
+                    reason: format!("--log-format: expected human or json, got `{other}`"),
+                });
+            }
+        };
+    }
+    Ok(cfg)
+}
+
+fn layer_error(origin: &'static str, e: config::ConfigError) -> ConfigError {
+    ConfigError::Layer { origin, reason: e.to_string() }
+}
+
+impl NodeConfig {
+    /// Checks values that types alone cannot.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.database.read_pool_size == 0 {
+            return Err(ConfigError::Invalid {
+                key: "database.read_pool_size",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.health.interval < 100 {
+            return Err(ConfigError::Invalid {
+                key: "health.interval",
+                reason: format!("must be at least 100 ms, got {}", self.health.interval),
+            });
+        }
+        if !self.node.timezone.is_empty() && self.node.timezone.parse::<chrono_tz::Tz>().is_err() {
+            return Err(ConfigError::Invalid {
+                key: "node.timezone",
+                reason: format!("`{}` is not an IANA time zone", self.node.timezone),
+            });
+        }
+        if self.http.bind.parse::<std::net::SocketAddr>().is_err() {
+            return Err(ConfigError::Invalid {
+                key: "http.bind",
+                reason: format!("`{}` is not an address:port", self.http.bind),
+            });
+        }
+        Ok(())
+    }
+
+    /// The catalog database path.
+    pub fn db_path(&self) -> PathBuf {
+        if self.database.path.is_empty() {
+            Path::new(&self.node.data_dir).join("jobvisor.db")
+        } else {
+            PathBuf::from(&self.database.path)
+        }
+    }
+
+    /// The node's name: the configured one, else the host name.
+    pub fn node_name(&self) -> String {
+        if !self.node.name.is_empty() {
+            return self.node.name.clone();
+        }
+        sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into())
+    }
+
+    /// The zone for schedules that name none: the configured one, else the system's, else UTC.
+    pub fn timezone(&self) -> chrono_tz::Tz {
+        let name = if self.node.timezone.is_empty() {
+            iana_time_zone::get_timezone().unwrap_or_default()
+        } else {
+            self.node.timezone.clone()
+        };
+        name.parse().unwrap_or(chrono_tz::UTC)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
+        Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    }
+
+    #[test]
+    fn default_toml_documents_exactly_the_defaults() {
+        let parsed: NodeConfig = toml::from_str(DEFAULT_TOML).expect("default.toml parses");
+        assert_eq!(parsed, NodeConfig::default());
+        // Every key of the struct is written out in the file, not left to serde defaults.
+        let from_file: toml::Table = toml::from_str(DEFAULT_TOML).unwrap();
+        let from_struct = toml::Table::try_from(NodeConfig::default()).unwrap();
+        assert_eq!(from_file, from_struct);
+    }
+
+    #[test]
+    fn layers_apply_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, "[database]\nbusy_timeout = 100\nread_pool_size = 2\n").unwrap();
+        let overrides = Overrides { db: Some("/x/flag.db".into()), ..Default::default() };
+        let cfg = load(
+            Some(&file),
+            env(&[("JOBVISOR__DATABASE__READ_POOL_SIZE", "7"), ("JOBVISOR__DATABASE__PATH", "env.db")]),
+            &overrides,
+        )
+        .unwrap();
+        assert_eq!(cfg.database.busy_timeout, 100); // file
+        assert_eq!(cfg.database.read_pool_size, 7); // env beats file
+        assert_eq!(cfg.database.path, "/x/flag.db"); // flag beats env
+        assert_eq!(cfg.http.bind, "127.0.0.1:7878"); // default
+    }
+
+    #[test]
+    fn unknown_key_in_file_names_key_file_and_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, "[database]\nbusy_timeout = 100\nbusy_timout = 5\n").unwrap();
+        let err = load(Some(&file), env(&[]), &Overrides::default()).unwrap_err().to_string();
+        assert!(err.contains("node.toml:3:1"), "{err}");
+        assert!(err.contains("busy_timout"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_in_file_names_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, "[health]\ninterval = \"fast\"\n").unwrap();
+        let err = load(Some(&file), env(&[]), &Overrides::default()).unwrap_err().to_string();
+        assert!(err.contains("node.toml:2:"), "{err}");
+        assert!(err.contains("interval") || err.contains("integer"), "{err}");
+    }
+
+    #[test]
+    fn unknown_key_in_environment_is_an_error() {
+        let err = load(None, env(&[("JOBVISOR__DATABASE__PATHH", "x")]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("environment") && err.contains("pathh"), "{err}");
+    }
+
+    #[test]
+    fn wrong_type_in_environment_is_an_error() {
+        let err = load(None, env(&[("JOBVISOR__HEALTH__INTERVAL", "soon")]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("environment") && err.contains("interval"), "{err}");
+    }
+
+    #[test]
+    fn invalid_values_are_rejected() {
+        let err = load(None, env(&[("JOBVISOR__NODE__TIMEZONE", "Mars/Base")]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("node.timezone"), "{err}");
+    }
+}

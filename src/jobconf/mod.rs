@@ -1,0 +1,532 @@
+//! job.conf: the catalog as a file — its model, validation, and the two formats that carry it
+//! (our TOML `job.conf`, and the millix node's `job.json` for import).
+//!
+//! Invariant: nothing here opens a database or reads a clock; `validate` is the single
+//! definition of what a well-formed catalog is, shared by `check`, `import`, the CLI's
+//! `jobs add|edit` and (later) the API.
+
+pub mod millix;
+pub mod toml_format;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Map as JsonMap, Value as Json};
+
+use crate::model::{JobType, ObjectType};
+use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+
+/// The default catalog for the lowest supported hardware, compiled into the binary.
+pub const DEFAULT_JOB_CONF: &str = include_str!("../../config/job.conf");
+
+/// A whole catalog: processors, objects, groups and jobs, each keyed by its unique name.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CatalogFile {
+    /// `job_processor` rows.
+    pub processors: BTreeMap<String, ProcessorDef>,
+    /// `object` rows.
+    pub objects: BTreeMap<String, ObjectDef>,
+    /// `job_group` rows.
+    pub groups: BTreeMap<String, GroupDef>,
+    /// `job` rows with their `job_object` links.
+    pub jobs: BTreeMap<String, JobDef>,
+}
+
+/// A processor: threads on this node, or a remote node reached over its API.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProcessorDef {
+    /// Concurrent executions. Default 1.
+    pub instances: i64,
+    /// Upper bound for the self-tuning policy; `None` = `instances`.
+    pub max_instances: Option<i64>,
+    /// Set for a remote processor (another node).
+    pub ip_address: Option<String>,
+    /// The remote node's API port.
+    pub port: Option<i64>,
+    /// User on the remote node.
+    pub rpc_user: Option<String>,
+    /// Password on the remote node.
+    pub rpc_password: Option<String>,
+    /// `status = 1`.
+    pub enabled: bool,
+}
+
+impl Default for ProcessorDef {
+    fn default() -> Self {
+        Self {
+            instances: 1,
+            max_instances: None,
+            ip_address: None,
+            port: None,
+            rpc_user: None,
+            rpc_password: None,
+            enabled: true,
+        }
+    }
+}
+
+/// A data object the node manages.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ObjectDef {
+    /// What it is. Default table.
+    pub object_type: ObjectType,
+    /// Where it lives: a SQLite file path, or `catalog` for the engine's own database.
+    pub conn_string: Option<String>,
+    /// `object_key`: the key column.
+    pub key_field: Option<String>,
+    /// `object_name_field`: the column holding a row's name or time.
+    pub name_field: Option<String>,
+    /// Length of generated ids.
+    pub id_length: Option<i64>,
+    /// Prefix for searches by id.
+    pub search_prefix: Option<String>,
+    /// Age in seconds after which rows may be pruned.
+    pub time_to_live: Option<i64>,
+    /// Whether `object_prune` may delete rows.
+    pub allow_prune: bool,
+    /// Whether the API may list the rows.
+    pub allow_list: bool,
+    /// Free text.
+    pub description: Option<String>,
+    /// `status = 1`.
+    pub enabled: bool,
+}
+
+impl Default for ObjectDef {
+    fn default() -> Self {
+        Self {
+            object_type: ObjectType::Table,
+            conn_string: None,
+            key_field: None,
+            name_field: None,
+            id_length: None,
+            search_prefix: None,
+            time_to_live: None,
+            allow_prune: false,
+            allow_list: false,
+            description: None,
+            enabled: true,
+        }
+    }
+}
+
+/// A job group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupDef {
+    /// Maintenance groups (pruning, vacuum, backup rotation) keep running when the disk is
+    /// critical, so that the node can recover.
+    pub maintenance: bool,
+    /// Free text.
+    pub description: Option<String>,
+    /// `status = 1`.
+    pub enabled: bool,
+}
+
+impl Default for GroupDef {
+    fn default() -> Self {
+        Self { maintenance: false, description: None, enabled: true }
+    }
+}
+
+/// A catalog job.
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobDef {
+    /// Which executor runs it.
+    pub job_type: JobType,
+    /// The processor (by name) that runs it.
+    pub processor: String,
+    /// The group (by name), if any.
+    pub group: Option<String>,
+    /// The executor's instructions (function name, URL, argv, SQL, steps…), a JSON object.
+    pub payload: JsonMap<String, Json>,
+    /// Free text.
+    pub description: Option<String>,
+    /// Larger is more important.
+    pub priority: i64,
+    /// Milliseconds; 0 = none.
+    pub timeout: i64,
+    /// When it runs.
+    pub schedule: ScheduleSpec,
+    /// What to do with missed slots.
+    pub misfire_policy: MisfirePolicy,
+    /// How far back (ms) a missed slot still counts.
+    pub misfire_window: i64,
+    /// Cap on catch-up runs for `misfire_policy = "all"`.
+    pub max_catchup: i64,
+    /// What to do when a slot comes while a run is in progress.
+    pub overlap_policy: OverlapPolicy,
+    /// Cap on concurrent runs for `overlap_policy = "allow"`.
+    pub max_overlap: i64,
+    /// Attempts before a failing run is `dead`.
+    pub max_attempts: i64,
+    /// First retry delay (ms); doubles each attempt.
+    pub backoff_base: i64,
+    /// Largest retry delay (ms).
+    pub backoff_max: i64,
+    /// Objects (by name) the job writes; sorted, unique.
+    pub objects: Vec<String>,
+    /// `status = 1`.
+    pub enabled: bool,
+    /// Part of the minimum the node always runs.
+    pub required: bool,
+}
+
+impl JobDef {
+    /// A job of `job_type` on `processor` with every other field at its default.
+    pub fn new(job_type: JobType, processor: impl Into<String>) -> Self {
+        Self {
+            job_type,
+            processor: processor.into(),
+            group: None,
+            payload: JsonMap::new(),
+            description: None,
+            priority: 0,
+            timeout: 0,
+            schedule: ScheduleSpec::default(),
+            misfire_policy: MisfirePolicy::default(),
+            misfire_window: DEFAULT_MISFIRE_WINDOW,
+            max_catchup: 10,
+            overlap_policy: OverlapPolicy::default(),
+            max_overlap: 1,
+            max_attempts: 1,
+            backoff_base: 1000,
+            backoff_max: 300_000,
+            objects: Vec::new(),
+            enabled: true,
+            required: false,
+        }
+    }
+}
+
+/// Default misfire window: one day, in milliseconds.
+pub const DEFAULT_MISFIRE_WINDOW: i64 = 86_400_000;
+
+/// The four kinds of catalog entries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Section {
+    /// `[processor.NAME]`.
+    Processor,
+    /// `[object.NAME]`.
+    Object,
+    /// `[group.NAME]`.
+    Group,
+    /// `[job.NAME]`.
+    Job,
+}
+
+impl Section {
+    /// The table name used in job.conf.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Section::Processor => "processor",
+            Section::Object => "object",
+            Section::Group => "group",
+            Section::Job => "job",
+        }
+    }
+}
+
+/// A semantic problem in a catalog, located by entry and field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The kind of entry.
+    pub section: Section,
+    /// The entry's name.
+    pub name: String,
+    /// The field, if the problem is in one.
+    pub field: Option<&'static str>,
+    /// What is wrong.
+    pub reason: String,
+}
+
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn push(&mut self, section: Section, name: &str, field: &'static str, reason: String) {
+        self.0.push(Problem { section, name: name.to_string(), field: Some(field), reason });
+    }
+}
+
+/// Checks a name used as a catalog key: 1–100 characters of letters, digits, `_`, `-`, `.`.
+pub fn check_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 100 {
+        return Err(format!("name `{name}` must be 1–100 characters long"));
+    }
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+        return Err(format!(
+            "name `{name}` may only contain letters, digits, `_`, `-` and `.`"
+        ));
+    }
+    Ok(())
+}
+
+/// Every semantic problem in `file`: references, ranges, schedules and payloads.
+pub fn validate(file: &CatalogFile) -> Vec<Problem> {
+    let mut p = Problems(Vec::new());
+    let names = [
+        (Section::Processor, file.processors.keys().collect::<Vec<_>>()),
+        (Section::Object, file.objects.keys().collect()),
+        (Section::Group, file.groups.keys().collect()),
+        (Section::Job, file.jobs.keys().collect()),
+    ];
+    for (section, keys) in names {
+        for name in keys {
+            if let Err(reason) = check_name(name) {
+                p.0.push(Problem { section, name: name.clone(), field: None, reason });
+            }
+        }
+    }
+    for (name, proc) in &file.processors {
+        validate_processor(&mut p, name, proc);
+    }
+    for (name, obj) in &file.objects {
+        validate_object(&mut p, name, obj);
+    }
+    for (name, job) in &file.jobs {
+        validate_job(&mut p, file, name, job);
+    }
+    p.0
+}
+
+fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
+    let s = Section::Processor;
+    if proc.instances < 1 {
+        p.push(s, name, "instances", format!("must be at least 1, got {}", proc.instances));
+    }
+    if let Some(max) = proc.max_instances
+        && max < proc.instances
+    {
+        p.push(s, name, "max_instances", format!("{max} is below instances = {}", proc.instances));
+    }
+    if let Some(port) = proc.port
+        && !(1..=65535).contains(&port)
+    {
+        p.push(s, name, "port", format!("must be 1–65535, got {port}"));
+    }
+    if proc.ip_address.is_none() {
+        for (field, set) in [
+            ("port", proc.port.is_some()),
+            ("rpc_user", proc.rpc_user.is_some()),
+            ("rpc_password", proc.rpc_password.is_some()),
+        ] {
+            if set {
+                p.push(s, name, field, "only a remote processor (with ip_address) has one".into());
+            }
+        }
+    }
+}
+
+fn validate_object(p: &mut Problems, name: &str, obj: &ObjectDef) {
+    let s = Section::Object;
+    if let Some(ttl) = obj.time_to_live
+        && ttl < 0
+    {
+        p.push(s, name, "time_to_live", format!("must be seconds ≥ 0, got {ttl}"));
+    }
+    if let Some(len) = obj.id_length
+        && len < 1
+    {
+        p.push(s, name, "id_length", format!("must be at least 1, got {len}"));
+    }
+    if obj.allow_prune && obj.time_to_live.is_none() {
+        p.push(s, name, "allow_prune", "pruning needs a time_to_live".into());
+    }
+}
+
+fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) {
+    let s = Section::Job;
+    match file.processors.get(&job.processor) {
+        None => p.push(
+            s,
+            name,
+            "processor",
+            format!("processor `{}` is not defined in this catalog", job.processor),
+        ),
+        Some(proc) if job.job_type == JobType::Rpc && proc.ip_address.is_none() => p.push(
+            s,
+            name,
+            "processor",
+            format!("an rpc job needs a remote processor; `{}` is local", job.processor),
+        ),
+        Some(_) => {}
+    }
+    if let Some(group) = &job.group
+        && !file.groups.contains_key(group)
+    {
+        p.push(s, name, "group", format!("group `{group}` is not defined in this catalog"));
+    }
+    let mut seen = BTreeSet::new();
+    for object in &job.objects {
+        if !file.objects.contains_key(object) {
+            p.push(s, name, "objects", format!("object `{object}` is not defined in this catalog"));
+        }
+        if !seen.insert(object) {
+            p.push(s, name, "objects", format!("object `{object}` is listed twice"));
+        }
+    }
+    for (field, value, min) in [
+        ("timeout", job.timeout, 0),
+        ("misfire_window", job.misfire_window, 0),
+        ("max_catchup", job.max_catchup, 1),
+        ("max_overlap", job.max_overlap, 1),
+        ("max_attempts", job.max_attempts, 1),
+        ("backoff_base", job.backoff_base, 0),
+        ("backoff_max", job.backoff_max, 0),
+    ] {
+        if value < min {
+            p.push(s, name, field, format!("must be at least {min}, got {value}"));
+        }
+    }
+    if job.backoff_max < job.backoff_base {
+        p.push(
+            s,
+            name,
+            "backoff_max",
+            format!("{} is below backoff_base = {}", job.backoff_max, job.backoff_base),
+        );
+    }
+    for e in job.schedule.validate() {
+        p.push(s, name, e.field, e.reason);
+    }
+    validate_payload(p, file, name, job);
+}
+
+fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) {
+    let pay = &job.payload;
+    let mut need_str = |key: &str| -> Option<String> {
+        match pay.get(key) {
+            Some(Json::String(v)) if !v.trim().is_empty() => Some(v.clone()),
+            Some(other) => {
+                p.push(Section::Job, name, "payload", format!("`{key}` must be a non-empty string, got {other}"));
+                None
+            }
+            None => {
+                p.push(Section::Job, name, "payload", format!("a {} job needs payload.{key}", job.job_type));
+                None
+            }
+        }
+    };
+    match job.job_type {
+        JobType::Function => {
+            need_str("function");
+        }
+        JobType::Rpc => {
+            need_str("method");
+        }
+        JobType::Sql => {
+            need_str("sql");
+            if let Some(object) = need_str("object")
+                && !file.objects.contains_key(&object)
+            {
+                p.push(Section::Job, name, "payload", format!("payload.object `{object}` is not defined in this catalog"));
+            }
+        }
+        JobType::Url => {
+            if let Some(url) = need_str("url")
+                && !(url.starts_with("http://") || url.starts_with("https://"))
+            {
+                p.push(Section::Job, name, "payload", format!("payload.url must start with http:// or https://, got `{url}`"));
+            }
+            if let Some(method) = pay.get("method") {
+                let ok = method.as_str().is_some_and(|m| {
+                    ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD"].contains(&m)
+                });
+                if !ok {
+                    p.push(Section::Job, name, "payload", format!("payload.method must be GET, POST, PUT, PATCH, DELETE or HEAD, got {method}"));
+                }
+            }
+        }
+        JobType::Command => validate_command(p, name, pay),
+        JobType::Workflow => validate_workflow(p, file, name, pay),
+    }
+}
+
+fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
+    let shell = pay.get("shell").and_then(Json::as_bool).unwrap_or(false);
+    match (pay.get("argv"), pay.get("command")) {
+        (Some(Json::Array(argv)), None) if !argv.is_empty() && argv.iter().all(Json::is_string) => {}
+        (Some(_), None) => p.push(
+            Section::Job,
+            name,
+            "payload",
+            "payload.argv must be a non-empty list of strings".into(),
+        ),
+        (None, Some(Json::String(_))) if shell => {}
+        (None, Some(_)) => p.push(
+            Section::Job,
+            name,
+            "payload",
+            "payload.command (a shell line) needs payload.shell = true; or give payload.argv".into(),
+        ),
+        (Some(_), Some(_)) => p.push(
+            Section::Job,
+            name,
+            "payload",
+            "give payload.argv or payload.command, not both".into(),
+        ),
+        (None, None) => p.push(
+            Section::Job,
+            name,
+            "payload",
+            "a command job needs payload.argv (or payload.command with shell = true)".into(),
+        ),
+    }
+}
+
+fn validate_workflow(p: &mut Problems, file: &CatalogFile, name: &str, pay: &JsonMap<String, Json>) {
+    let Some(Json::Array(steps)) = pay.get("steps") else {
+        p.push(Section::Job, name, "payload", "a workflow job needs payload.steps, a list of {job, after}".into());
+        return;
+    };
+    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for step in steps {
+        let job = step.get("job").and_then(Json::as_str);
+        let after: Vec<String> = step
+            .get("after")
+            .and_then(Json::as_array)
+            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .unwrap_or_default();
+        match job {
+            Some(job) if file.jobs.contains_key(job) && job != name => {
+                if deps.insert(job.to_string(), after).is_some() {
+                    p.push(Section::Job, name, "payload", format!("step `{job}` appears twice"));
+                }
+            }
+            Some(job) => p.push(Section::Job, name, "payload", format!("step job `{job}` is not another job of this catalog")),
+            None => p.push(Section::Job, name, "payload", "every step needs `job`, a job name".into()),
+        }
+    }
+    for (step, after) in &deps {
+        for dep in after {
+            if !deps.contains_key(dep) {
+                p.push(Section::Job, name, "payload", format!("step `{step}` waits for `{dep}`, which is not a step"));
+            }
+        }
+    }
+    if has_cycle(&deps) {
+        p.push(Section::Job, name, "payload", "the steps' `after` lists form a cycle".into());
+    }
+}
+
+fn has_cycle(deps: &BTreeMap<String, Vec<String>>) -> bool {
+    // Kahn's algorithm: whatever cannot be ordered is on a cycle.
+    let mut remaining: BTreeMap<&str, usize> = deps
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.iter().filter(|d| deps.contains_key(*d)).count()))
+        .collect();
+    loop {
+        let ready: Vec<&str> = remaining.iter().filter(|(_, n)| **n == 0).map(|(k, _)| *k).collect();
+        if ready.is_empty() {
+            return !remaining.is_empty();
+        }
+        for done in ready {
+            remaining.remove(done);
+            for (step, after) in deps {
+                if after.iter().any(|d| d == done)
+                    && let Some(n) = remaining.get_mut(step.as_str())
+                {
+                    *n -= 1;
+                }
+            }
+        }
+    }
+}

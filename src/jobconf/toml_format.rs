@@ -1,0 +1,519 @@
+//! The job.conf TOML format: parse with positions, and render back byte-for-byte stably.
+//!
+//! Invariant: `parse` reports every problem it can find (not just the first) as a diagnostic
+//! with line and column, and `render(parse(render(c))) == render(c)`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+use serde_json::{Map as JsonMap, Value as Json};
+use toml::{Spanned, Value};
+
+use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Section, validate};
+use crate::diag::Diagnostic;
+use crate::model::{JobType, ObjectType};
+use crate::schedule::{MisfirePolicy, OverlapPolicy};
+
+/// The catalog file format version this build writes and reads.
+pub const FORMAT_VERSION: i64 = 1;
+
+type RawEntry = BTreeMap<Spanned<String>, Spanned<Value>>;
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    version: Option<Spanned<i64>>,
+    #[serde(default)]
+    processor: BTreeMap<Spanned<String>, RawEntry>,
+    #[serde(default)]
+    object: BTreeMap<Spanned<String>, RawEntry>,
+    #[serde(default)]
+    group: BTreeMap<Spanned<String>, RawEntry>,
+    #[serde(default)]
+    job: BTreeMap<Spanned<String>, RawEntry>,
+}
+
+/// Where each entry and field was written, to place semantic problems.
+#[derive(Default)]
+struct SpanIndex {
+    entries: HashMap<(Section, String), usize>,
+    fields: HashMap<(Section, String, &'static str), usize>,
+}
+
+/// Parses and validates a job.conf. On error, returns every diagnostic found, in file order.
+pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let offset = e.span().map_or(0, |s| s.start);
+        vec![Diagnostic::at(text, offset, e.message().trim().replace('\n', "; "))]
+    })?;
+    let mut diags = Vec::new();
+    let mut spans = SpanIndex::default();
+    if let Some(v) = &raw.version
+        && *v.get_ref() != FORMAT_VERSION
+    {
+        diags.push(Diagnostic::at(
+            text,
+            v.span().start,
+            format!("version: this build reads version {FORMAT_VERSION}, got {}", v.get_ref()),
+        ));
+    }
+    let mut file = CatalogFile::default();
+    for (key, entry) in raw.processor {
+        let mut r = Reader::new(text, Section::Processor, key, entry, &mut diags, &mut spans);
+        let def = read_processor(&mut r);
+        file.processors.insert(r.finish(), def);
+    }
+    for (key, entry) in raw.object {
+        let mut r = Reader::new(text, Section::Object, key, entry, &mut diags, &mut spans);
+        let def = read_object(&mut r);
+        file.objects.insert(r.finish(), def);
+    }
+    for (key, entry) in raw.group {
+        let mut r = Reader::new(text, Section::Group, key, entry, &mut diags, &mut spans);
+        let def = GroupDef {
+            maintenance: r.bool("maintenance").unwrap_or(false),
+            description: r.string("description"),
+            enabled: r.bool("enabled").unwrap_or(true),
+        };
+        file.groups.insert(r.finish(), def);
+    }
+    for (key, entry) in raw.job {
+        let mut r = Reader::new(text, Section::Job, key, entry, &mut diags, &mut spans);
+        if let Some(def) = read_job(&mut r) {
+            file.jobs.insert(r.finish(), def);
+        } else {
+            r.finish();
+        }
+    }
+    for problem in validate(&file) {
+        let offset = problem
+            .field
+            .and_then(|f| spans.fields.get(&(problem.section, problem.name.clone(), f)))
+            .or_else(|| spans.entries.get(&(problem.section, problem.name.clone())))
+            .copied()
+            .unwrap_or(0);
+        let what = match problem.field {
+            Some(field) => format!("{}.{}: {field}: ", problem.section.as_str(), problem.name),
+            None => format!("{}.{}: ", problem.section.as_str(), problem.name),
+        };
+        diags.push(Diagnostic::at(text, offset, format!("{what}{}", problem.reason)));
+    }
+    if diags.is_empty() {
+        Ok(file)
+    } else {
+        diags.sort_by_key(|d| (d.line, d.col));
+        Err(diags)
+    }
+}
+
+fn read_processor(r: &mut Reader<'_>) -> ProcessorDef {
+    ProcessorDef {
+        instances: r.int("instances").unwrap_or(1),
+        max_instances: r.int("max_instances"),
+        ip_address: r.string("ip_address"),
+        port: r.int("port"),
+        rpc_user: r.string("rpc_user"),
+        rpc_password: r.string("rpc_password"),
+        enabled: r.bool("enabled").unwrap_or(true),
+    }
+}
+
+fn read_object(r: &mut Reader<'_>) -> ObjectDef {
+    ObjectDef {
+        object_type: r
+            .choice("object_type", ObjectType::parse, ObjectType::expected)
+            .unwrap_or(ObjectType::Table),
+        conn_string: r.string("conn_string"),
+        key_field: r.string("key_field"),
+        name_field: r.string("name_field"),
+        id_length: r.int("id_length"),
+        search_prefix: r.string("search_prefix"),
+        time_to_live: r.int("time_to_live"),
+        allow_prune: r.bool("allow_prune").unwrap_or(false),
+        allow_list: r.bool("allow_list").unwrap_or(false),
+        description: r.string("description"),
+        enabled: r.bool("enabled").unwrap_or(true),
+    }
+}
+
+fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
+    let job_type = r.choice("type", JobType::parse, JobType::expected);
+    let processor = r.string("processor");
+    if job_type.is_none() && !r.has_error_on("type") {
+        r.missing("type", &format!("one of {}", JobType::expected()));
+    }
+    if processor.is_none() && !r.has_error_on("processor") {
+        r.missing("processor", "a processor name");
+    }
+    let mut job = JobDef::new(job_type.unwrap_or(JobType::Function), processor.unwrap_or_default());
+    job.group = r.string("group");
+    job.payload = r.table("payload").unwrap_or_default();
+    job.description = r.string("description");
+    job.priority = r.int("priority").unwrap_or(job.priority);
+    job.timeout = r.int("timeout").unwrap_or(job.timeout);
+    job.schedule.run_always = r.bool("run_always").unwrap_or(false);
+    job.schedule.run_delay = r.int("run_delay").unwrap_or(0);
+    job.schedule.run_every = r.int("run_every");
+    job.schedule.run_on_the = r.int("run_on_the");
+    job.schedule.run_at = r.string("run_at");
+    job.schedule.run_date = r.date_gate("run_date");
+    job.schedule.cron = r.string("cron");
+    job.schedule.timezone = r.string("timezone");
+    job.misfire_policy = r
+        .choice("misfire_policy", MisfirePolicy::parse, || {
+            MisfirePolicy::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+        })
+        .unwrap_or_default();
+    job.misfire_window = r.int("misfire_window").unwrap_or(job.misfire_window);
+    job.max_catchup = r.int("max_catchup").unwrap_or(job.max_catchup);
+    job.overlap_policy = r
+        .choice("overlap_policy", OverlapPolicy::parse, || {
+            OverlapPolicy::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+        })
+        .unwrap_or_default();
+    job.max_overlap = r.int("max_overlap").unwrap_or(job.max_overlap);
+    job.max_attempts = r.int("max_attempts").unwrap_or(job.max_attempts);
+    job.backoff_base = r.int("backoff_base").unwrap_or(job.backoff_base);
+    job.backoff_max = r.int("backoff_max").unwrap_or(job.backoff_max);
+    let mut objects = r.string_list("objects").unwrap_or_default();
+    objects.sort();
+    job.objects = objects;
+    job.enabled = r.bool("enabled").unwrap_or(true);
+    job.required = r.bool("required").unwrap_or(false);
+    (job_type.is_some()).then_some(job)
+}
+
+/// Takes typed fields out of one entry, recording a diagnostic for each bad one.
+struct Reader<'a> {
+    text: &'a str,
+    section: Section,
+    name: Spanned<String>,
+    entry: RawEntry,
+    diags: &'a mut Vec<Diagnostic>,
+    spans: &'a mut SpanIndex,
+    bad_fields: Vec<&'static str>,
+}
+
+impl<'a> Reader<'a> {
+    fn new(
+        text: &'a str,
+        section: Section,
+        name: Spanned<String>,
+        entry: RawEntry,
+        diags: &'a mut Vec<Diagnostic>,
+        spans: &'a mut SpanIndex,
+    ) -> Self {
+        spans.entries.insert((section, name.get_ref().clone()), name.span().start);
+        Self { text, section, name, entry, diags, spans, bad_fields: Vec::new() }
+    }
+
+    fn prefix(&self, field: &str) -> String {
+        format!("{}.{}: {field}", self.section.as_str(), self.name.get_ref())
+    }
+
+    fn error(&mut self, field: &'static str, offset: usize, reason: String) {
+        let msg = format!("{}: {reason}", self.prefix(field));
+        self.diags.push(Diagnostic::at(self.text, offset, msg));
+        self.bad_fields.push(field);
+    }
+
+
+    fn has_error_on(&self, field: &str) -> bool {
+        self.bad_fields.contains(&field)
+    }
+
+    fn missing(&mut self, field: &'static str, what: &str) {
+        let offset = self.name.span().start;
+        self.error(field, offset, format!("missing; expected {what}"));
+    }
+
+    fn take(&mut self, field: &'static str) -> Option<Spanned<Value>> {
+        let key = self.entry.keys().find(|k| k.get_ref() == field)?.clone();
+        let value = self.entry.remove(&key)?;
+        self.spans
+            .fields
+            .insert((self.section, self.name.get_ref().clone(), field), value.span().start);
+        Some(value)
+    }
+
+    fn typed<T>(
+        &mut self,
+        field: &'static str,
+        expected: &str,
+        convert: impl FnOnce(&Value) -> Option<T>,
+    ) -> Option<T> {
+        let value = self.take(field)?;
+        match convert(value.get_ref()) {
+            Some(v) => Some(v),
+            None => {
+                let got = describe(value.get_ref());
+                self.error(field, value.span().start, format!("expected {expected}, got {got}"));
+                None
+            }
+        }
+    }
+
+    fn string(&mut self, field: &'static str) -> Option<String> {
+        self.typed(field, "a string", |v| v.as_str().map(String::from))
+    }
+
+    fn int(&mut self, field: &'static str) -> Option<i64> {
+        self.typed(field, "an integer", Value::as_integer)
+    }
+
+    fn bool(&mut self, field: &'static str) -> Option<bool> {
+        // millix writes flags as 0/1; accept both spellings.
+        self.typed(field, "true or false", |v| match v {
+            Value::Boolean(b) => Some(*b),
+            Value::Integer(0) => Some(false),
+            Value::Integer(1) => Some(true),
+            _ => None,
+        })
+    }
+
+    fn date_gate(&mut self, field: &'static str) -> Option<String> {
+        // A day of month may be written as a number or a string; a token is a string.
+        self.typed(field, "a day of month or a #token#", |v| match v {
+            Value::Integer(d) => Some(d.to_string()),
+            Value::String(s) => Some(s.clone()),
+            _ => None,
+        })
+    }
+
+    fn string_list(&mut self, field: &'static str) -> Option<Vec<String>> {
+        self.typed(field, "a list of strings", |v| {
+            v.as_array()?.iter().map(|s| s.as_str().map(String::from)).collect()
+        })
+    }
+
+    fn table(&mut self, field: &'static str) -> Option<JsonMap<String, Json>> {
+        let value = self.take(field)?;
+        match toml_to_json(value.get_ref()) {
+            Json::Object(map) => Some(map),
+            _ => {
+                let got = describe(value.get_ref());
+                self.error(field, value.span().start, format!("expected a table, got {got}"));
+                None
+            }
+        }
+    }
+
+    fn choice<T>(
+        &mut self,
+        field: &'static str,
+        parse: impl Fn(&str) -> Option<T>,
+        expected: impl Fn() -> String,
+    ) -> Option<T> {
+        let value = self.take(field)?;
+        match value.get_ref().as_str().and_then(&parse) {
+            Some(v) => Some(v),
+            None => {
+                let got = describe(value.get_ref());
+                self.error(field, value.span().start, format!("expected one of {}, got {got}", expected()));
+                None
+            }
+        }
+    }
+
+    /// Reports fields nobody took and returns the entry's name.
+    fn finish(self) -> String {
+        let prefix = format!("{}.{}", self.section.as_str(), self.name.get_ref());
+        for (key, _) in self.entry {
+            self.diags.push(Diagnostic::at(
+                self.text,
+                key.span().start,
+                format!("{prefix}: unknown field `{}`", key.get_ref()),
+            ));
+        }
+        self.name.into_inner()
+    }
+}
+
+fn describe(v: &Value) -> String {
+    match v {
+        Value::String(s) => format!("the string {s:?}"),
+        Value::Integer(i) => format!("the integer {i}"),
+        Value::Float(f) => format!("the number {f}"),
+        Value::Boolean(b) => format!("{b}"),
+        Value::Datetime(d) => format!("the date {d}"),
+        Value::Array(_) => "a list".into(),
+        Value::Table(_) => "a table".into(),
+    }
+}
+
+/// Converts a TOML value into JSON (dates become RFC 3339 strings).
+pub fn toml_to_json(v: &Value) -> Json {
+    match v {
+        Value::String(s) => Json::String(s.clone()),
+        Value::Integer(i) => Json::from(*i),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+        Value::Boolean(b) => Json::Bool(*b),
+        Value::Datetime(d) => Json::String(d.to_string()),
+        Value::Array(a) => Json::Array(a.iter().map(toml_to_json).collect()),
+        Value::Table(t) => Json::Object(t.iter().map(|(k, v)| (k.clone(), toml_to_json(v))).collect()),
+    }
+}
+
+/// Converts JSON into TOML; `null` has no TOML spelling and is an error naming its path.
+pub fn json_to_toml(v: &Json, path: &str) -> Result<Value, String> {
+    Ok(match v {
+        Json::Null => return Err(format!("{path}: null cannot be written in TOML")),
+        Json::Bool(b) => Value::Boolean(*b),
+        Json::Number(n) => match n.as_i64() {
+            Some(i) => Value::Integer(i),
+            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
+        },
+        Json::String(s) => Value::String(s.clone()),
+        Json::Array(a) => Value::Array(
+            a.iter()
+                .enumerate()
+                .map(|(i, v)| json_to_toml(v, &format!("{path}[{i}]")))
+                .collect::<Result<_, _>>()?,
+        ),
+        Json::Object(o) => Value::Table(
+            o.iter()
+                .map(|(k, v)| Ok((k.clone(), json_to_toml(v, &format!("{path}.{k}"))?)))
+                .collect::<Result<_, String>>()?,
+        ),
+    })
+}
+
+/// Renders a catalog as job.conf text. Fields at their default are left out, so the output is
+/// short and stable: export → import → export gives the same bytes.
+pub fn render(file: &CatalogFile) -> Result<String, String> {
+    let mut out = String::new();
+    out.push_str("# jobvisor job catalog (job.conf). Check with `jobvisor check FILE`.\n");
+    let _ = writeln!(out, "version = {FORMAT_VERSION}");
+    let d = ProcessorDef::default();
+    for (name, p) in &file.processors {
+        let mut e = Entry::new(&mut out, "processor", name);
+        e.int_if("instances", p.instances, true);
+        e.opt_int("max_instances", p.max_instances);
+        e.opt_str("ip_address", &p.ip_address);
+        e.opt_int("port", p.port);
+        e.opt_str("rpc_user", &p.rpc_user);
+        e.opt_str("rpc_password", &p.rpc_password);
+        e.bool_if("enabled", p.enabled, !p.enabled);
+    }
+    let d = ObjectDef::default();
+    for (name, o) in &file.objects {
+        let mut e = Entry::new(&mut out, "object", name);
+        e.str_if("object_type", o.object_type.as_str(), o.object_type != d.object_type);
+        e.opt_str("conn_string", &o.conn_string);
+        e.opt_str("key_field", &o.key_field);
+        e.opt_str("name_field", &o.name_field);
+        e.opt_int("id_length", o.id_length);
+        e.opt_str("search_prefix", &o.search_prefix);
+        e.opt_int("time_to_live", o.time_to_live);
+        e.bool_if("allow_prune", o.allow_prune, o.allow_prune);
+        e.bool_if("allow_list", o.allow_list, o.allow_list);
+        e.opt_str("description", &o.description);
+        e.bool_if("enabled", o.enabled, !o.enabled);
+    }
+    for (name, g) in &file.groups {
+        let mut e = Entry::new(&mut out, "group", name);
+        e.bool_if("maintenance", g.maintenance, g.maintenance);
+        e.opt_str("description", &g.description);
+        e.bool_if("enabled", g.enabled, !g.enabled);
+    }
+    for (name, j) in &file.jobs {
+        render_job(&mut out, name, j)?;
+    }
+    Ok(out)
+}
+
+fn render_job(out: &mut String, name: &str, j: &JobDef) -> Result<(), String> {
+    let d = JobDef::new(j.job_type, "");
+    let payload = json_to_toml(&Json::Object(j.payload.clone()), &format!("job.{name}.payload"))?;
+    let mut e = Entry::new(out, "job", name);
+    e.str_if("type", j.job_type.as_str(), true);
+    e.str_if("processor", &j.processor, true);
+    e.opt_str("group", &j.group);
+    e.opt_str("description", &j.description);
+    e.int_if("priority", j.priority, j.priority != d.priority);
+    e.bool_if("required", j.required, j.required);
+    e.bool_if("enabled", j.enabled, !j.enabled);
+    e.int_if("timeout", j.timeout, j.timeout != d.timeout);
+    let s = &j.schedule;
+    e.bool_if("run_always", s.run_always, s.run_always);
+    e.int_if("run_delay", s.run_delay, s.run_delay != 0);
+    e.opt_int("run_every", s.run_every);
+    e.opt_int("run_on_the", s.run_on_the);
+    e.opt_str("run_at", &s.run_at);
+    e.opt_str("run_date", &s.run_date);
+    e.opt_str("cron", &s.cron);
+    e.opt_str("timezone", &s.timezone);
+    e.str_if("misfire_policy", j.misfire_policy.as_str(), j.misfire_policy != d.misfire_policy);
+    e.int_if("misfire_window", j.misfire_window, j.misfire_window != d.misfire_window);
+    e.int_if("max_catchup", j.max_catchup, j.max_catchup != d.max_catchup);
+    e.str_if("overlap_policy", j.overlap_policy.as_str(), j.overlap_policy != d.overlap_policy);
+    e.int_if("max_overlap", j.max_overlap, j.max_overlap != d.max_overlap);
+    e.int_if("max_attempts", j.max_attempts, j.max_attempts != d.max_attempts);
+    e.int_if("backoff_base", j.backoff_base, j.backoff_base != d.backoff_base);
+    e.int_if("backoff_max", j.backoff_max, j.backoff_max != d.backoff_max);
+    if !j.objects.is_empty() {
+        let list = Value::Array(j.objects.iter().cloned().map(Value::String).collect());
+        e.raw("objects", &list);
+    }
+    if !j.payload.is_empty() {
+        e.raw("payload", &payload);
+    }
+    Ok(())
+}
+
+/// Writes one `[section.name]` table.
+struct Entry<'a> {
+    out: &'a mut String,
+}
+
+impl<'a> Entry<'a> {
+    fn new(out: &'a mut String, section: &str, name: &str) -> Self {
+        let _ = write!(out, "\n[{section}.{}]\n", key(name));
+        Self { out }
+    }
+
+    fn raw(&mut self, field: &str, value: &Value) {
+        let _ = writeln!(self.out, "{field} = {value}");
+    }
+
+    fn str_if(&mut self, field: &str, value: &str, write: bool) {
+        if write {
+            self.raw(field, &Value::String(value.to_string()));
+        }
+    }
+
+    fn opt_str(&mut self, field: &str, value: &Option<String>) {
+        if let Some(v) = value {
+            self.raw(field, &Value::String(v.clone()));
+        }
+    }
+
+    fn int_if(&mut self, field: &str, value: i64, write: bool) {
+        if write {
+            self.raw(field, &Value::Integer(value));
+        }
+    }
+
+    fn opt_int(&mut self, field: &str, value: Option<i64>) {
+        if let Some(v) = value {
+            self.raw(field, &Value::Integer(v));
+        }
+    }
+
+    fn bool_if(&mut self, field: &str, value: bool, write: bool) {
+        if write {
+            self.raw(field, &Value::Boolean(value));
+        }
+    }
+}
+
+/// A bare key when possible, else a quoted one.
+fn key(name: &str) -> String {
+    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+        name.to_string()
+    } else {
+        Value::String(name.to_string()).to_string()
+    }
+}

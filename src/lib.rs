@@ -1,0 +1,14 @@
+//! jobvisor: a node-local, self-tuning job engine.
+//!
+//! A node keeps a job catalog in SQLite ([`catalog`]), edited as a file ([`jobconf`]) or through
+//! the CLI; a pure core ([`schedule`]) decides when jobs are due. See `ARCHITECTURE.md`.
+#![warn(missing_docs)]
+
+pub mod catalog;
+pub mod cli;
+pub mod config;
+pub mod diag;
+pub mod jobconf;
+pub mod model;
+#[path = "schedule_stub/mod.rs"]
+pub mod schedule;
