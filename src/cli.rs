@@ -267,7 +267,10 @@ pub struct Failure {
 
 impl Failure {
     fn new(code: i32, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
 }
 
@@ -311,13 +314,18 @@ pub fn main() -> i32 {
 pub fn run(cli: Cli) -> CliResult {
     match &cli.command {
         Command::Check { file, format } => check(file, *format),
-        Command::Import { file, format, strict } => import(&cli, file, *format, *strict),
+        Command::Import {
+            file,
+            format,
+            strict,
+        } => import(&cli, file, *format, *strict),
         Command::Config { print_defaults } => {
             if *print_defaults {
                 print!("{}", config::DEFAULT_TOML);
             } else {
                 let cfg = load_config(&cli)?;
-                let text = toml::to_string(&cfg).map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
+                let text =
+                    toml::to_string(&cfg).map_err(|e| Failure::new(EXIT_FAILURE, e.to_string()))?;
                 print!("{text}");
             }
             Ok(())
@@ -362,18 +370,26 @@ fn seed_catalog(cfg: &NodeConfig) -> Result<(CatalogFile, String), Failure> {
     }
     let path = Path::new(&cfg.catalog.seed);
     let text = read_input(path)?;
-    let file = toml_format::parse(&text).map_err(|d| diagnostics_failure(&path.display().to_string(), &d))?;
+    let file = toml_format::parse(&text)
+        .map_err(|d| diagnostics_failure(&path.display().to_string(), &d))?;
     Ok((file, path.display().to_string()))
 }
 
 fn read_input(path: &Path) -> Result<String, Failure> {
-    std::fs::read_to_string(path)
-        .map_err(|e| Failure::new(EXIT_NO_INPUT, format!("{}: cannot read: {e}", path.display())))
+    std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            EXIT_NO_INPUT,
+            format!("{}: cannot read: {e}", path.display()),
+        )
+    })
 }
 
 fn diagnostics_failure(file: &str, diags: &[Diagnostic]) -> Failure {
     let mut message: String = diags.iter().map(|d| d.render(file) + "\n").collect();
-    message.push_str(&format!("{file}: {} error(s); nothing was changed", diags.len()));
+    message.push_str(&format!(
+        "{file}: {} error(s); nothing was changed",
+        diags.len()
+    ));
     Failure::new(EXIT_CONFIG, message)
 }
 
@@ -420,7 +436,11 @@ fn import(cli: &Cli, path: &Path, format: Format, strict: bool) -> CliResult {
     if strict && !notes.is_empty() {
         return Err(Failure::new(
             EXIT_CONFIG,
-            format!("{}: {} item(s) cannot be mapped (--strict); nothing was changed", path.display(), notes.len()),
+            format!(
+                "{}: {} item(s) cannot be mapped (--strict); nothing was changed",
+                path.display(),
+                notes.len()
+            ),
         ));
     }
     let mut catalog = open(cli)?;
@@ -451,16 +471,23 @@ fn init(cli: &Cli) -> CliResult {
     let (catalog, seeded) = open_with(&cfg)?;
     let jobs = catalog.jobs()?.len();
     if seeded {
-        println!("{}: new catalog seeded with {jobs} job(s)", catalog.path().display());
+        println!(
+            "{}: new catalog seeded with {jobs} job(s)",
+            catalog.path().display()
+        );
     } else {
-        println!("{}: catalog exists ({jobs} job(s)); not re-seeded", catalog.path().display());
+        println!(
+            "{}: catalog exists ({jobs} job(s)); not re-seeded",
+            catalog.path().display()
+        );
     }
     Ok(())
 }
 
 fn export(cli: &Cli, output: Option<&Path>) -> CliResult {
     let catalog = open(cli)?;
-    let text = toml_format::render(&catalog.export()?).map_err(|e| Failure::new(EXIT_FAILURE, e))?;
+    let text =
+        toml_format::render(&catalog.export()?).map_err(|e| Failure::new(EXIT_FAILURE, e))?;
     match output {
         None => print!("{text}"),
         Some(path) => {
@@ -496,7 +523,19 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                     ]
                 })
                 .collect();
-            print_table(&["NAME", "TYPE", "PROCESSOR", "PRIORITY", "STATUS", "REQUIRED", "SCHEDULE", "LAST END"], rows);
+            print_table(
+                &[
+                    "NAME",
+                    "TYPE",
+                    "PROCESSOR",
+                    "PRIORITY",
+                    "STATUS",
+                    "REQUIRED",
+                    "SCHEDULE",
+                    "LAST END",
+                ],
+                rows,
+            );
         }
         JobsCommand::Show { name } => {
             let job = catalog.job(name)?;
@@ -507,24 +546,42 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
             let mut one = CatalogFile::default();
             one.jobs.insert(job.name.clone(), job.def.clone());
             let text = toml_format::render(&one).map_err(|e| Failure::new(EXIT_FAILURE, e))?;
-            let body = text.split_once("\n[").map(|(_, rest)| format!("[{rest}")).unwrap_or_default();
+            let body = text
+                .split_once("\n[")
+                .map(|(_, rest)| format!("[{rest}"))
+                .unwrap_or_default();
             print!("{body}");
             println!();
             println!("# schedule:    {}", schedule_summary(&job.def.schedule));
             println!("# in progress: {}", job.in_progress);
             println!("# last begin:  {}", time_or_dash(job.last_date_begin));
             println!("# last end:    {}", time_or_dash(job.last_date_end));
-            println!("# last elapse: {}", job.last_elapse.map_or("-".into(), |ms| format!("{ms} ms")));
-            println!("# last result: {}", job.last_response.as_deref().unwrap_or("-"));
+            println!(
+                "# last elapse: {}",
+                job.last_elapse.map_or("-".into(), |ms| format!("{ms} ms"))
+            );
+            println!(
+                "# last result: {}",
+                job.last_response.as_deref().unwrap_or("-")
+            );
         }
         JobsCommand::Add { name, fields } => {
             let mut file = catalog.export()?;
             if file.jobs.contains_key(name) {
-                return Err(Failure::new(EXIT_DATA, format!("job `{name}` exists; use `jobs edit`")));
+                return Err(Failure::new(
+                    EXIT_DATA,
+                    format!("job `{name}` exists; use `jobs edit`"),
+                ));
             }
-            let job_type = fields.job_type.as_deref().ok_or_else(|| Failure::new(EXIT_DATA, "--type is required"))?;
+            let job_type = fields
+                .job_type
+                .as_deref()
+                .ok_or_else(|| Failure::new(EXIT_DATA, "--type is required"))?;
             let job_type = parse_enum("--type", job_type, JobType::parse, &JobType::expected())?;
-            let processor = fields.processor.clone().ok_or_else(|| Failure::new(EXIT_DATA, "--processor is required"))?;
+            let processor = fields
+                .processor
+                .clone()
+                .ok_or_else(|| Failure::new(EXIT_DATA, "--processor is required"))?;
             let mut job = JobDef::new(job_type, processor);
             apply_fields(&mut job, fields)?;
             save_job(&mut catalog, &mut file, name, job)?;
@@ -532,7 +589,10 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
         }
         JobsCommand::Edit { name, fields } => {
             let mut file = catalog.export()?;
-            let mut job = file.jobs.get(name).cloned().ok_or_else(|| Failure::new(EXIT_DATA, format!("job `{name}` does not exist")))?;
+            let mut job =
+                file.jobs.get(name).cloned().ok_or_else(|| {
+                    Failure::new(EXIT_DATA, format!("job `{name}` does not exist"))
+                })?;
             if let Some(t) = &fields.job_type {
                 job.job_type = parse_enum("--type", t, JobType::parse, &JobType::expected())?;
             }
@@ -559,8 +619,18 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
     Ok(())
 }
 
-fn parse_enum<T>(flag: &str, value: &str, parse: impl Fn(&str) -> Option<T>, expected: &str) -> Result<T, Failure> {
-    parse(value).ok_or_else(|| Failure::new(EXIT_DATA, format!("{flag}: expected one of {expected}, got `{value}`")))
+fn parse_enum<T>(
+    flag: &str,
+    value: &str,
+    parse: impl Fn(&str) -> Option<T>,
+    expected: &str,
+) -> Result<T, Failure> {
+    parse(value).ok_or_else(|| {
+        Failure::new(
+            EXIT_DATA,
+            format!("{flag}: expected one of {expected}, got `{value}`"),
+        )
+    })
 }
 
 fn apply_fields(job: &mut JobDef, f: &JobFields) -> Result<(), Failure> {
@@ -612,10 +682,20 @@ fn apply_fields(job: &mut JobDef, f: &JobFields) -> Result<(), Failure> {
         s.timezone = f.timezone.clone();
     }
     if let Some(v) = &f.misfire_policy {
-        job.misfire_policy = parse_enum("--misfire-policy", v, MisfirePolicy::parse, "once, skip, all")?;
+        job.misfire_policy = parse_enum(
+            "--misfire-policy",
+            v,
+            MisfirePolicy::parse,
+            "once, skip, all",
+        )?;
     }
     if let Some(v) = &f.overlap_policy {
-        job.overlap_policy = parse_enum("--overlap-policy", v, OverlapPolicy::parse, "forbid, queue, allow")?;
+        job.overlap_policy = parse_enum(
+            "--overlap-policy",
+            v,
+            OverlapPolicy::parse,
+            "forbid, queue, allow",
+        )?;
     }
     if let Some(v) = f.max_attempts {
         job.max_attempts = v;
@@ -643,7 +723,10 @@ fn save_job(catalog: &mut Catalog, file: &mut CatalogFile, name: &str, job: JobD
         })
         .collect();
     if !problems.is_empty() {
-        return Err(Failure::new(EXIT_DATA, problems.join("\n") + "\nnothing was changed"));
+        return Err(Failure::new(
+            EXIT_DATA,
+            problems.join("\n") + "\nnothing was changed",
+        ));
     }
     catalog.put_job(name, &job, "cli")?;
     Ok(())
@@ -668,7 +751,10 @@ fn processors(cli: &Cli) -> CliResult {
             ]
         })
         .collect();
-    print_table(&["NAME", "INSTANCES", "MAX", "WHERE", "STATUS", "JOBS"], table);
+    print_table(
+        &["NAME", "INSTANCES", "MAX", "WHERE", "STATUS", "JOBS"],
+        table,
+    );
     Ok(())
 }
 
@@ -705,7 +791,11 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
             if let Some(j) = job {
                 catalog.job(j)?;
             }
-            let filter = RunFilter { job: job.clone(), status: status.clone(), limit: *limit };
+            let filter = RunFilter {
+                job: job.clone(),
+                status: status.clone(),
+                limit: *limit,
+            };
             let rows = catalog.runs(&filter)?;
             if cli.json {
                 print_json(&rows);
@@ -722,11 +812,18 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
                         time_or_dash(r.scheduled_for),
                         time_or_dash(r.started_at),
                         r.elapsed.map_or("-".into(), |ms| format!("{ms} ms")),
-                        r.error.as_deref().map_or(String::new(), |e| e.chars().take(60).collect()),
+                        r.error
+                            .as_deref()
+                            .map_or(String::new(), |e| e.chars().take(60).collect()),
                     ]
                 })
                 .collect();
-            print_table(&["ID", "JOB", "STATUS", "ATTEMPT", "SLOT", "STARTED", "ELAPSED", "ERROR"], table);
+            print_table(
+                &[
+                    "ID", "JOB", "STATUS", "ATTEMPT", "SLOT", "STARTED", "ELAPSED", "ERROR",
+                ],
+                table,
+            );
         }
         RunsCommand::Show { id } => {
             let run = catalog.run(*id)?;
@@ -848,12 +945,17 @@ fn schedule_summary(s: &ScheduleSpec) -> String {
 
 fn time_or_dash(ms: Option<i64>) -> String {
     ms.and_then(DateTime::from_timestamp_millis)
-        .map(|t| t.with_timezone(&Local).format("%Y-%m-%d %H:%M:%S").to_string())
+        .map(|t| {
+            t.with_timezone(&Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
         .unwrap_or_else(|| "-".into())
 }
 
 fn print_json<T: Serialize + ?Sized>(value: &T) {
-    let text = serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    let text =
+        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     println!("{text}");
 }
 
@@ -867,7 +969,11 @@ fn print_table(headers: &[&str], rows: Vec<Vec<String>>) {
     }
     let mut out = std::io::stdout().lock();
     let line = |cells: Vec<&str>| -> String {
-        let padded: Vec<String> = cells.iter().zip(&widths).map(|(c, w)| format!("{c:<w$}")).collect();
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
         padded.join("  ").trim_end().to_string()
     };
     let _ = writeln!(out, "{}", line(headers.to_vec()));

@@ -90,7 +90,11 @@ pub struct NodeSection {
 
 impl Default for NodeSection {
     fn default() -> Self {
-        Self { name: String::new(), data_dir: "jobvisor-data".into(), timezone: String::new() }
+        Self {
+            name: String::new(),
+            data_dir: "jobvisor-data".into(),
+            timezone: String::new(),
+        }
     }
 }
 
@@ -148,7 +152,9 @@ pub struct HttpSection {
 
 impl Default for HttpSection {
     fn default() -> Self {
-        Self { bind: "127.0.0.1:7878".into() }
+        Self {
+            bind: "127.0.0.1:7878".into(),
+        }
     }
 }
 
@@ -164,7 +170,10 @@ pub struct LogSection {
 
 impl Default for LogSection {
     fn default() -> Self {
-        Self { format: LogFormat::Human, level: "info".into() }
+        Self {
+            format: LogFormat::Human,
+            level: "info".into(),
+        }
     }
 }
 
@@ -216,12 +225,13 @@ pub fn load(
     overrides: &Overrides,
 ) -> Result<NodeConfig, ConfigError> {
     let defaults = NodeConfig::default();
-    let mut builder = Config::builder().add_source(
-        Config::try_from(&defaults).map_err(|e| layer_error("built-in defaults", e))?,
-    );
+    let mut builder = Config::builder()
+        .add_source(Config::try_from(&defaults).map_err(|e| layer_error("built-in defaults", e))?);
     if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_path_buf(), source })?;
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
         check_file(path, &text)?;
         builder = builder.add_source(File::from_str(&text, FileFormat::Toml));
     }
@@ -245,13 +255,39 @@ pub fn load(
 pub fn check_file(path: &Path, text: &str) -> Result<NodeConfig, ConfigError> {
     toml::from_str::<NodeConfig>(text).map_err(|e| {
         let (line, col) = e.span().map(|s| line_col(text, s.start)).unwrap_or((1, 1));
+        let reason = e.message().trim().to_string();
+        let reason = match key_on_line(text, line) {
+            Some(key) if !reason.contains(&key) => format!("{key}: {reason}"),
+            _ => reason,
+        };
         ConfigError::File {
             path: path.to_path_buf(),
             line,
             col,
-            reason: e.message().trim().to_string(),
+            reason,
         }
     })
+}
+
+/// The dotted key assigned on `line` (1-based), e.g. `health.interval`, for type errors whose
+/// message names only the value.
+fn key_on_line(text: &str, line: usize) -> Option<String> {
+    let mut section = String::new();
+    for (i, l) in text.lines().enumerate() {
+        let l = l.trim();
+        if l.starts_with('[') {
+            section = l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
+        }
+        if i + 1 == line {
+            let key = l.split_once('=')?.0.trim();
+            return Some(if section.is_empty() {
+                key.to_string()
+            } else {
+                format!("{section}.{key}")
+            });
+        }
+    }
+    None
 }
 
 fn apply_overrides(mut cfg: NodeConfig, o: &Overrides) -> Result<NodeConfig, ConfigError> {
@@ -283,7 +319,10 @@ fn apply_overrides(mut cfg: NodeConfig, o: &Overrides) -> Result<NodeConfig, Con
 }
 
 fn layer_error(origin: &'static str, e: config::ConfigError) -> ConfigError {
-    ConfigError::Layer { origin, reason: e.to_string() }
+    ConfigError::Layer {
+        origin,
+        reason: e.to_string(),
+    }
 }
 
 impl NodeConfig {
@@ -349,7 +388,12 @@ mod tests {
     use super::*;
 
     fn env(pairs: &[(&str, &str)]) -> Option<HashMap<String, String>> {
-        Some(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        )
     }
 
     #[test]
@@ -366,11 +410,21 @@ mod tests {
     fn layers_apply_in_order() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("node.toml");
-        std::fs::write(&file, "[database]\nbusy_timeout = 100\nread_pool_size = 2\n").unwrap();
-        let overrides = Overrides { db: Some("/x/flag.db".into()), ..Default::default() };
+        std::fs::write(
+            &file,
+            "[database]\nbusy_timeout = 100\nread_pool_size = 2\n",
+        )
+        .unwrap();
+        let overrides = Overrides {
+            db: Some("/x/flag.db".into()),
+            ..Default::default()
+        };
         let cfg = load(
             Some(&file),
-            env(&[("JOBVISOR__DATABASE__READ_POOL_SIZE", "7"), ("JOBVISOR__DATABASE__PATH", "env.db")]),
+            env(&[
+                ("JOBVISOR__DATABASE__READ_POOL_SIZE", "7"),
+                ("JOBVISOR__DATABASE__PATH", "env.db"),
+            ]),
             &overrides,
         )
         .unwrap();
@@ -385,7 +439,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("node.toml");
         std::fs::write(&file, "[database]\nbusy_timeout = 100\nbusy_timout = 5\n").unwrap();
-        let err = load(Some(&file), env(&[]), &Overrides::default()).unwrap_err().to_string();
+        let err = load(Some(&file), env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("node.toml:3:1"), "{err}");
         assert!(err.contains("busy_timout"), "{err}");
     }
@@ -395,32 +451,52 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("node.toml");
         std::fs::write(&file, "[health]\ninterval = \"fast\"\n").unwrap();
-        let err = load(Some(&file), env(&[]), &Overrides::default()).unwrap_err().to_string();
+        let err = load(Some(&file), env(&[]), &Overrides::default())
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("node.toml:2:"), "{err}");
         assert!(err.contains("interval") || err.contains("integer"), "{err}");
     }
 
     #[test]
     fn unknown_key_in_environment_is_an_error() {
-        let err = load(None, env(&[("JOBVISOR__DATABASE__PATHH", "x")]), &Overrides::default())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("environment") && err.contains("pathh"), "{err}");
+        let err = load(
+            None,
+            env(&[("JOBVISOR__DATABASE__PATHH", "x")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("environment") && err.contains("pathh"),
+            "{err}"
+        );
     }
 
     #[test]
     fn wrong_type_in_environment_is_an_error() {
-        let err = load(None, env(&[("JOBVISOR__HEALTH__INTERVAL", "soon")]), &Overrides::default())
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("environment") && err.contains("interval"), "{err}");
+        let err = load(
+            None,
+            env(&[("JOBVISOR__HEALTH__INTERVAL", "soon")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.contains("environment") && err.contains("interval"),
+            "{err}"
+        );
     }
 
     #[test]
     fn invalid_values_are_rejected() {
-        let err = load(None, env(&[("JOBVISOR__NODE__TIMEZONE", "Mars/Base")]), &Overrides::default())
-            .unwrap_err()
-            .to_string();
+        let err = load(
+            None,
+            env(&[("JOBVISOR__NODE__TIMEZONE", "Mars/Base")]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("node.timezone"), "{err}");
     }
 }

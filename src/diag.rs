@@ -22,12 +22,22 @@ impl Diagnostic {
     /// A problem at a byte offset of `text`.
     pub fn at(text: &str, offset: usize, reason: impl Into<String>) -> Self {
         let (line, col) = line_col(text, offset);
-        Self { line, col, path: None, reason: reason.into() }
+        Self {
+            line,
+            col,
+            path: None,
+            reason: reason.into(),
+        }
     }
 
     /// A problem at a path inside a structured document without line information.
     pub fn at_path(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self { line: 0, col: 0, path: Some(path.into()), reason: reason.into() }
+        Self {
+            line: 0,
+            col: 0,
+            path: Some(path.into()),
+            reason: reason.into(),
+        }
     }
 
     /// Renders as `file:line:col: reason` (or `file: path: reason`).

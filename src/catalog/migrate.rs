@@ -56,14 +56,18 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, CatalogError> {
     apply(conn, MIGRATIONS)
 }
 
-pub(crate) fn apply(conn: &mut Connection, migrations: &[Migration]) -> Result<usize, CatalogError> {
+pub(crate) fn apply(
+    conn: &mut Connection,
+    migrations: &[Migration],
+) -> Result<usize, CatalogError> {
     let tx = conn.transaction()?;
     tx.execute_batch(CREATE_HISTORY)?;
     let mut applied = 0;
     for m in migrations {
         let sum = checksum(m.sql);
-        let existing: Option<String> =
-            tx.query_row(SELECT_APPLIED, [m.version], |r| r.get(0)).optional()?;
+        let existing: Option<String> = tx
+            .query_row(SELECT_APPLIED, [m.version], |r| r.get(0))
+            .optional()?;
         match existing {
             Some(old) if old == sum => continue,
             Some(_) => {
@@ -73,9 +77,8 @@ pub(crate) fn apply(conn: &mut Connection, migrations: &[Migration]) -> Result<u
                 )));
             }
             None => {
-                tx.execute_batch(m.sql).map_err(|e| {
-                    CatalogError::Migration(format!("{} failed: {e}", m.name))
-                })?;
+                tx.execute_batch(m.sql)
+                    .map_err(|e| CatalogError::Migration(format!("{} failed: {e}", m.name)))?;
                 tx.execute(INSERT_APPLIED, params![m.version, m.name, sum])?;
                 applied += 1;
             }

@@ -123,20 +123,26 @@ impl Catalog {
     /// Opens (creating if needed) the catalog at `path`, applies pragmas and pending migrations.
     pub fn open(path: &Path, settings: &DbSettings) -> Result<Self, CatalogError> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .map_err(|source| CatalogError::Io { path: dir.to_path_buf(), source })?;
+            std::fs::create_dir_all(dir).map_err(|source| CatalogError::Io {
+                path: dir.to_path_buf(),
+                source,
+            })?;
         }
         let mut conn = Connection::open(path)?;
         apply_pragmas(&conn, settings)?;
         migrate::migrate(&mut conn)?;
         let init = settings.clone();
-        let manager = SqliteConnectionManager::file(path)
-            .with_init(move |c| apply_pragmas(c, &init));
+        let manager =
+            SqliteConnectionManager::file(path).with_init(move |c| apply_pragmas(c, &init));
         let pool = Pool::builder()
             .max_size(settings.read_pool_size)
             .min_idle(Some(0))
             .build(manager)?;
-        Ok(Self { path: path.to_path_buf(), conn, pool })
+        Ok(Self {
+            path: path.to_path_buf(),
+            conn,
+            pool,
+        })
     }
 
     /// The database file.
@@ -173,7 +179,11 @@ impl Catalog {
     }
 
     /// Upserts every entry of `file` by name, in one transaction; entries not in the file stay.
-    pub fn import(&mut self, file: &CatalogFile, actor: &str) -> Result<ImportReport, CatalogError> {
+    pub fn import(
+        &mut self,
+        file: &CatalogFile,
+        actor: &str,
+    ) -> Result<ImportReport, CatalogError> {
         let tx = self.conn.transaction()?;
         let report = import_in(&tx, file, actor, "import")?;
         tx.commit()?;
@@ -197,14 +207,19 @@ impl Catalog {
     pub fn jobs(&self) -> Result<Vec<JobRecord>, CatalogError> {
         let conn = self.read()?;
         let mut stmt = conn.prepare_cached(&format!("{SELECT_JOBS} ORDER BY j.job_name"))?;
-        let rows = stmt.query_map([], job_record)?.collect::<Result<Vec<_>, _>>()?;
+        let rows = stmt
+            .query_map([], job_record)?
+            .collect::<Result<Vec<_>, _>>()?;
         rows.into_iter().collect()
     }
 
     /// Inserts or replaces one job (already validated against the catalog).
     pub fn put_job(&mut self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
         let tx = self.conn.transaction()?;
-        let existed = tx.query_row(SELECT_JOB_ID, [name], |_| Ok(())).optional()?.is_some();
+        let existed = tx
+            .query_row(SELECT_JOB_ID, [name], |_| Ok(()))
+            .optional()?
+            .is_some();
         upsert_job(&tx, name, job)?;
         let action = if existed { "job.edit" } else { "job.add" };
         audit(&tx, actor, action, name, None)?;
@@ -213,12 +228,23 @@ impl Catalog {
     }
 
     /// Enables or disables a job.
-    pub fn set_job_enabled(&mut self, name: &str, enabled: bool, actor: &str) -> Result<(), CatalogError> {
+    pub fn set_job_enabled(
+        &mut self,
+        name: &str,
+        enabled: bool,
+        actor: &str,
+    ) -> Result<(), CatalogError> {
         let tx = self.conn.transaction()?;
         if tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])? == 0 {
             return Err(not_found("job", name));
         }
-        audit(&tx, actor, if enabled { "job.enable" } else { "job.disable" }, name, None)?;
+        audit(
+            &tx,
+            actor,
+            if enabled { "job.enable" } else { "job.disable" },
+            name,
+            None,
+        )?;
         tx.commit()?;
         Ok(())
     }
@@ -314,7 +340,10 @@ impl Catalog {
 }
 
 fn not_found(kind: &'static str, name: &str) -> CatalogError {
-    CatalogError::NotFound { kind, name: name.to_string() }
+    CatalogError::NotFound {
+        kind,
+        name: name.to_string(),
+    }
 }
 
 const SELECT_META: &str = "SELECT value FROM catalog_meta WHERE key = ?1";
@@ -325,9 +354,18 @@ const INSERT_AUDIT: &str =
 const SELECT_AUDIT: &str =
     "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
 
-fn audit(tx: &Transaction<'_>, actor: &str, action: &str, subject: &str, detail: Option<&Json>) -> Result<(), CatalogError> {
+fn audit(
+    tx: &Transaction<'_>,
+    actor: &str,
+    action: &str,
+    subject: &str,
+    detail: Option<&Json>,
+) -> Result<(), CatalogError> {
     let detail = detail.map(Json::to_string);
-    tx.execute(INSERT_AUDIT, params![now_ms(), actor, action, subject, detail])?;
+    tx.execute(
+        INSERT_AUDIT,
+        params![now_ms(), actor, action, subject, detail],
+    )?;
     Ok(())
 }
 
@@ -342,7 +380,12 @@ pub struct ImportReport {
     pub unchanged: usize,
 }
 
-fn import_in(tx: &Transaction<'_>, file: &CatalogFile, actor: &str, action: &str) -> Result<ImportReport, CatalogError> {
+fn import_in(
+    tx: &Transaction<'_>,
+    file: &CatalogFile,
+    actor: &str,
+    action: &str,
+) -> Result<ImportReport, CatalogError> {
     let before = export_from(tx)?;
     let mut report = ImportReport::default();
     let mut note = |kind: &str, name: &str, existed: bool, same: bool| {
@@ -371,7 +414,10 @@ fn import_in(tx: &Transaction<'_>, file: &CatalogFile, actor: &str, action: &str
     for (name, g) in &file.groups {
         let old = before.groups.get(name);
         if note("group", name, old.is_some(), old == Some(g)) {
-            tx.execute(UPSERT_GROUP, params![name, g.maintenance, g.description, g.enabled])?;
+            tx.execute(
+                UPSERT_GROUP,
+                params![name, g.maintenance, g.description, g.enabled],
+            )?;
         }
     }
     for (name, j) in &file.jobs {
@@ -397,10 +443,23 @@ const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
         ip_address = excluded.ip_address, port = excluded.port, rpc_user = excluded.rpc_user,
         rpc_password = excluded.rpc_password, status = excluded.status";
 
-fn upsert_processor(tx: &Transaction<'_>, name: &str, p: &ProcessorDef) -> Result<(), CatalogError> {
+fn upsert_processor(
+    tx: &Transaction<'_>,
+    name: &str,
+    p: &ProcessorDef,
+) -> Result<(), CatalogError> {
     tx.execute(
         UPSERT_PROCESSOR,
-        params![name, p.instances, p.max_instances, p.ip_address, p.port, p.rpc_user, p.rpc_password, p.enabled],
+        params![
+            name,
+            p.instances,
+            p.max_instances,
+            p.ip_address,
+            p.port,
+            p.rpc_user,
+            p.rpc_password,
+            p.enabled
+        ],
     )?;
     Ok(())
 }
@@ -438,7 +497,8 @@ fn upsert_object(tx: &Transaction<'_>, name: &str, o: &ObjectDef) -> Result<(), 
     Ok(())
 }
 
-const UPSERT_GROUP: &str = "INSERT INTO job_group (job_group_name, maintenance, description, status)
+const UPSERT_GROUP: &str =
+    "INSERT INTO job_group (job_group_name, maintenance, description, status)
     VALUES (?1, ?2, ?3, ?4)
     ON CONFLICT (job_group_name) DO UPDATE SET
         maintenance = excluded.maintenance, description = excluded.description,
@@ -593,7 +653,9 @@ fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError> {
         );
     }
     let mut stmt = conn.prepare_cached(SELECT_JOBS)?;
-    let records = stmt.query_map([], job_record)?.collect::<Result<Vec<_>, _>>()?;
+    let records = stmt
+        .query_map([], job_record)?
+        .collect::<Result<Vec<_>, _>>()?;
     for record in records {
         let record = record?;
         file.jobs.insert(record.name, record.def);
@@ -639,9 +701,10 @@ fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> 
     let Ok(Json::Object(payload)) = serde_json::from_str::<Json>(&payload) else {
         return corrupt("payload is not a JSON object".into());
     };
-    let (Some(misfire_policy), Some(overlap_policy)) =
-        (MisfirePolicy::parse(&misfire), OverlapPolicy::parse(&overlap))
-    else {
+    let (Some(misfire_policy), Some(overlap_policy)) = (
+        MisfirePolicy::parse(&misfire),
+        OverlapPolicy::parse(&overlap),
+    ) else {
         return corrupt(format!("policies `{misfire}` / `{overlap}`"));
     };
     let objects: BTreeSet<String> = objects

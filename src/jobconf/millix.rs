@@ -23,9 +23,18 @@ pub struct MillixImport {
 /// returned in `unmapped`.
 pub fn parse(text: &str) -> Result<MillixImport, Vec<Diagnostic>> {
     let root: Json = serde_json::from_str(text).map_err(|e| {
-        vec![Diagnostic { line: e.line(), col: e.column(), path: None, reason: e.to_string() }]
+        vec![Diagnostic {
+            line: e.line(),
+            col: e.column(),
+            path: None,
+            reason: e.to_string(),
+        }]
     })?;
-    let mut m = Mapper { errors: Vec::new(), unmapped: Vec::new(), catalog: CatalogFile::default() };
+    let mut m = Mapper {
+        errors: Vec::new(),
+        unmapped: Vec::new(),
+        catalog: CatalogFile::default(),
+    };
     let Some(root) = root.as_object() else {
         return Err(vec![Diagnostic::at_path("$", "expected a JSON object")]);
     };
@@ -51,7 +60,10 @@ pub fn parse(text: &str) -> Result<MillixImport, Vec<Diagnostic>> {
         ));
     }
     if m.errors.is_empty() {
-        Ok(MillixImport { catalog: m.catalog, unmapped: m.unmapped })
+        Ok(MillixImport {
+            catalog: m.catalog,
+            unmapped: m.unmapped,
+        })
     } else {
         Err(m.errors)
     }
@@ -72,7 +84,12 @@ impl Mapper {
         self.unmapped.push(Diagnostic::at_path(path, reason));
     }
 
-    fn each(&mut self, value: &Json, list: &str, f: fn(&mut Self, &str, &str, &JsonMap<String, Json>)) {
+    fn each(
+        &mut self,
+        value: &Json,
+        list: &str,
+        f: fn(&mut Self, &str, &str, &JsonMap<String, Json>),
+    ) {
         let Some(map) = value.as_object() else {
             return self.error(list, "expected an object keyed by name");
         };
@@ -138,7 +155,10 @@ impl Mapper {
             match key.as_str() {
                 "object_type" => match v.as_str().and_then(ObjectType::parse) {
                     Some(t) => def.object_type = t,
-                    None => self.error(&p, format!("expected one of {}, got {v}", ObjectType::expected())),
+                    None => self.error(
+                        &p,
+                        format!("expected one of {}, got {v}", ObjectType::expected()),
+                    ),
                 },
                 "object_name" => {}
                 "object_name_field" => def.name_field = self.string(&p, v),
@@ -161,7 +181,13 @@ impl Mapper {
             Some(t) => match JobType::parse(t) {
                 Some(t) => t,
                 None => {
-                    return self.error(&format!("{path}.type"), format!("unknown job type `{t}`; expected one of {}", JobType::expected()));
+                    return self.error(
+                        &format!("{path}.type"),
+                        format!(
+                            "unknown job type `{t}`; expected one of {}",
+                            JobType::expected()
+                        ),
+                    );
                 }
             },
             None => return self.error(&format!("{path}.type"), "missing"),
@@ -175,7 +201,10 @@ impl Mapper {
                 "group" => {
                     if let Some(group) = self.string(&p, v) {
                         // millix has no group list: a group exists by being named.
-                        self.catalog.groups.entry(group.clone()).or_insert_with(GroupDef::default);
+                        self.catalog
+                            .groups
+                            .entry(group.clone())
+                            .or_insert_with(GroupDef::default);
                         job.group = Some(group);
                     }
                 }
@@ -217,14 +246,20 @@ impl Mapper {
         if job_type == JobType::Function {
             let module = map.remove("module");
             let function = map.remove("function_name");
-            match (module.as_ref().and_then(Json::as_str), function.as_ref().and_then(Json::as_str)) {
+            match (
+                module.as_ref().and_then(Json::as_str),
+                function.as_ref().and_then(Json::as_str),
+            ) {
                 (Some(m), Some(f)) => {
                     map.insert("function".into(), Json::String(format!("{m}.{f}")));
                 }
                 (None, Some(f)) => {
                     map.insert("function".into(), Json::String(f.to_string()));
                 }
-                _ => self.error(&format!("{path}.function_name"), "a function job needs function_name"),
+                _ => self.error(
+                    &format!("{path}.function_name"),
+                    "a function job needs function_name",
+                ),
             }
         }
         job.payload = map;
@@ -249,7 +284,8 @@ impl Mapper {
             "required" => job.required = self.int(path, v) == Some(1),
             "description" => job.description = self.string(path, v),
             // Runtime bookkeeping, recomputed by the engine.
-            "in_progress" | "last_date_begin" | "last_date_end" | "last_elapse" | "last_response" => {
+            "in_progress" | "last_date_begin" | "last_date_end" | "last_elapse"
+            | "last_response" => {
                 self.note(path, "runtime state; not imported");
             }
             _ => self.note(path, "no matching job column; not imported"),

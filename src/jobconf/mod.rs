@@ -123,7 +123,11 @@ pub struct GroupDef {
 
 impl Default for GroupDef {
     fn default() -> Self {
-        Self { maintenance: false, description: None, enabled: true }
+        Self {
+            maintenance: false,
+            description: None,
+            enabled: true,
+        }
     }
 }
 
@@ -242,7 +246,12 @@ struct Problems(Vec<Problem>);
 
 impl Problems {
     fn push(&mut self, section: Section, name: &str, field: &'static str, reason: String) {
-        self.0.push(Problem { section, name: name.to_string(), field: Some(field), reason });
+        self.0.push(Problem {
+            section,
+            name: name.to_string(),
+            field: Some(field),
+            reason,
+        });
     }
 }
 
@@ -251,7 +260,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
     if name.is_empty() || name.len() > 100 {
         return Err(format!("name `{name}` must be 1–100 characters long"));
     }
-    if !name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.')) {
+    if !name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
         return Err(format!(
             "name `{name}` may only contain letters, digits, `_`, `-` and `.`"
         ));
@@ -263,7 +275,10 @@ pub fn check_name(name: &str) -> Result<(), String> {
 pub fn validate(file: &CatalogFile) -> Vec<Problem> {
     let mut p = Problems(Vec::new());
     let names = [
-        (Section::Processor, file.processors.keys().collect::<Vec<_>>()),
+        (
+            Section::Processor,
+            file.processors.keys().collect::<Vec<_>>(),
+        ),
         (Section::Object, file.objects.keys().collect()),
         (Section::Group, file.groups.keys().collect()),
         (Section::Job, file.jobs.keys().collect()),
@@ -271,7 +286,12 @@ pub fn validate(file: &CatalogFile) -> Vec<Problem> {
     for (section, keys) in names {
         for name in keys {
             if let Err(reason) = check_name(name) {
-                p.0.push(Problem { section, name: name.clone(), field: None, reason });
+                p.0.push(Problem {
+                    section,
+                    name: name.clone(),
+                    field: None,
+                    reason,
+                });
             }
         }
     }
@@ -290,12 +310,22 @@ pub fn validate(file: &CatalogFile) -> Vec<Problem> {
 fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
     let s = Section::Processor;
     if proc.instances < 1 {
-        p.push(s, name, "instances", format!("must be at least 1, got {}", proc.instances));
+        p.push(
+            s,
+            name,
+            "instances",
+            format!("must be at least 1, got {}", proc.instances),
+        );
     }
     if let Some(max) = proc.max_instances
         && max < proc.instances
     {
-        p.push(s, name, "max_instances", format!("{max} is below instances = {}", proc.instances));
+        p.push(
+            s,
+            name,
+            "max_instances",
+            format!("{max} is below instances = {}", proc.instances),
+        );
     }
     if let Some(port) = proc.port
         && !(1..=65535).contains(&port)
@@ -309,7 +339,12 @@ fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
             ("rpc_password", proc.rpc_password.is_some()),
         ] {
             if set {
-                p.push(s, name, field, "only a remote processor (with ip_address) has one".into());
+                p.push(
+                    s,
+                    name,
+                    field,
+                    "only a remote processor (with ip_address) has one".into(),
+                );
             }
         }
     }
@@ -320,15 +355,30 @@ fn validate_object(p: &mut Problems, name: &str, obj: &ObjectDef) {
     if let Some(ttl) = obj.time_to_live
         && ttl < 0
     {
-        p.push(s, name, "time_to_live", format!("must be seconds ≥ 0, got {ttl}"));
+        p.push(
+            s,
+            name,
+            "time_to_live",
+            format!("must be seconds ≥ 0, got {ttl}"),
+        );
     }
     if let Some(len) = obj.id_length
         && len < 1
     {
-        p.push(s, name, "id_length", format!("must be at least 1, got {len}"));
+        p.push(
+            s,
+            name,
+            "id_length",
+            format!("must be at least 1, got {len}"),
+        );
     }
     if obj.allow_prune && obj.time_to_live.is_none() {
-        p.push(s, name, "allow_prune", "pruning needs a time_to_live".into());
+        p.push(
+            s,
+            name,
+            "allow_prune",
+            "pruning needs a time_to_live".into(),
+        );
     }
 }
 
@@ -339,28 +389,49 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
             s,
             name,
             "processor",
-            format!("processor `{}` is not defined in this catalog", job.processor),
+            format!(
+                "processor `{}` is not defined in this catalog",
+                job.processor
+            ),
         ),
         Some(proc) if job.job_type == JobType::Rpc && proc.ip_address.is_none() => p.push(
             s,
             name,
             "processor",
-            format!("an rpc job needs a remote processor; `{}` is local", job.processor),
+            format!(
+                "an rpc job needs a remote processor; `{}` is local",
+                job.processor
+            ),
         ),
         Some(_) => {}
     }
     if let Some(group) = &job.group
         && !file.groups.contains_key(group)
     {
-        p.push(s, name, "group", format!("group `{group}` is not defined in this catalog"));
+        p.push(
+            s,
+            name,
+            "group",
+            format!("group `{group}` is not defined in this catalog"),
+        );
     }
     let mut seen = BTreeSet::new();
     for object in &job.objects {
         if !file.objects.contains_key(object) {
-            p.push(s, name, "objects", format!("object `{object}` is not defined in this catalog"));
+            p.push(
+                s,
+                name,
+                "objects",
+                format!("object `{object}` is not defined in this catalog"),
+            );
         }
         if !seen.insert(object) {
-            p.push(s, name, "objects", format!("object `{object}` is listed twice"));
+            p.push(
+                s,
+                name,
+                "objects",
+                format!("object `{object}` is listed twice"),
+            );
         }
     }
     for (field, value, min) in [
@@ -373,7 +444,12 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
         ("backoff_max", job.backoff_max, 0),
     ] {
         if value < min {
-            p.push(s, name, field, format!("must be at least {min}, got {value}"));
+            p.push(
+                s,
+                name,
+                field,
+                format!("must be at least {min}, got {value}"),
+            );
         }
     }
     if job.backoff_max < job.backoff_base {
@@ -381,7 +457,10 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
             s,
             name,
             "backoff_max",
-            format!("{} is below backoff_base = {}", job.backoff_max, job.backoff_base),
+            format!(
+                "{} is below backoff_base = {}",
+                job.backoff_max, job.backoff_base
+            ),
         );
     }
     for e in job.schedule.validate() {
@@ -396,11 +475,21 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
         match pay.get(key) {
             Some(Json::String(v)) if !v.trim().is_empty() => Some(v.clone()),
             Some(other) => {
-                p.push(Section::Job, name, "payload", format!("`{key}` must be a non-empty string, got {other}"));
+                p.push(
+                    Section::Job,
+                    name,
+                    "payload",
+                    format!("`{key}` must be a non-empty string, got {other}"),
+                );
                 None
             }
             None => {
-                p.push(Section::Job, name, "payload", format!("a {} job needs payload.{key}", job.job_type));
+                p.push(
+                    Section::Job,
+                    name,
+                    "payload",
+                    format!("a {} job needs payload.{key}", job.job_type),
+                );
                 None
             }
         }
@@ -417,14 +506,24 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
             if let Some(object) = need_str("object")
                 && !file.objects.contains_key(&object)
             {
-                p.push(Section::Job, name, "payload", format!("payload.object `{object}` is not defined in this catalog"));
+                p.push(
+                    Section::Job,
+                    name,
+                    "payload",
+                    format!("payload.object `{object}` is not defined in this catalog"),
+                );
             }
         }
         JobType::Url => {
             if let Some(url) = need_str("url")
                 && !(url.starts_with("http://") || url.starts_with("https://"))
             {
-                p.push(Section::Job, name, "payload", format!("payload.url must start with http:// or https://, got `{url}`"));
+                p.push(
+                    Section::Job,
+                    name,
+                    "payload",
+                    format!("payload.url must start with http:// or https://, got `{url}`"),
+                );
             }
             if let Some(method) = pay.get("method") {
                 let ok = method.as_str().is_some_and(|m| {
@@ -443,7 +542,8 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
 fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
     let shell = pay.get("shell").and_then(Json::as_bool).unwrap_or(false);
     match (pay.get("argv"), pay.get("command")) {
-        (Some(Json::Array(argv)), None) if !argv.is_empty() && argv.iter().all(Json::is_string) => {}
+        (Some(Json::Array(argv)), None) if !argv.is_empty() && argv.iter().all(Json::is_string) => {
+        }
         (Some(_), None) => p.push(
             Section::Job,
             name,
@@ -455,7 +555,8 @@ fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
             Section::Job,
             name,
             "payload",
-            "payload.command (a shell line) needs payload.shell = true; or give payload.argv".into(),
+            "payload.command (a shell line) needs payload.shell = true; or give payload.argv"
+                .into(),
         ),
         (Some(_), Some(_)) => p.push(
             Section::Job,
@@ -472,9 +573,19 @@ fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
     }
 }
 
-fn validate_workflow(p: &mut Problems, file: &CatalogFile, name: &str, pay: &JsonMap<String, Json>) {
+fn validate_workflow(
+    p: &mut Problems,
+    file: &CatalogFile,
+    name: &str,
+    pay: &JsonMap<String, Json>,
+) {
     let Some(Json::Array(steps)) = pay.get("steps") else {
-        p.push(Section::Job, name, "payload", "a workflow job needs payload.steps, a list of {job, after}".into());
+        p.push(
+            Section::Job,
+            name,
+            "payload",
+            "a workflow job needs payload.steps, a list of {job, after}".into(),
+        );
         return;
     };
     let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
@@ -483,27 +594,56 @@ fn validate_workflow(p: &mut Problems, file: &CatalogFile, name: &str, pay: &Jso
         let after: Vec<String> = step
             .get("after")
             .and_then(Json::as_array)
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default();
         match job {
             Some(job) if file.jobs.contains_key(job) && job != name => {
                 if deps.insert(job.to_string(), after).is_some() {
-                    p.push(Section::Job, name, "payload", format!("step `{job}` appears twice"));
+                    p.push(
+                        Section::Job,
+                        name,
+                        "payload",
+                        format!("step `{job}` appears twice"),
+                    );
                 }
             }
-            Some(job) => p.push(Section::Job, name, "payload", format!("step job `{job}` is not another job of this catalog")),
-            None => p.push(Section::Job, name, "payload", "every step needs `job`, a job name".into()),
+            Some(job) => p.push(
+                Section::Job,
+                name,
+                "payload",
+                format!("step job `{job}` is not another job of this catalog"),
+            ),
+            None => p.push(
+                Section::Job,
+                name,
+                "payload",
+                "every step needs `job`, a job name".into(),
+            ),
         }
     }
     for (step, after) in &deps {
         for dep in after {
             if !deps.contains_key(dep) {
-                p.push(Section::Job, name, "payload", format!("step `{step}` waits for `{dep}`, which is not a step"));
+                p.push(
+                    Section::Job,
+                    name,
+                    "payload",
+                    format!("step `{step}` waits for `{dep}`, which is not a step"),
+                );
             }
         }
     }
     if has_cycle(&deps) {
-        p.push(Section::Job, name, "payload", "the steps' `after` lists form a cycle".into());
+        p.push(
+            Section::Job,
+            name,
+            "payload",
+            "the steps' `after` lists form a cycle".into(),
+        );
     }
 }
 
@@ -511,10 +651,19 @@ fn has_cycle(deps: &BTreeMap<String, Vec<String>>) -> bool {
     // Kahn's algorithm: whatever cannot be ordered is on a cycle.
     let mut remaining: BTreeMap<&str, usize> = deps
         .iter()
-        .map(|(k, v)| (k.as_str(), v.iter().filter(|d| deps.contains_key(*d)).count()))
+        .map(|(k, v)| {
+            (
+                k.as_str(),
+                v.iter().filter(|d| deps.contains_key(*d)).count(),
+            )
+        })
         .collect();
     loop {
-        let ready: Vec<&str> = remaining.iter().filter(|(_, n)| **n == 0).map(|(k, _)| *k).collect();
+        let ready: Vec<&str> = remaining
+            .iter()
+            .filter(|(_, n)| **n == 0)
+            .map(|(k, _)| *k)
+            .collect();
         if ready.is_empty() {
             return !remaining.is_empty();
         }

@@ -46,7 +46,11 @@ struct SpanIndex {
 pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
-        vec![Diagnostic::at(text, offset, e.message().trim().replace('\n', "; "))]
+        vec![Diagnostic::at(
+            text,
+            offset,
+            e.message().trim().replace('\n', "; "),
+        )]
     })?;
     let mut diags = Vec::new();
     let mut spans = SpanIndex::default();
@@ -56,7 +60,10 @@ pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
         diags.push(Diagnostic::at(
             text,
             v.span().start,
-            format!("version: this build reads version {FORMAT_VERSION}, got {}", v.get_ref()),
+            format!(
+                "version: this build reads version {FORMAT_VERSION}, got {}",
+                v.get_ref()
+            ),
         ));
     }
     let mut file = CatalogFile::default();
@@ -90,7 +97,11 @@ pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
     for problem in validate(&file) {
         let offset = problem
             .field
-            .and_then(|f| spans.fields.get(&(problem.section, problem.name.clone(), f)))
+            .and_then(|f| {
+                spans
+                    .fields
+                    .get(&(problem.section, problem.name.clone(), f))
+            })
             .or_else(|| spans.entries.get(&(problem.section, problem.name.clone())))
             .copied()
             .unwrap_or(0);
@@ -98,7 +109,11 @@ pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
             Some(field) => format!("{}.{}: {field}: ", problem.section.as_str(), problem.name),
             None => format!("{}.{}: ", problem.section.as_str(), problem.name),
         };
-        diags.push(Diagnostic::at(text, offset, format!("{what}{}", problem.reason)));
+        diags.push(Diagnostic::at(
+            text,
+            offset,
+            format!("{what}{}", problem.reason),
+        ));
     }
     if diags.is_empty() {
         Ok(file)
@@ -147,7 +162,10 @@ fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     if processor.is_none() && !r.has_error_on("processor") {
         r.missing("processor", "a processor name");
     }
-    let mut job = JobDef::new(job_type.unwrap_or(JobType::Function), processor.unwrap_or_default());
+    let mut job = JobDef::new(
+        job_type.unwrap_or(JobType::Function),
+        processor.unwrap_or_default(),
+    );
     job.group = r.string("group");
     job.payload = r.table("payload").unwrap_or_default();
     job.description = r.string("description");
@@ -163,14 +181,22 @@ fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     job.schedule.timezone = r.string("timezone");
     job.misfire_policy = r
         .choice("misfire_policy", MisfirePolicy::parse, || {
-            MisfirePolicy::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+            MisfirePolicy::ALL
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         })
         .unwrap_or_default();
     job.misfire_window = r.int("misfire_window").unwrap_or(job.misfire_window);
     job.max_catchup = r.int("max_catchup").unwrap_or(job.max_catchup);
     job.overlap_policy = r
         .choice("overlap_policy", OverlapPolicy::parse, || {
-            OverlapPolicy::ALL.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+            OverlapPolicy::ALL
+                .iter()
+                .map(|p| p.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         })
         .unwrap_or_default();
     job.max_overlap = r.int("max_overlap").unwrap_or(job.max_overlap);
@@ -205,8 +231,18 @@ impl<'a> Reader<'a> {
         diags: &'a mut Vec<Diagnostic>,
         spans: &'a mut SpanIndex,
     ) -> Self {
-        spans.entries.insert((section, name.get_ref().clone()), name.span().start);
-        Self { text, section, name, entry, diags, spans, bad_fields: Vec::new() }
+        spans
+            .entries
+            .insert((section, name.get_ref().clone()), name.span().start);
+        Self {
+            text,
+            section,
+            name,
+            entry,
+            diags,
+            spans,
+            bad_fields: Vec::new(),
+        }
     }
 
     fn prefix(&self, field: &str) -> String {
@@ -218,7 +254,6 @@ impl<'a> Reader<'a> {
         self.diags.push(Diagnostic::at(self.text, offset, msg));
         self.bad_fields.push(field);
     }
-
 
     fn has_error_on(&self, field: &str) -> bool {
         self.bad_fields.contains(&field)
@@ -232,9 +267,10 @@ impl<'a> Reader<'a> {
     fn take(&mut self, field: &'static str) -> Option<Spanned<Value>> {
         let key = self.entry.keys().find(|k| k.get_ref() == field)?.clone();
         let value = self.entry.remove(&key)?;
-        self.spans
-            .fields
-            .insert((self.section, self.name.get_ref().clone(), field), value.span().start);
+        self.spans.fields.insert(
+            (self.section, self.name.get_ref().clone(), field),
+            value.span().start,
+        );
         Some(value)
     }
 
@@ -249,7 +285,11 @@ impl<'a> Reader<'a> {
             Some(v) => Some(v),
             None => {
                 let got = describe(value.get_ref());
-                self.error(field, value.span().start, format!("expected {expected}, got {got}"));
+                self.error(
+                    field,
+                    value.span().start,
+                    format!("expected {expected}, got {got}"),
+                );
                 None
             }
         }
@@ -284,7 +324,10 @@ impl<'a> Reader<'a> {
 
     fn string_list(&mut self, field: &'static str) -> Option<Vec<String>> {
         self.typed(field, "a list of strings", |v| {
-            v.as_array()?.iter().map(|s| s.as_str().map(String::from)).collect()
+            v.as_array()?
+                .iter()
+                .map(|s| s.as_str().map(String::from))
+                .collect()
         })
     }
 
@@ -294,7 +337,11 @@ impl<'a> Reader<'a> {
             Json::Object(map) => Some(map),
             _ => {
                 let got = describe(value.get_ref());
-                self.error(field, value.span().start, format!("expected a table, got {got}"));
+                self.error(
+                    field,
+                    value.span().start,
+                    format!("expected a table, got {got}"),
+                );
                 None
             }
         }
@@ -311,7 +358,11 @@ impl<'a> Reader<'a> {
             Some(v) => Some(v),
             None => {
                 let got = describe(value.get_ref());
-                self.error(field, value.span().start, format!("expected one of {}, got {got}", expected()));
+                self.error(
+                    field,
+                    value.span().start,
+                    format!("expected one of {}, got {got}", expected()),
+                );
                 None
             }
         }
@@ -352,7 +403,11 @@ pub fn toml_to_json(v: &Value) -> Json {
         Value::Boolean(b) => Json::Bool(*b),
         Value::Datetime(d) => Json::String(d.to_string()),
         Value::Array(a) => Json::Array(a.iter().map(toml_to_json).collect()),
-        Value::Table(t) => Json::Object(t.iter().map(|(k, v)| (k.clone(), toml_to_json(v))).collect()),
+        Value::Table(t) => Json::Object(
+            t.iter()
+                .map(|(k, v)| (k.clone(), toml_to_json(v)))
+                .collect(),
+        ),
     }
 }
 
@@ -386,7 +441,6 @@ pub fn render(file: &CatalogFile) -> Result<String, String> {
     let mut out = String::new();
     out.push_str("# jobvisor job catalog (job.conf). Check with `jobvisor check FILE`.\n");
     let _ = writeln!(out, "version = {FORMAT_VERSION}");
-    let d = ProcessorDef::default();
     for (name, p) in &file.processors {
         let mut e = Entry::new(&mut out, "processor", name);
         e.int_if("instances", p.instances, true);
@@ -400,7 +454,11 @@ pub fn render(file: &CatalogFile) -> Result<String, String> {
     let d = ObjectDef::default();
     for (name, o) in &file.objects {
         let mut e = Entry::new(&mut out, "object", name);
-        e.str_if("object_type", o.object_type.as_str(), o.object_type != d.object_type);
+        e.str_if(
+            "object_type",
+            o.object_type.as_str(),
+            o.object_type != d.object_type,
+        );
         e.opt_str("conn_string", &o.conn_string);
         e.opt_str("key_field", &o.key_field);
         e.opt_str("name_field", &o.name_field);
@@ -426,7 +484,10 @@ pub fn render(file: &CatalogFile) -> Result<String, String> {
 
 fn render_job(out: &mut String, name: &str, j: &JobDef) -> Result<(), String> {
     let d = JobDef::new(j.job_type, "");
-    let payload = json_to_toml(&Json::Object(j.payload.clone()), &format!("job.{name}.payload"))?;
+    let payload = json_to_toml(
+        &Json::Object(j.payload.clone()),
+        &format!("job.{name}.payload"),
+    )?;
     let mut e = Entry::new(out, "job", name);
     e.str_if("type", j.job_type.as_str(), true);
     e.str_if("processor", &j.processor, true);
@@ -445,13 +506,33 @@ fn render_job(out: &mut String, name: &str, j: &JobDef) -> Result<(), String> {
     e.opt_str("run_date", &s.run_date);
     e.opt_str("cron", &s.cron);
     e.opt_str("timezone", &s.timezone);
-    e.str_if("misfire_policy", j.misfire_policy.as_str(), j.misfire_policy != d.misfire_policy);
-    e.int_if("misfire_window", j.misfire_window, j.misfire_window != d.misfire_window);
+    e.str_if(
+        "misfire_policy",
+        j.misfire_policy.as_str(),
+        j.misfire_policy != d.misfire_policy,
+    );
+    e.int_if(
+        "misfire_window",
+        j.misfire_window,
+        j.misfire_window != d.misfire_window,
+    );
     e.int_if("max_catchup", j.max_catchup, j.max_catchup != d.max_catchup);
-    e.str_if("overlap_policy", j.overlap_policy.as_str(), j.overlap_policy != d.overlap_policy);
+    e.str_if(
+        "overlap_policy",
+        j.overlap_policy.as_str(),
+        j.overlap_policy != d.overlap_policy,
+    );
     e.int_if("max_overlap", j.max_overlap, j.max_overlap != d.max_overlap);
-    e.int_if("max_attempts", j.max_attempts, j.max_attempts != d.max_attempts);
-    e.int_if("backoff_base", j.backoff_base, j.backoff_base != d.backoff_base);
+    e.int_if(
+        "max_attempts",
+        j.max_attempts,
+        j.max_attempts != d.max_attempts,
+    );
+    e.int_if(
+        "backoff_base",
+        j.backoff_base,
+        j.backoff_base != d.backoff_base,
+    );
     e.int_if("backoff_max", j.backoff_max, j.backoff_max != d.backoff_max);
     if !j.objects.is_empty() {
         let list = Value::Array(j.objects.iter().cloned().map(Value::String).collect());
@@ -511,7 +592,11 @@ impl<'a> Entry<'a> {
 
 /// A bare key when possible, else a quoted one.
 fn key(name: &str) -> String {
-    if !name.is_empty() && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+    if !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
         name.to_string()
     } else {
         Value::String(name.to_string()).to_string()

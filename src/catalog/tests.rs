@@ -1,0 +1,324 @@
+//! Catalog tests: pragmas, CHECK lists against the Rust enums, migrations, upgrades, atomicity.
+
+use rusqlite::{Connection, params};
+
+use super::migrate::{MIGRATIONS, Migration, apply};
+use super::*;
+use crate::jobconf::toml_format;
+use crate::model::{ActivationState, ObjectType, Pin, Role, RunStatus};
+
+fn temp_catalog(settings: &DbSettings) -> (tempfile::TempDir, Catalog) {
+    let dir = tempfile::tempdir().unwrap();
+    let catalog = Catalog::open(&dir.path().join("c.db"), settings).unwrap();
+    (dir, catalog)
+}
+
+fn pragma(conn: &Connection, name: &str) -> String {
+    conn.query_row(&format!("PRAGMA {name}"), [], |r| {
+        r.get::<_, rusqlite::types::Value>(0)
+    })
+    .map(|v| match v {
+        rusqlite::types::Value::Integer(i) => i.to_string(),
+        rusqlite::types::Value::Text(t) => t,
+        other => format!("{other:?}"),
+    })
+    .unwrap()
+}
+
+#[test]
+fn pragmas_read_back() {
+    for (durability, synchronous) in [(Durability::Normal, "1"), (Durability::Full, "2")] {
+        let settings = DbSettings {
+            durability,
+            busy_timeout: Duration::from_millis(4321),
+            read_pool_size: 2,
+        };
+        let (_dir, mut catalog) = temp_catalog(&settings);
+        let read = catalog.read().unwrap();
+        for conn in [&*read, catalog.writer() as &Connection] {
+            assert_eq!(pragma(conn, "journal_mode"), "wal");
+            assert_eq!(pragma(conn, "foreign_keys"), "1");
+            assert_eq!(pragma(conn, "busy_timeout"), "4321");
+            assert_eq!(pragma(conn, "synchronous"), synchronous);
+        }
+    }
+}
+
+/// Inserts `value` into `table.column` through `insert` and reports whether SQLite accepted it.
+fn accepts(conn: &Connection, insert: &str, value: &str) -> bool {
+    conn.execute("SAVEPOINT probe", []).unwrap();
+    let ok = conn.execute(insert, [value]).is_ok();
+    conn.execute("ROLLBACK TO probe", []).unwrap();
+    conn.execute("RELEASE probe", []).unwrap();
+    ok
+}
+
+#[test]
+fn check_lists_match_rust_enums() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let conn = catalog.writer();
+    conn.execute_batch(
+        "INSERT INTO job_processor (processor_name) VALUES ('p');
+         INSERT INTO job (job_name, processor_id, job_type_id) VALUES ('j', 1, 1);
+         INSERT INTO node (node_name) VALUES ('n');",
+    )
+    .unwrap();
+    let cases: Vec<(&str, Vec<&str>)> = vec![
+        (
+            "INSERT INTO job_type (job_type) VALUES (?1)",
+            // Every type exists already (unique), so probe the CHECK via a temp copy below.
+            vec![],
+        ),
+        (
+            "INSERT INTO job_run (job_id, status, run_after, created_at) VALUES (1, ?1, 0, 0)",
+            RunStatus::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+        (
+            "INSERT INTO object (object_name, object_type) VALUES (hex(randomblob(8)), ?1)",
+            ObjectType::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+        (
+            "INSERT INTO users (user_name, password_hash, role) VALUES (hex(randomblob(8)), 'x', ?1)",
+            Role::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+        (
+            "INSERT INTO job (job_name, processor_id, job_type_id, misfire_policy) VALUES (hex(randomblob(8)), 1, 1, ?1)",
+            MisfirePolicy::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+        (
+            "INSERT INTO job (job_name, processor_id, job_type_id, overlap_policy) VALUES (hex(randomblob(8)), 1, 1, ?1)",
+            OverlapPolicy::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+        (
+            "INSERT OR REPLACE INTO job_activation (job_id, node_id, state) VALUES (1, 1, ?1)",
+            ActivationState::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+        (
+            "INSERT OR REPLACE INTO job_activation (job_id, node_id, pinned) VALUES (1, 1, ?1)",
+            Pin::ALL.iter().map(|s| s.as_str()).collect(),
+        ),
+    ];
+    for (insert, values) in cases.iter().skip(1) {
+        for v in values {
+            assert!(accepts(conn, insert, v), "{insert} refused `{v}`");
+        }
+        assert!(
+            !accepts(conn, insert, "not-a-variant"),
+            "{insert} accepted a stray value"
+        );
+    }
+    // job_type rows: the lookup holds exactly the Rust enum, and its CHECK refuses others.
+    let mut stmt = conn
+        .prepare("SELECT job_type FROM job_type ORDER BY job_type_id")
+        .unwrap();
+    let types: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let expected: Vec<String> = JobType::ALL
+        .iter()
+        .map(|t| t.as_str().to_string())
+        .collect();
+    assert_eq!(types, expected);
+    drop(stmt);
+    assert!(!accepts(conn, cases[0].0, "cronjob"));
+}
+
+#[test]
+fn migration_list_matches_the_folder() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    let mut files: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".sql"))
+        .collect();
+    files.sort();
+    let listed: Vec<&str> = MIGRATIONS.iter().map(|m| m.name).collect();
+    assert_eq!(files, listed);
+    for (i, m) in MIGRATIONS.iter().enumerate() {
+        assert_eq!(m.version, i as i64 + 1);
+        assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+    }
+}
+
+#[test]
+fn migrations_apply_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("c.db");
+    drop(Catalog::open(&path, &DbSettings::default()).unwrap());
+    let mut conn = Connection::open(&path).unwrap();
+    assert_eq!(migrate::migrate(&mut conn).unwrap(), 0);
+    let n: i64 = conn
+        .query_row("SELECT count(*) FROM schema_migration", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(n, MIGRATIONS.len() as i64);
+}
+
+#[test]
+fn an_edited_migration_is_refused() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let v1 = [Migration {
+        version: 1,
+        name: "0001_a.sql",
+        sql: "CREATE TABLE a (x);",
+    }];
+    apply(&mut conn, &v1).unwrap();
+    let edited = [Migration {
+        version: 1,
+        name: "0001_a.sql",
+        sql: "CREATE TABLE a (x, y);",
+    }];
+    let err = apply(&mut conn, &edited).unwrap_err().to_string();
+    assert!(err.contains("changed after it was applied"), "{err}");
+}
+
+#[test]
+fn a_failing_migration_leaves_nothing_behind() {
+    let mut conn = Connection::open_in_memory().unwrap();
+    let set = [
+        Migration {
+            version: 1,
+            name: "0001_a.sql",
+            sql: "CREATE TABLE a (x);",
+        },
+        Migration {
+            version: 2,
+            name: "0002_b.sql",
+            sql: "CREATE TABLE b (x); SELECT nonsense FROM nowhere;",
+        },
+    ];
+    assert!(apply(&mut conn, &set).is_err());
+    let tables: i64 = conn
+        .query_row(
+            "SELECT count(*) FROM sqlite_master WHERE name IN ('a', 'b', 'schema_migration')",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(tables, 0);
+}
+
+#[test]
+fn upgrades_a_v1_fixture_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("old.db");
+    let fixture = include_str!("../../tests/fixtures/catalog_v1.sql");
+    Connection::open(&path)
+        .unwrap()
+        .execute_batch(fixture)
+        .unwrap();
+    let catalog = Catalog::open(&path, &DbSettings::default()).unwrap();
+    let read = catalog.read().unwrap();
+    let versions: Vec<i64> = read
+        .prepare("SELECT version FROM schema_migration ORDER BY version")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(versions, (1..=MIGRATIONS.len() as i64).collect::<Vec<_>>());
+    // The later migration's table exists and the old data is intact.
+    read.execute(
+        "INSERT INTO job_activation (job_id, node_id) VALUES (1, 1)",
+        [],
+    )
+    .unwrap();
+    let job = catalog.job("hourly_report").unwrap();
+    assert_eq!(job.def.priority, 7);
+    assert_eq!(job.def.objects, vec!["events".to_string()]);
+    assert_eq!(catalog.run(1).unwrap().elapsed, Some(249));
+}
+
+const SMALL: &str = r#"
+[processor.main]
+instances = 2
+[object.events]
+time_to_live = 60
+allow_prune = true
+[group.reporting]
+[job.report]
+type = "function"
+processor = "main"
+group = "reporting"
+run_every = 5
+objects = ["events"]
+payload = { function = "report" }
+"#;
+
+#[test]
+fn import_is_all_or_nothing() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let mut file = toml_format::parse(SMALL).unwrap();
+    // A job whose processor is missing passes no validation; force it past to hit the database.
+    let mut broken = file.jobs["report"].clone();
+    broken.processor = "ghost".into();
+    file.jobs.insert("z_broken".into(), broken);
+    assert!(catalog.import(&file, "test").is_err());
+    let after = catalog.export().unwrap();
+    assert!(after.processors.is_empty() && after.jobs.is_empty() && after.objects.is_empty());
+    assert!(catalog.audit_log(10).unwrap().is_empty());
+}
+
+#[test]
+fn import_upserts_by_name_and_reports() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let file = toml_format::parse(SMALL).unwrap();
+    let first = catalog.import(&file, "test").unwrap();
+    assert_eq!(first.created.len(), 4);
+    let mut changed = file.clone();
+    changed.jobs.get_mut("report").unwrap().priority = 9;
+    let second = catalog.import(&changed, "test").unwrap();
+    assert_eq!(second.updated, vec!["job.report".to_string()]);
+    assert_eq!(second.unchanged, 3);
+    assert_eq!(catalog.job("report").unwrap().def.priority, 9);
+    assert_eq!(catalog.export().unwrap(), changed);
+    assert_eq!(catalog.audit_log(10).unwrap().len(), 2);
+}
+
+#[test]
+fn seeding_happens_once_and_keeps_operator_edits() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let seed = toml_format::parse(SMALL).unwrap();
+    assert!(catalog.seed_if_new(&seed, "test").unwrap());
+    catalog
+        .set_job_enabled("report", false, "operator")
+        .unwrap();
+    assert!(!catalog.seed_if_new(&seed, "test").unwrap());
+    assert!(!catalog.job("report").unwrap().def.enabled);
+}
+
+#[test]
+fn audit_is_append_only() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    catalog
+        .import(&toml_format::parse(SMALL).unwrap(), "test")
+        .unwrap();
+    let conn = catalog.writer();
+    assert!(conn.execute("UPDATE audit SET actor = 'x'", []).is_err());
+    assert!(conn.execute("DELETE FROM audit", []).is_err());
+}
+
+#[test]
+fn remove_refuses_a_running_job() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    catalog
+        .import(&toml_format::parse(SMALL).unwrap(), "test")
+        .unwrap();
+    let job_id = catalog.job("report").unwrap().id;
+    catalog
+        .writer()
+        .execute(
+            "INSERT INTO job_run (job_id, status, run_after, created_at) VALUES (?1, 'running', 0, 0)",
+            params![job_id],
+        )
+        .unwrap();
+    assert!(matches!(
+        catalog.remove_job("report", "t"),
+        Err(CatalogError::Refused(_))
+    ));
+    assert!(matches!(
+        catalog.remove_job("nope", "t"),
+        Err(CatalogError::NotFound { .. })
+    ));
+}

@@ -1,0 +1,483 @@
+//! [`JobPlanner`]: the sans-IO state machine that turns one job's [`Schedule`], its
+//! [`PlanPolicy`] and its [`JobHistory`] into [`Decision`]s at `now`, and says when to wake.
+//!
+//! Invariant: reads no clock and does no IO; it imports neither the actor runtime nor the
+//! database driver. Inputs arrive through `handle_*` methods with `now` as an argument;
+//! outputs are polled ([`JobPlanner::poll_due`], [`JobPlanner::next_wake`]).
+//!
+//! Once per slot: every decision names a slot strictly after [`JobHistory::last_slot`], and
+//! `last_slot` never decreases, so no slot is decided twice however the clock moves — a clock
+//! that jumps back simply finds nothing due until it passes the last slot again (which is the
+//! catalog's unique `(job_id, scheduled_for)` seen from the inside).
+//!
+//! Misfire: at a poll, the latest due slot is *on time* when `now - slot <= misfire_window_ms`;
+//! every other due slot was *missed* (the node was down, throttled, or the clock jumped: it
+//! should have fired earlier). `once` fires the latest slot and coalesces the rest into it;
+//! `skip` fires the latest slot only if it is on time; `all` fires every missed slot, the most
+//! recent `max_catchup` of them, plus the latest if on time.
+//!
+//! Overlap, against the runs in flight (fired or started, not yet finished) at the poll:
+//! `forbid` skips every slot of the poll when anything is in flight (the slots of one poll go
+//! together, so an `all` catch-up backlog is queued and run one after another); `queue` fires
+//! while fewer than `max_queued` runs are in flight; `allow` fires while fewer than
+//! `max_concurrent` are. A slot that may not fire is recorded as skipped with the reason.
+
+use crate::schedule::calendar::{Kind, Schedule};
+use crate::schedule::spec::{MisfirePolicy, OverlapPolicy};
+
+/// At most this many slots get a row (fired or skipped) per poll; older due slots are
+/// summarised in one [`Decision::Drop`] so that a node down for a year with a per-minute job
+/// does not write half a million `skipped` rows.
+pub const RECORD_LIMIT: usize = 100;
+
+/// The largest accepted `max_catchup` (larger values are clamped to it).
+pub const MAX_CATCHUP_LIMIT: u32 = 1000;
+
+/// Counting dropped slots stops after this many; beyond it the count is `None`.
+const COUNT_LIMIT: u64 = 100_000;
+
+/// The per-job policy settings the planner applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlanPolicy {
+    /// What to do with missed slots. Default: `once`.
+    pub misfire: MisfirePolicy,
+    /// How late (ms) the latest due slot may be polled and still count as on time.
+    /// Default: 60 000 (Quartz's misfire threshold).
+    pub misfire_window_ms: i64,
+    /// With `misfire = all`, at most this many missed slots run (the most recent).
+    /// Default: 10; clamped to 1..=[`MAX_CATCHUP_LIMIT`].
+    pub max_catchup: u32,
+    /// What to do with a slot due while runs are in flight. Default: `forbid`.
+    pub overlap: OverlapPolicy,
+    /// With `overlap = allow`, at most this many runs in flight at once. Default: 4; min 1.
+    pub max_concurrent: u32,
+    /// With `overlap = queue`, at most this many runs in flight (one running, the rest
+    /// waiting). Default: 10; min 1.
+    pub max_queued: u32,
+}
+
+impl Default for PlanPolicy {
+    fn default() -> Self {
+        PlanPolicy {
+            misfire: MisfirePolicy::Once,
+            misfire_window_ms: 60_000,
+            max_catchup: 10,
+            overlap: OverlapPolicy::Forbid,
+            max_concurrent: 4,
+            max_queued: 10,
+        }
+    }
+}
+
+impl PlanPolicy {
+    /// The policy with every number brought into its accepted range.
+    pub fn normalized(self) -> Self {
+        PlanPolicy {
+            misfire_window_ms: self.misfire_window_ms.max(0),
+            max_catchup: self.max_catchup.clamp(1, MAX_CATCHUP_LIMIT),
+            max_concurrent: self.max_concurrent.max(1),
+            max_queued: self.max_queued.max(1),
+            ..self
+        }
+    }
+
+    /// How many runs may be in flight before a new slot is refused.
+    fn in_flight_cap(&self) -> u32 {
+        match self.overlap {
+            OverlapPolicy::Forbid => 1,
+            OverlapPolicy::Queue => self.max_queued,
+            OverlapPolicy::Allow => self.max_concurrent,
+        }
+    }
+}
+
+/// A job's scheduling history, as the catalog keeps it; enough to restore a planner.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JobHistory {
+    /// The latest slot decided (fired or recorded skipped): `max(scheduled_for)` of the
+    /// job's runs. Slots at or before it are never due again.
+    pub last_slot: Option<i64>,
+    /// Slots at or before this instant are never due: the job's creation or activation
+    /// time. `None` (with no `last_slot`) makes the first poll set it to `now`, so a new
+    /// job starts with the next slot rather than catching up on the past.
+    pub since: Option<i64>,
+    /// When the latest run began.
+    pub last_begin: Option<i64>,
+    /// When the latest run ended.
+    pub last_end: Option<i64>,
+    /// Runs in progress.
+    pub running: u32,
+    /// Runs fired (queued) but not yet started.
+    pub queued: u32,
+}
+
+impl JobHistory {
+    /// Runs fired or started and not yet finished.
+    pub fn in_flight(&self) -> u32 {
+        self.running + self.queued
+    }
+}
+
+/// Why a slot does not run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SkipReason {
+    /// Runs of the job were in flight and the overlap policy refused another.
+    Overlap,
+    /// The slot was missed and the misfire policy is `skip`.
+    Misfire,
+    /// The slot was missed and is covered by the one catch-up run of misfire policy `once`.
+    Coalesced,
+    /// The slot was missed and is older than the `max_catchup` most recent (policy `all`).
+    CatchupLimit,
+}
+
+impl SkipReason {
+    /// Every variant, in declaration order.
+    pub const ALL: [SkipReason; 4] = [
+        SkipReason::Overlap,
+        SkipReason::Misfire,
+        SkipReason::Coalesced,
+        SkipReason::CatchupLimit,
+    ];
+
+    /// A stable token, for the run's error column and metrics labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SkipReason::Overlap => "overlap",
+            SkipReason::Misfire => "misfire",
+            SkipReason::Coalesced => "coalesced",
+            SkipReason::CatchupLimit => "catchup_limit",
+        }
+    }
+
+    /// A sentence for the operator.
+    pub fn explain(self) -> &'static str {
+        match self {
+            SkipReason::Overlap => "skipped: the previous run was still in flight (overlap policy)",
+            SkipReason::Misfire => "skipped: the slot was missed (misfire policy skip)",
+            SkipReason::Coalesced => "skipped: covered by one catch-up run (misfire policy once)",
+            SkipReason::CatchupLimit => "skipped: older than the max_catchup most recent missed slots",
+        }
+    }
+}
+
+/// What the runtime should do about one slot (or a range of old slots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Enqueue a run with `scheduled_for = slot`.
+    Fire {
+        /// The slot, epoch ms.
+        slot: i64,
+        /// True when the run stands for one or more missed slots.
+        catch_up: bool,
+    },
+    /// Record a `skipped` run with `scheduled_for = slot` and the reason.
+    Skip {
+        /// The slot, epoch ms.
+        slot: i64,
+        /// Why it does not run.
+        reason: SkipReason,
+    },
+    /// Slots too old to record one by one ([`RECORD_LIMIT`]): log or count them.
+    Drop {
+        /// The oldest dropped slot.
+        first: i64,
+        /// The newest dropped slot.
+        last: i64,
+        /// How many; `None` when there were too many to count cheaply.
+        count: Option<u64>,
+        /// Why they do not run.
+        reason: SkipReason,
+    },
+}
+
+impl Decision {
+    /// The slot a `Fire` or `Skip` names (`None` for `Drop`).
+    pub fn slot(&self) -> Option<i64> {
+        match *self {
+            Decision::Fire { slot, .. } | Decision::Skip { slot, .. } => Some(slot),
+            Decision::Drop { .. } => None,
+        }
+    }
+}
+
+/// The per-job scheduling state machine. One per scheduled job, owned by the runtime.
+#[derive(Debug, Clone)]
+pub struct JobPlanner {
+    schedule: Schedule,
+    policy: PlanPolicy,
+    hist: JobHistory,
+    /// `next_slot_after(floor)`, kept because the floor only moves in `poll_due`; this is
+    /// what makes `next_wake` over a whole catalog cheap.
+    next_slot: Option<(i64, Option<i64>)>,
+}
+
+impl JobPlanner {
+    /// A planner for a job with no history: its first poll anchors it (see
+    /// [`JobHistory::since`]).
+    pub fn new(schedule: Schedule, policy: PlanPolicy) -> Self {
+        Self::restore(schedule, policy, JobHistory::default())
+    }
+
+    /// A planner restored from the catalog (after a restart or a schedule edit).
+    pub fn restore(schedule: Schedule, policy: PlanPolicy, history: JobHistory) -> Self {
+        let mut p = JobPlanner {
+            schedule,
+            policy: policy.normalized(),
+            hist: history,
+            next_slot: None,
+        };
+        p.refresh_next();
+        p
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The (normalized) policy.
+    pub fn policy(&self) -> &PlanPolicy {
+        &self.policy
+    }
+
+    /// The state to persist (and to restore from).
+    pub fn history(&self) -> &JobHistory {
+        &self.hist
+    }
+
+    /// A run of this job began: a fired one leaving the queue, or a manual trigger.
+    pub fn handle_run_started(&mut self, now_ms: i64) {
+        self.hist.last_begin = Some(now_ms);
+        // A start while runs are queued is taken to be one of them; if it was in fact a
+        // manual run, the totals stay right and only which one is "queued" is swapped.
+        self.hist.queued = self.hist.queued.saturating_sub(1);
+        self.hist.running += 1;
+    }
+
+    /// A run of this job ended (any outcome), or a queued run was removed unstarted.
+    pub fn handle_run_finished(&mut self, now_ms: i64) {
+        if self.hist.running > 0 {
+            self.hist.running -= 1;
+        } else {
+            self.hist.queued = self.hist.queued.saturating_sub(1);
+        }
+        self.hist.last_end = Some(now_ms);
+    }
+
+    fn floor(&self) -> Option<i64> {
+        match (self.hist.last_slot, self.hist.since) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn refresh_next(&mut self) {
+        self.next_slot = self.floor().map(|f| (f, self.schedule.next_slot_after(f)));
+    }
+
+    /// When the runtime should poll next: an instant at or before `now_ms` means "poll now";
+    /// `None` means no timer is needed (on demand, or waiting for a run to end).
+    /// After [`poll_due`](Self::poll_due) at `now_ms`, the answer is never at or before
+    /// `now_ms` unless that poll left work it could not do.
+    pub fn next_wake(&self, now_ms: i64) -> Option<i64> {
+        match self.schedule.kind() {
+            Kind::OnDemand => None,
+            Kind::Always { delay_ms } => self.always_due(now_ms, *delay_ms),
+            _ => match (self.floor(), self.next_slot) {
+                (Some(f), Some((cached_floor, next))) if f == cached_floor => next,
+                (Some(f), _) => self.schedule.next_slot_after(f),
+                (None, _) => self.schedule.next_slot_after(now_ms),
+            },
+        }
+    }
+
+    /// The due decisions at `now_ms`, in slot order; they update the planner's history
+    /// (fired slots count as queued runs until `handle_run_started`).
+    pub fn poll_due(&mut self, now_ms: i64) -> Vec<Decision> {
+        match *self.schedule.kind() {
+            Kind::OnDemand => Vec::new(),
+            Kind::Always { delay_ms } => self.poll_always(now_ms, delay_ms),
+            _ => self.poll_calendar(now_ms),
+        }
+    }
+
+    /// When a run_always job may fire next, or `None` while the overlap policy holds it.
+    fn always_due(&self, now_ms: i64, delay_ms: i64) -> Option<i64> {
+        let h = &self.hist;
+        // A history time in the future means the clock went back: count from now instead
+        // of stalling until the clock catches up again.
+        let clamp = |t: Option<i64>| t.map(|t| t.min(now_ms));
+        if h.in_flight() == 0 {
+            match clamp(h.last_end).or(clamp(h.last_begin)) {
+                Some(end) => Some(end + delay_ms),
+                None => Some(h.since.unwrap_or(now_ms).min(now_ms)),
+            }
+        } else if self.policy.overlap == OverlapPolicy::Allow
+            && h.queued == 0
+            && h.running < self.policy.max_concurrent
+        {
+            // Alongside a run in progress, pace from the latest start.
+            clamp(h.last_begin).map(|b| b + delay_ms)
+        } else {
+            None
+        }
+    }
+
+    fn poll_always(&mut self, now_ms: i64, delay_ms: i64) -> Vec<Decision> {
+        if self.hist.since.is_none() && self.hist.last_slot.is_none() {
+            self.hist.since = Some(now_ms);
+        }
+        let Some(due) = self.always_due(now_ms, delay_ms) else {
+            return Vec::new();
+        };
+        if due > now_ms {
+            return Vec::new();
+        }
+        // The slot key must grow even when the clock went back past the last one.
+        let slot = match self.hist.last_slot {
+            Some(last) => due.max(last + 1),
+            None => due,
+        };
+        self.hist.last_slot = Some(slot);
+        self.hist.queued += 1;
+        vec![Decision::Fire { slot, catch_up: false }]
+    }
+
+    fn poll_calendar(&mut self, now_ms: i64) -> Vec<Decision> {
+        let floor = match self.floor() {
+            Some(f) => f,
+            None => {
+                self.hist.since = Some(now_ms);
+                self.refresh_next();
+                return Vec::new();
+            }
+        };
+        // Fast path: the cached next slot is still in the future.
+        if let Some((f, next)) = self.next_slot
+            && f == floor
+            && next.is_none_or(|n| n > now_ms)
+        {
+            return Vec::new();
+        }
+        if now_ms <= floor {
+            return Vec::new();
+        }
+        let p = self.policy;
+        let keep = RECORD_LIMIT.max(p.max_catchup as usize + 1);
+
+        // The most recent `keep` due slots, walking back from now.
+        let mut recent = Vec::new();
+        let mut t = now_ms;
+        while recent.len() < keep {
+            match self.schedule.prev_slot_at_or_before(t) {
+                Some(s) if s > floor => {
+                    recent.push(s);
+                    t = s - 1;
+                }
+                _ => break,
+            }
+        }
+        if recent.is_empty() {
+            self.refresh_next();
+            return Vec::new();
+        }
+        recent.reverse();
+        let latest = *recent.last().unwrap();
+        let on_time = now_ms - latest <= p.misfire_window_ms;
+
+        // Older due slots that get no row of their own.
+        let older = if recent.len() == keep {
+            match self.schedule.next_slot_after(floor) {
+                Some(first) if first < recent[0] => {
+                    let last = self.schedule.prev_slot_at_or_before(recent[0] - 1).unwrap_or(first);
+                    Some((first, last))
+                }
+                _ => None,
+            }
+        } else {
+            None
+        };
+        let missed_any = recent.len() > 1 || older.is_some() || !on_time;
+
+        // Misfire policy: which slots fire, and why the others do not.
+        let n = recent.len();
+        let mut out = Vec::with_capacity(n + 1);
+        let (old_reason, fire): (SkipReason, Vec<bool>) = match p.misfire {
+            MisfirePolicy::Once => (SkipReason::Coalesced, (0..n).map(|i| i == n - 1).collect()),
+            MisfirePolicy::Skip => (SkipReason::Misfire, (0..n).map(|i| i == n - 1 && on_time).collect()),
+            MisfirePolicy::All => {
+                // Missed slots are all but the latest, plus the latest when late.
+                let missed_end = if on_time { n - 1 } else { n };
+                let first_kept = missed_end.saturating_sub(p.max_catchup as usize);
+                (SkipReason::CatchupLimit, (0..n).map(|i| i >= first_kept).collect())
+            }
+        };
+        if let Some((first, last)) = older {
+            out.push(Decision::Drop {
+                first,
+                last,
+                count: self.count_slots(first, last),
+                reason: old_reason,
+            });
+        }
+
+        // Overlap policy, against what was in flight when the poll began.
+        let cap = p.in_flight_cap();
+        let blocked_at_start = self.hist.in_flight() >= cap;
+        let mut in_flight = self.hist.in_flight();
+        for (i, &slot) in recent.iter().enumerate() {
+            if !fire[i] {
+                out.push(Decision::Skip {
+                    slot,
+                    reason: old_reason,
+                });
+                continue;
+            }
+            let allowed = match p.overlap {
+                OverlapPolicy::Forbid => !blocked_at_start,
+                OverlapPolicy::Queue | OverlapPolicy::Allow => in_flight < cap,
+            };
+            if allowed {
+                in_flight += 1;
+                let catch_up = match p.misfire {
+                    MisfirePolicy::Once => missed_any,
+                    _ => i < n - 1 || !on_time,
+                };
+                out.push(Decision::Fire { slot, catch_up });
+            } else {
+                out.push(Decision::Skip {
+                    slot,
+                    reason: SkipReason::Overlap,
+                });
+            }
+        }
+        self.hist.queued += in_flight - self.hist.in_flight();
+        self.hist.last_slot = Some(latest);
+        self.refresh_next();
+        out
+    }
+
+    /// How many slots lie in `[first, last]`, or `None` past [`COUNT_LIMIT`].
+    fn count_slots(&self, first: i64, last: i64) -> Option<u64> {
+        if let Kind::Every {
+            period_ms, gate: None, ..
+        } = self.schedule.kind()
+        {
+            return Some(((last - first) / period_ms + 1) as u64);
+        }
+        let mut count = 1;
+        let mut t = first;
+        while let Some(next) = self.schedule.next_slot_after(t) {
+            if next > last {
+                return Some(count);
+            }
+            count += 1;
+            if count > COUNT_LIMIT {
+                return None;
+            }
+            t = next;
+        }
+        Some(count)
+    }
+}

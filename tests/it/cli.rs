@@ -1,0 +1,186 @@
+//! The CLI end to end: init and seeding, job edits, listings, exit codes, configuration.
+
+use crate::support::{Workspace, text};
+
+#[test]
+fn first_start_seeds_later_starts_keep_operator_edits() {
+    let ws = Workspace::new();
+    let out = ws.ok(&["init"]);
+    assert!(out.contains("new catalog seeded with 7 job(s)"), "{out}");
+    ws.ok(&[
+        "jobs",
+        "edit",
+        "device_stats",
+        "--priority",
+        "77",
+        "--run-every",
+        "3",
+    ]);
+    ws.ok(&["jobs", "disable", "catalog_backup"]);
+    ws.ok(&["jobs", "remove", "object_prune"]);
+    let out = ws.ok(&["init"]);
+    assert!(out.contains("not re-seeded"), "{out}");
+    let list = ws.ok(&["jobs", "list", "--json"]);
+    let jobs: serde_json::Value = serde_json::from_str(&list).unwrap();
+    let jobs = jobs.as_array().unwrap();
+    assert_eq!(jobs.len(), 6);
+    let device = jobs.iter().find(|j| j["name"] == "device_stats").unwrap();
+    assert_eq!(device["priority"], 77);
+    assert_eq!(device["run_every"], 3);
+    let backup = jobs.iter().find(|j| j["name"] == "catalog_backup").unwrap();
+    assert_eq!(backup["enabled"], false);
+}
+
+#[test]
+fn jobs_add_validates_against_the_catalog() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    let out = ws.run(&[
+        "jobs",
+        "add",
+        "x",
+        "--type",
+        "function",
+        "--processor",
+        "ghost",
+        "--payload",
+        r#"{"function":"f"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("processor `ghost` is not defined"));
+    let out = ws.run(&[
+        "jobs",
+        "add",
+        "x",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--payload",
+        "[1]",
+    ]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--payload"));
+    let out = ws.run(&[
+        "jobs",
+        "add",
+        "x",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--run-on-the",
+        "60",
+        "--payload",
+        r#"{"function":"f"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(65));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run_on_the"));
+    ws.ok(&[
+        "jobs",
+        "add",
+        "x",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--object",
+        "stat",
+        "--run-every",
+        "5",
+        "--payload",
+        r#"{"function":"f"}"#,
+    ]);
+    let show = ws.ok(&["jobs", "show", "x"]);
+    assert!(
+        show.contains("[job.x]")
+            && show.contains("objects = [\"stat\"]")
+            && show.contains("run_every = 5"),
+        "{show}"
+    );
+    let out = ws.run(&[
+        "jobs",
+        "add",
+        "x",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--payload",
+        r#"{"function":"f"}"#,
+    ]);
+    assert_eq!(out.status.code(), Some(65), "adding twice must fail");
+}
+
+#[test]
+fn unknown_names_exit_65() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    for args in [
+        &["jobs", "show", "nope"][..],
+        &["jobs", "enable", "nope"],
+        &["jobs", "remove", "nope"],
+        &["runs", "show", "42"],
+    ] {
+        let out = ws.run(args);
+        assert_eq!(out.status.code(), Some(65), "{args:?}: {}", text(&out));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
+    }
+    let out = ws.run(&["runs", "list", "--status", "exploded"]);
+    assert_eq!(out.status.code(), Some(65));
+}
+
+#[test]
+fn listings_are_aligned_tables_or_json() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    let table = ws.ok(&["processors", "list"]);
+    let lines: Vec<&str> = table.lines().collect();
+    assert!(lines[0].starts_with("NAME") && lines.len() == 3, "{table}");
+    let col = lines[0].find("INSTANCES").unwrap();
+    assert!(
+        lines[1..]
+            .iter()
+            .all(|l| l[col..].chars().next().unwrap().is_ascii_digit()),
+        "{table}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ws.ok(&["objects", "list", "--json"])).unwrap();
+    assert_eq!(json.as_array().unwrap().len(), 2);
+    let runs: serde_json::Value =
+        serde_json::from_str(&ws.ok(&["runs", "list", "--json"])).unwrap();
+    assert_eq!(runs, serde_json::json!([]));
+}
+
+#[test]
+fn missing_input_exits_66_and_help_lists_exit_codes() {
+    let ws = Workspace::new();
+    let out = ws.run(&["check", "no-such-file.conf"]);
+    assert_eq!(out.status.code(), Some(66));
+    let help = ws.ok(&["--help"]);
+    assert!(
+        help.contains("Exit codes:") && help.contains("78"),
+        "{help}"
+    );
+}
+
+#[test]
+fn config_errors_name_file_line_and_exit_78() {
+    let ws = Workspace::new();
+    let cfg = ws.write(
+        "node.toml",
+        "[database]\nbusy_timeout = 10\n\n[http]\nbnd = \"0.0.0.0:1\"\n",
+    );
+    let out = ws.run(&["--config", &cfg.display().to_string(), "init"]);
+    assert_eq!(out.status.code(), Some(78), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("node.toml:5:1") && stderr.contains("bnd"),
+        "{stderr}"
+    );
+    assert!(!ws.db().exists());
+    let defaults = ws.ok(&["config", "--print-defaults"]);
+    assert!(defaults.contains("[database]") && defaults.contains("Default: 5000"));
+    let effective = ws.ok(&["config"]);
+    assert!(effective.contains("catalog.db"), "{effective}");
+}

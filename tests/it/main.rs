@@ -1,0 +1,5 @@
+//! Integration tests: one binary, driving the real `jobvisor` executable and real databases.
+
+mod catalog_files;
+mod cli;
+mod support;
