@@ -71,7 +71,7 @@ CREATE TABLE job (
     cron            TEXT,
     timezone        TEXT,
     misfire_policy  TEXT    NOT NULL DEFAULT 'once' CHECK (misfire_policy IN ('once', 'skip', 'all')),
-    misfire_window  INTEGER NOT NULL DEFAULT 86400000 CHECK (misfire_window >= 0), -- ms
+    misfire_window  INTEGER NOT NULL DEFAULT 60000 CHECK (misfire_window >= 0), -- ms
     max_catchup     INTEGER NOT NULL DEFAULT 10 CHECK (max_catchup >= 1),
     overlap_policy  TEXT    NOT NULL DEFAULT 'forbid' CHECK (overlap_policy IN ('forbid', 'queue', 'allow')),
     max_overlap     INTEGER NOT NULL DEFAULT 1 CHECK (max_overlap >= 1),

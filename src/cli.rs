@@ -17,7 +17,7 @@ use crate::config::{self, ConfigError, NodeConfig, Overrides};
 use crate::diag::Diagnostic;
 use crate::jobconf::{self, CatalogFile, DEFAULT_JOB_CONF, JobDef, millix, toml_format};
 use crate::model::{JobType, RunStatus};
-use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+use crate::schedule::{MisfirePolicy, OverlapPolicy, Schedule, ScheduleSpec, format_local};
 
 /// The exit codes, shown in `--help`.
 pub const EXIT_CODES: &str = "Exit codes:
@@ -58,6 +58,8 @@ pub struct Cli {
 }
 
 /// The subcommands.
+// Parsed once per process; boxing the large job-field variants would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create the catalog database and seed it with the default job.conf (once).
@@ -156,6 +158,14 @@ pub enum JobsCommand {
     Remove {
         /// Job name.
         name: String,
+    },
+    /// The next fire times of a job, and its schedule in words.
+    Next {
+        /// Job name.
+        name: String,
+        /// How many fire times.
+        #[arg(long, default_value_t = 5)]
+        count: usize,
     },
 }
 
@@ -614,6 +624,41 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
         JobsCommand::Remove { name } => {
             catalog.remove_job(name, "cli")?;
             println!("job `{name}` removed");
+        }
+        JobsCommand::Next { name, count } => {
+            let job = catalog.job(name)?;
+            let tz = load_config(cli)?.timezone();
+            let schedule = Schedule::parse(&job.def.schedule, tz).map_err(|errors| {
+                let reasons: Vec<String> = errors
+                    .iter()
+                    .map(|e| format!("{}: {}", e.field, e.reason))
+                    .collect();
+                Failure::new(
+                    EXIT_DATA,
+                    format!(
+                        "job `{name}` has an invalid schedule: {}",
+                        reasons.join("; ")
+                    ),
+                )
+            })?;
+            let now = crate::catalog::now_ms();
+            let times = schedule.next_slots_after(now, *count);
+            if cli.json {
+                print_json(&serde_json::json!({
+                    "job": name,
+                    "schedule": schedule.describe(),
+                    "timezone": schedule.tz().name(),
+                    "next": times,
+                }));
+                return Ok(());
+            }
+            println!("{name}: {} ({})", schedule.describe(), schedule.tz().name());
+            if times.is_empty() {
+                println!("  no upcoming fire times (on demand or run_always)");
+            }
+            for t in times {
+                println!("  {}", format_local(schedule.tz(), t));
+            }
         }
     }
     Ok(())

@@ -10,5 +10,5 @@ pub mod config;
 pub mod diag;
 pub mod jobconf;
 pub mod model;
-#[path = "schedule_stub/mod.rs"]
 pub mod schedule;
+pub mod sim;

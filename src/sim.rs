@@ -195,7 +195,10 @@ impl<T> FakeWorkers<T> {
     pub fn finished_by(&mut self, now_ms: i64) -> Vec<(i64, T)> {
         self.pending.sort_by_key(|p| (p.0, p.1));
         let split = self.pending.partition_point(|p| p.0 <= now_ms);
-        self.pending.drain(..split).map(|(end, _, item)| (end, item)).collect()
+        self.pending
+            .drain(..split)
+            .map(|(end, _, item)| (end, item))
+            .collect()
     }
 
     /// Removes everything (a crash), returning what was lost.
@@ -264,7 +267,11 @@ impl Sim {
 
     /// The seed and the recent trace, for a failure message.
     pub fn report(&self) -> String {
-        let mut s = format!("sim seed {:#x}; last {} events:\n", self.seed, self.trace.len());
+        let mut s = format!(
+            "sim seed {:#x}; last {} events:\n",
+            self.seed,
+            self.trace.len()
+        );
         for line in &self.trace {
             let _ = writeln!(s, "  {line}");
         }
@@ -278,18 +285,24 @@ mod tests {
 
     #[test]
     fn same_seed_same_sequence_and_different_seed_differs() {
-        let a: Vec<u64> = (0..8).map({
-            let mut r = SimRng::new(7);
-            move |_| r.next_u64()
-        }).collect();
-        let b: Vec<u64> = (0..8).map({
-            let mut r = SimRng::new(7);
-            move |_| r.next_u64()
-        }).collect();
-        let c: Vec<u64> = (0..8).map({
-            let mut r = SimRng::new(8);
-            move |_| r.next_u64()
-        }).collect();
+        let a: Vec<u64> = (0..8)
+            .map({
+                let mut r = SimRng::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let b: Vec<u64> = (0..8)
+            .map({
+                let mut r = SimRng::new(7);
+                move |_| r.next_u64()
+            })
+            .collect();
+        let c: Vec<u64> = (0..8)
+            .map({
+                let mut r = SimRng::new(8);
+                move |_| r.next_u64()
+            })
+            .collect();
         assert_eq!(a, b);
         assert_ne!(a, c);
     }
@@ -311,7 +324,10 @@ mod tests {
             assert!((-2..=2).contains(&v));
             seen[(v + 2) as usize] = true;
         }
-        assert!(seen.iter().all(|s| *s), "range_i64 never produced some value: {seen:?}");
+        assert!(
+            seen.iter().all(|s| *s),
+            "range_i64 never produced some value: {seen:?}"
+        );
     }
 
     #[test]

@@ -29,6 +29,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_activation.sql",
         sql: include_str!("../../migrations/0002_activation.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_runtime.sql",
+        sql: include_str!("../../migrations/0003_runtime.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -5,6 +5,7 @@
 //! multi-row change (`import`) is one transaction, so it lands whole or not at all.
 
 pub mod migrate;
+pub mod queue;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -5,7 +5,7 @@
 
 use serde_json::{Map as JsonMap, Value as Json};
 
-use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, validate};
+use super::{CatalogFile, JobDef, ObjectDef, ProcessorDef, validate};
 use crate::diag::Diagnostic;
 use crate::model::{JobType, ObjectType};
 
@@ -201,10 +201,7 @@ impl Mapper {
                 "group" => {
                     if let Some(group) = self.string(&p, v) {
                         // millix has no group list: a group exists by being named.
-                        self.catalog
-                            .groups
-                            .entry(group.clone())
-                            .or_insert_with(GroupDef::default);
+                        self.catalog.groups.entry(group.clone()).or_default();
                         job.group = Some(group);
                     }
                 }

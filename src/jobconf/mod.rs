@@ -201,8 +201,8 @@ impl JobDef {
     }
 }
 
-/// Default misfire window: one day, in milliseconds.
-pub const DEFAULT_MISFIRE_WINDOW: i64 = 86_400_000;
+/// Default misfire window: 60 s (Quartz's misfire threshold), in milliseconds.
+pub const DEFAULT_MISFIRE_WINDOW: i64 = 60_000;
 
 /// The four kinds of catalog entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

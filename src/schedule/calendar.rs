@@ -14,15 +14,16 @@
 //! spacing.
 
 use chrono::{
-    DateTime, Datelike as _, Duration, LocalResult, NaiveDate, NaiveDateTime, NaiveTime, Offset as _, TimeZone as _,
-    Timelike as _,
+    DateTime, Datelike as _, Duration, LocalResult, NaiveDate, NaiveDateTime, NaiveTime,
+    Offset as _, TimeZone as _, Timelike as _,
 };
 use chrono_tz::Tz;
-use croner::parser::{CronParser, Seconds, Year};
 use croner::Cron;
+use croner::parser::{CronParser, Seconds, Year};
 
 use crate::schedule::spec::{
-    CRON_HORIZON_YEARS, FieldError, RunDate, ScheduleSpec, VALIDATION_REFERENCE_MS, parse_run_at, parse_tz, text,
+    CRON_HORIZON_YEARS, FieldError, RunDate, ScheduleSpec, VALIDATION_REFERENCE_MS, parse_run_at,
+    parse_tz, text,
 };
 
 const MINUTE_MS: i64 = 60_000;
@@ -53,7 +54,10 @@ pub(crate) enum Kind {
     /// `run_on_the`: minute `minute` of every local hour, on gated dates.
     Hourly { minute: u32, gate: Option<RunDate> },
     /// `run_at` (or `run_date` alone, at 00:00): once a day at a local time, on gated dates.
-    Daily { time: NaiveTime, gate: Option<RunDate> },
+    Daily {
+        time: NaiveTime,
+        gate: Option<RunDate>,
+    },
     /// `cron`, evaluated by croner in the schedule's zone.
     Cron(Box<Cron>),
 }
@@ -98,21 +102,32 @@ impl Schedule {
             return Err(errors);
         }
         // Validation passed, so every parse below succeeds; the fallbacks are unreachable.
-        let tz = text(&spec.timezone).and_then(|z| parse_tz(z).ok()).unwrap_or(default_tz);
+        let tz = text(&spec.timezone)
+            .and_then(|z| parse_tz(z).ok())
+            .unwrap_or(default_tz);
         let gate = text(&spec.run_date).and_then(|d| RunDate::parse(d).ok());
         let kind = if spec.run_always {
             Kind::Always {
                 delay_ms: spec.run_delay,
             }
         } else if let Some(raw) = text(&spec.cron) {
-            let cron = check_cron(raw, tz).map_err(|reason| vec![FieldError { field: "cron", reason }])?;
+            let cron = check_cron(raw, tz).map_err(|reason| {
+                vec![FieldError {
+                    field: "cron",
+                    reason,
+                }]
+            })?;
             Kind::Cron(Box::new(cron))
         } else if let Some(n) = spec.run_every {
             let period_ms = n * MINUTE_MS;
             // Align slots to the zone's offset at a fixed reference, so `run_every = 15`
             // lands on :00/:15/:30/:45 local in Asia/Kolkata (+05:30) as it does in UTC.
             let offset_s = tz
-                .offset_from_utc_datetime(&DateTime::from_timestamp_millis(VALIDATION_REFERENCE_MS).unwrap().naive_utc())
+                .offset_from_utc_datetime(
+                    &DateTime::from_timestamp_millis(VALIDATION_REFERENCE_MS)
+                        .unwrap()
+                        .naive_utc(),
+                )
                 .fix()
                 .local_minus_utc() as i64;
             Kind::Every {
@@ -121,10 +136,18 @@ impl Schedule {
                 gate,
             }
         } else if let Some(m) = spec.run_on_the {
-            Kind::Hourly { minute: m as u32, gate }
+            Kind::Hourly {
+                minute: m as u32,
+                gate,
+            }
         } else if let Some(raw) = text(&spec.run_at) {
             Kind::Daily {
-                time: parse_run_at(raw).map_err(|reason| vec![FieldError { field: "run_at", reason }])?,
+                time: parse_run_at(raw).map_err(|reason| {
+                    vec![FieldError {
+                        field: "run_at",
+                        reason,
+                    }]
+                })?,
                 gate,
             }
         } else if gate.is_some() {
@@ -190,8 +213,15 @@ impl Schedule {
                 let start = self.tz.timestamp_millis_opt(after_ms).single()?;
                 // croner works in whole seconds: step off a fractional start so that
                 // "strictly after" holds for the millisecond value too.
-                let t = cron.find_next_occurrence(&start, false).ok()?.timestamp_millis();
-                if t > after_ms { Some(t) } else { self.next_slot_after(t) }
+                let t = cron
+                    .find_next_occurrence(&start, false)
+                    .ok()?
+                    .timestamp_millis();
+                if t > after_ms {
+                    Some(t)
+                } else {
+                    self.next_slot_after(t)
+                }
             }
         }
     }
@@ -213,7 +243,10 @@ impl Schedule {
                 // at second s visible from any millisecond of that second.
                 let floor_ms = at_ms.div_euclid(1000) * 1000;
                 let start = self.tz.timestamp_millis_opt(floor_ms).single()?;
-                let t = cron.find_previous_occurrence(&start, true).ok()?.timestamp_millis();
+                let t = cron
+                    .find_previous_occurrence(&start, true)
+                    .ok()?
+                    .timestamp_millis();
                 (t <= at_ms).then_some(t)
             }
         }
@@ -235,7 +268,13 @@ impl Schedule {
         out
     }
 
-    fn every_next(&self, after: i64, period: i64, offset: i64, gate: Option<RunDate>) -> Option<i64> {
+    fn every_next(
+        &self,
+        after: i64,
+        period: i64,
+        offset: i64,
+        gate: Option<RunDate>,
+    ) -> Option<i64> {
         let mut t = (after + offset).div_euclid(period) * period - offset + period;
         let Some(gate) = gate else { return Some(t) };
         // Each pass either returns or jumps to the start of a later gated day; a gated day
@@ -272,7 +311,9 @@ impl Schedule {
     }
 
     fn local(&self, t: i64) -> NaiveDateTime {
-        let utc = DateTime::from_timestamp_millis(t).unwrap_or_default().naive_utc();
+        let utc = DateTime::from_timestamp_millis(t)
+            .unwrap_or_default()
+            .naive_utc();
         let off = self.tz.offset_from_utc_datetime(&utc).fix();
         utc + Duration::seconds(off.local_minus_utc() as i64)
     }
@@ -377,7 +418,11 @@ impl Wall {
         match self {
             Wall::Hourly(m) => {
                 let c = local.date().and_hms_opt(local.hour(), m, 0).unwrap();
-                if c <= local { c } else { c - Duration::hours(1) }
+                if c <= local {
+                    c
+                } else {
+                    c - Duration::hours(1)
+                }
             }
             Wall::Daily(t) => {
                 let c = local.date().and_time(t);
@@ -452,7 +497,9 @@ pub fn local_ms(tz: Tz, local: &str) -> Option<i64> {
     let naive = NaiveDateTime::parse_from_str(local, "%Y-%m-%d %H:%M:%S")
         .or_else(|_| NaiveDateTime::parse_from_str(local, "%Y-%m-%d %H:%M"))
         .ok()?;
-    tz.from_local_datetime(&naive).single().map(|t| t.timestamp_millis())
+    tz.from_local_datetime(&naive)
+        .single()
+        .map(|t| t.timestamp_millis())
 }
 
 /// Formats an epoch-ms instant in `tz` as `YYYY-MM-DD HH:MM:SS±HH:MM`.

@@ -10,7 +10,11 @@ use crate::schedule::calendar::{Kind, Schedule};
 use crate::schedule::spec::RunDate;
 
 fn plural(n: i64, one: &str, many: &str) -> String {
-    if n == 1 { one.to_string() } else { format!("{n} {many}") }
+    if n == 1 {
+        one.to_string()
+    } else {
+        format!("{n} {many}")
+    }
 }
 
 fn weekday_name(w: Weekday) -> &'static str {
@@ -49,9 +53,16 @@ impl Schedule {
     pub fn describe(&self) -> String {
         match self.kind() {
             Kind::OnDemand => "on demand only (no schedule field is set)".to_string(),
-            Kind::Always { delay_ms: 0 } => "continuously: again as soon as the previous run ends".to_string(),
-            Kind::Always { delay_ms } => format!("continuously: again {} after the previous run ends", ms_words(*delay_ms)),
-            Kind::Every { period_ms, gate, .. } => {
+            Kind::Always { delay_ms: 0 } => {
+                "continuously: again as soon as the previous run ends".to_string()
+            }
+            Kind::Always { delay_ms } => format!(
+                "continuously: again {} after the previous run ends",
+                ms_words(*delay_ms)
+            ),
+            Kind::Every {
+                period_ms, gate, ..
+            } => {
                 let minutes = period_ms / 60_000;
                 let base = if minutes % 1440 == 0 {
                     format!("every {}", plural(minutes / 1440, "day", "days"))
@@ -62,7 +73,9 @@ impl Schedule {
                 };
                 with_gate(base, *gate)
             }
-            Kind::Hourly { minute, gate } => with_gate(format!("at minute {minute} of every hour"), *gate),
+            Kind::Hourly { minute, gate } => {
+                with_gate(format!("at minute {minute} of every hour"), *gate)
+            }
             Kind::Daily { time, gate } => {
                 let hhmm = if time.second() == 0 {
                     time.format("%H:%M").to_string()
@@ -74,7 +87,17 @@ impl Schedule {
                     Some(g) => format!("at {hhmm}, {}", describe_run_date(*g)),
                 }
             }
-            Kind::Cron(cron) => format!("cron {:?}: {}", cron.pattern.to_string(), cron.describe()),
+            Kind::Cron(cron) => {
+                // croner's sentence ("At 02:30.") becomes a clause like the millix ones.
+                let words = cron.describe();
+                let words = words.trim().trim_end_matches('.');
+                let mut chars = words.chars();
+                let clause = match chars.next() {
+                    Some(c) => c.to_lowercase().chain(chars).collect::<String>(),
+                    None => String::new(),
+                };
+                format!("{clause} (cron {:?})", cron.pattern.to_string())
+            }
         }
     }
 }

@@ -156,7 +156,9 @@ impl SkipReason {
             SkipReason::Overlap => "skipped: the previous run was still in flight (overlap policy)",
             SkipReason::Misfire => "skipped: the slot was missed (misfire policy skip)",
             SkipReason::Coalesced => "skipped: covered by one catch-up run (misfire policy once)",
-            SkipReason::CatchupLimit => "skipped: older than the max_catchup most recent missed slots",
+            SkipReason::CatchupLimit => {
+                "skipped: older than the max_catchup most recent missed slots"
+            }
         }
     }
 }
@@ -305,11 +307,13 @@ impl JobPlanner {
     /// When a run_always job may fire next, or `None` while the overlap policy holds it.
     fn always_due(&self, now_ms: i64, delay_ms: i64) -> Option<i64> {
         let h = &self.hist;
-        // A history time in the future means the clock went back: count from now instead
-        // of stalling until the clock catches up again.
-        let clamp = |t: Option<i64>| t.map(|t| t.min(now_ms));
+        // A history time in the future means the clock went back: ask for a poll now, which
+        // re-bases the history on `now` instead of stalling until the clock catches up.
+        if h.last_end.is_some_and(|t| t > now_ms) || h.last_begin.is_some_and(|t| t > now_ms) {
+            return Some(now_ms);
+        }
         if h.in_flight() == 0 {
-            match clamp(h.last_end).or(clamp(h.last_begin)) {
+            match h.last_end.or(h.last_begin) {
                 Some(end) => Some(end + delay_ms),
                 None => Some(h.since.unwrap_or(now_ms).min(now_ms)),
             }
@@ -318,7 +322,7 @@ impl JobPlanner {
             && h.running < self.policy.max_concurrent
         {
             // Alongside a run in progress, pace from the latest start.
-            clamp(h.last_begin).map(|b| b + delay_ms)
+            h.last_begin.map(|b| b + delay_ms)
         } else {
             None
         }
@@ -328,6 +332,9 @@ impl JobPlanner {
         if self.hist.since.is_none() && self.hist.last_slot.is_none() {
             self.hist.since = Some(now_ms);
         }
+        let h = &mut self.hist;
+        h.last_end = h.last_end.map(|t| t.min(now_ms));
+        h.last_begin = h.last_begin.map(|t| t.min(now_ms));
         let Some(due) = self.always_due(now_ms, delay_ms) else {
             return Vec::new();
         };
@@ -341,7 +348,10 @@ impl JobPlanner {
         };
         self.hist.last_slot = Some(slot);
         self.hist.queued += 1;
-        vec![Decision::Fire { slot, catch_up: false }]
+        vec![Decision::Fire {
+            slot,
+            catch_up: false,
+        }]
     }
 
     fn poll_calendar(&mut self, now_ms: i64) -> Vec<Decision> {
@@ -390,7 +400,10 @@ impl JobPlanner {
         let older = if recent.len() == keep {
             match self.schedule.next_slot_after(floor) {
                 Some(first) if first < recent[0] => {
-                    let last = self.schedule.prev_slot_at_or_before(recent[0] - 1).unwrap_or(first);
+                    let last = self
+                        .schedule
+                        .prev_slot_at_or_before(recent[0] - 1)
+                        .unwrap_or(first);
                     Some((first, last))
                 }
                 _ => None,
@@ -405,12 +418,18 @@ impl JobPlanner {
         let mut out = Vec::with_capacity(n + 1);
         let (old_reason, fire): (SkipReason, Vec<bool>) = match p.misfire {
             MisfirePolicy::Once => (SkipReason::Coalesced, (0..n).map(|i| i == n - 1).collect()),
-            MisfirePolicy::Skip => (SkipReason::Misfire, (0..n).map(|i| i == n - 1 && on_time).collect()),
+            MisfirePolicy::Skip => (
+                SkipReason::Misfire,
+                (0..n).map(|i| i == n - 1 && on_time).collect(),
+            ),
             MisfirePolicy::All => {
                 // Missed slots are all but the latest, plus the latest when late.
                 let missed_end = if on_time { n - 1 } else { n };
                 let first_kept = missed_end.saturating_sub(p.max_catchup as usize);
-                (SkipReason::CatchupLimit, (0..n).map(|i| i >= first_kept).collect())
+                (
+                    SkipReason::CatchupLimit,
+                    (0..n).map(|i| i >= first_kept).collect(),
+                )
             }
         };
         if let Some((first, last)) = older {
@@ -461,7 +480,9 @@ impl JobPlanner {
     /// How many slots lie in `[first, last]`, or `None` past [`COUNT_LIMIT`].
     fn count_slots(&self, first: i64, last: i64) -> Option<u64> {
         if let Kind::Every {
-            period_ms, gate: None, ..
+            period_ms,
+            gate: None,
+            ..
         } = self.schedule.kind()
         {
             return Some(((last - first) / period_ms + 1) as u64);

@@ -86,7 +86,8 @@ pub enum MisfirePolicy {
 
 impl MisfirePolicy {
     /// Every variant, in declaration order (mirrored by the catalog's SQL `CHECK` list).
-    pub const ALL: [MisfirePolicy; 3] = [MisfirePolicy::Once, MisfirePolicy::Skip, MisfirePolicy::All];
+    pub const ALL: [MisfirePolicy; 3] =
+        [MisfirePolicy::Once, MisfirePolicy::Skip, MisfirePolicy::All];
 
     /// The catalog spelling.
     pub fn as_str(self) -> &'static str {
@@ -123,7 +124,11 @@ pub enum OverlapPolicy {
 
 impl OverlapPolicy {
     /// Every variant, in declaration order (mirrored by the catalog's SQL `CHECK` list).
-    pub const ALL: [OverlapPolicy; 3] = [OverlapPolicy::Forbid, OverlapPolicy::Queue, OverlapPolicy::Allow];
+    pub const ALL: [OverlapPolicy; 3] = [
+        OverlapPolicy::Forbid,
+        OverlapPolicy::Queue,
+        OverlapPolicy::Allow,
+    ];
 
     /// The catalog spelling.
     pub fn as_str(self) -> &'static str {
@@ -196,7 +201,9 @@ impl RunDate {
 
 /// Parses `run_at`: `H:MM`, `HH:MM` or `HH:MM:SS`, 00:00:00–23:59:59.
 pub(crate) fn parse_run_at(raw: &str) -> Result<NaiveTime, String> {
-    let err = || format!("must be a time of day HH:MM or HH:MM:SS between 00:00 and 23:59:59, got {raw:?}");
+    let err = || {
+        format!("must be a time of day HH:MM or HH:MM:SS between 00:00 and 23:59:59, got {raw:?}")
+    };
     let parts: Vec<&str> = raw.trim().split(':').collect();
     if !(2..=3).contains(&parts.len()) {
         return Err(err());
@@ -209,7 +216,12 @@ pub(crate) fn parse_run_at(raw: &str) -> Result<NaiveTime, String> {
     };
     let h = num(parts[0], 2).ok_or_else(err)?;
     // Minutes and seconds must be two digits: "3:5" is more likely a typo than 03:05.
-    let m = if parts[1].len() == 2 { num(parts[1], 2) } else { None }.ok_or_else(err)?;
+    let m = if parts[1].len() == 2 {
+        num(parts[1], 2)
+    } else {
+        None
+    }
+    .ok_or_else(err)?;
     let s = match parts.get(2) {
         Some(p) if p.len() == 2 => num(p, 2).ok_or_else(err)?,
         Some(_) => return Err(err()),
@@ -276,7 +288,10 @@ impl ScheduleSpec {
         if let Some(m) = self.run_on_the
             && !(0..=59).contains(&m)
         {
-            errors.push(FieldError::new("run_on_the", format!("must be a minute 0–59, got {m}")));
+            errors.push(FieldError::new(
+                "run_on_the",
+                format!("must be a minute 0–59, got {m}"),
+            ));
         }
         if let Some(raw) = text(&self.run_at)
             && let Err(reason) = parse_run_at(raw)

@@ -184,3 +184,53 @@ fn config_errors_name_file_line_and_exit_78() {
     let effective = ws.ok(&["config"]);
     assert!(effective.contains("catalog.db"), "{effective}");
 }
+
+#[test]
+fn jobs_next_lists_fire_times_and_explains_the_schedule() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.ok(&[
+        "jobs",
+        "add",
+        "eom",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--run-on-the",
+        "15",
+        "--run-date",
+        "#last_day_of_month#",
+        "--timezone",
+        "UTC",
+        "--payload",
+        r#"{"function":"f"}"#,
+    ]);
+    let out = ws.ok(&["jobs", "next", "eom", "--count", "3"]);
+    assert!(
+        out.contains("at minute 15 of every hour, on the last day of the month"),
+        "{out}"
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&ws.ok(&["jobs", "next", "eom", "--count", "3", "--json"])).unwrap();
+    let next: Vec<i64> = json["next"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    assert_eq!(next.len(), 3);
+    for pair in next.windows(2) {
+        assert!(pair[1] > pair[0]);
+    }
+    for t in next {
+        let at = chrono::DateTime::from_timestamp_millis(t).unwrap();
+        assert_eq!(chrono::Timelike::minute(&at), 15);
+        let tomorrow = at + chrono::Duration::days(1);
+        assert_eq!(
+            chrono::Datelike::day(&tomorrow),
+            1,
+            "{at} is not the last day of its month"
+        );
+    }
+}

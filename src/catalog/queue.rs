@@ -1,0 +1,806 @@
+//! The runtime's verbs on the catalog: register a node, recover its runs, load schedules,
+//! enqueue slots, claim runs, complete them, record statistics.
+//!
+//! Invariant: every function here takes a connection already inside the writer's transaction
+//! (or a read connection for `load_*`), never opens one, and reads no clock: `now` is an
+//! argument. A completion is recorded only with the claim token it was claimed with.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde_json::Value as Json;
+
+use super::CatalogError;
+use crate::model::{JobType, RunStatus};
+use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+
+/// Who holds a node name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeHolder {
+    /// Its pid.
+    pub pid: i64,
+    /// Its host.
+    pub host: String,
+    /// Epoch ms of its last heartbeat.
+    pub heartbeat_at: i64,
+}
+
+const SELECT_NODE: &str = "SELECT node_id, pid, host, heartbeat_at FROM node WHERE node_name = ?1";
+const INSERT_NODE: &str =
+    "INSERT INTO node (node_name, host, pid, version, started_at, heartbeat_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
+const TAKE_NODE: &str = "UPDATE node SET host = ?2, pid = ?3, version = ?4, started_at = ?5,
+    heartbeat_at = ?5, status = 1 WHERE node_id = ?1";
+
+/// Claims `name` for this process. Refuses while another live process holds it: one whose
+/// heartbeat is fresher than `stale_after_ms` and that (on this host) still exists.
+#[allow(clippy::too_many_arguments)]
+pub fn register_node(
+    conn: &Connection,
+    name: &str,
+    host: &str,
+    pid: i64,
+    version: &str,
+    now: i64,
+    stale_after_ms: i64,
+    is_alive: impl Fn(i64) -> bool,
+) -> Result<Result<i64, NodeHolder>, CatalogError> {
+    type NodeRow = (i64, Option<i64>, Option<String>, Option<i64>);
+    let row: Option<NodeRow> = conn
+        .query_row(SELECT_NODE, [name], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
+        .optional()?;
+    match row {
+        None => {
+            conn.execute(INSERT_NODE, params![name, host, pid, version, now])?;
+            Ok(Ok(conn.last_insert_rowid()))
+        }
+        Some((node_id, held_pid, held_host, heartbeat)) => {
+            if let (Some(held_pid), Some(held_host), Some(heartbeat)) =
+                (held_pid, held_host, heartbeat)
+            {
+                let fresh = now - heartbeat < stale_after_ms;
+                let alive = held_host != host || is_alive(held_pid);
+                if fresh && alive && held_pid != pid {
+                    return Ok(Err(NodeHolder {
+                        pid: held_pid,
+                        host: held_host,
+                        heartbeat_at: heartbeat,
+                    }));
+                }
+            }
+            conn.execute(TAKE_NODE, params![node_id, host, pid, version, now])?;
+            Ok(Ok(node_id))
+        }
+    }
+}
+
+/// Refreshes the node's heartbeat.
+pub fn heartbeat(conn: &Connection, node_id: i64, now: i64) -> Result<(), CatalogError> {
+    conn.execute(
+        "UPDATE node SET heartbeat_at = ?2 WHERE node_id = ?1",
+        params![node_id, now],
+    )?;
+    Ok(())
+}
+
+/// Releases the node name at a clean shutdown.
+pub fn release_node(conn: &Connection, node_id: i64) -> Result<(), CatalogError> {
+    conn.execute(
+        "UPDATE node SET pid = NULL, heartbeat_at = NULL WHERE node_id = ?1",
+        [node_id],
+    )?;
+    Ok(())
+}
+
+const REQUEUE_NODE_RUNS: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
+    claim_token = NULL, lease_until = NULL, started_at = NULL
+    WHERE node_id = ?1 AND status = 'running'";
+const RECOUNT_IN_PROGRESS: &str = "UPDATE job SET in_progress = (SELECT count(*) FROM job_run r
+    WHERE r.job_id = job.job_id AND r.status = 'running')";
+
+/// Puts back in the queue every run this node left running (it crashed or was killed), and
+/// recounts `in_progress`. Returns how many runs were recovered.
+pub fn recover_node_runs(conn: &Connection, node_id: i64) -> Result<usize, CatalogError> {
+    let n = conn.execute(REQUEUE_NODE_RUNS, [node_id])?;
+    conn.execute(RECOUNT_IN_PROGRESS, [])?;
+    Ok(n)
+}
+
+/// The catalog generation: bumped by triggers on every definition change.
+pub fn generation(conn: &Connection) -> Result<i64, CatalogError> {
+    Ok(conn.query_row(
+        "SELECT CAST(value AS INTEGER) FROM catalog_meta WHERE key = 'generation'",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+/// A job as the scheduler needs it.
+#[derive(Debug, Clone)]
+pub struct ScheduledJob {
+    /// `job_id`.
+    pub job_id: i64,
+    /// `job_name`.
+    pub name: String,
+    /// Where its runs go.
+    pub processor_id: i64,
+    /// Copied onto each run for claim order.
+    pub priority: i64,
+    /// The schedule fields.
+    pub spec: ScheduleSpec,
+    /// Misfire policy.
+    pub misfire: MisfirePolicy,
+    /// Misfire window, ms.
+    pub misfire_window: i64,
+    /// Catch-up cap.
+    pub max_catchup: i64,
+    /// Overlap policy.
+    pub overlap: OverlapPolicy,
+    /// Concurrency cap for `allow`.
+    pub max_overlap: i64,
+    /// `max(scheduled_for)` of its first attempts.
+    pub last_slot: Option<i64>,
+    /// Epoch ms the job was created.
+    pub created_ms: i64,
+    /// Last run's begin and end.
+    pub last_begin: Option<i64>,
+    /// Last run's end.
+    pub last_end: Option<i64>,
+    /// Runs executing.
+    pub running: i64,
+    /// Runs queued.
+    pub queued: i64,
+}
+
+const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
+    j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
+    j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
+    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id AND r.retry_of IS NULL),
+    j.create_date * 1000, j.last_date_begin, j.last_date_end,
+    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
+    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'queued')
+    FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
+    WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL";
+
+/// Every enabled job on an enabled local processor, with its scheduling history.
+pub fn load_scheduled(conn: &Connection) -> Result<Vec<ScheduledJob>, CatalogError> {
+    let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
+    let rows = stmt.query_map([], |r| {
+        let misfire: String = r.get(12)?;
+        let overlap: String = r.get(15)?;
+        Ok(ScheduledJob {
+            job_id: r.get(0)?,
+            name: r.get(1)?,
+            processor_id: r.get(2)?,
+            priority: r.get(3)?,
+            spec: ScheduleSpec {
+                run_always: r.get::<_, i64>(4)? == 1,
+                run_delay: r.get(5)?,
+                run_every: r.get(6)?,
+                run_on_the: r.get(7)?,
+                run_at: r.get(8)?,
+                run_date: r.get(9)?,
+                cron: r.get(10)?,
+                timezone: r.get(11)?,
+            },
+            misfire: MisfirePolicy::parse(&misfire).unwrap_or_default(),
+            misfire_window: r.get(13)?,
+            max_catchup: r.get(14)?,
+            overlap: OverlapPolicy::parse(&overlap).unwrap_or_default(),
+            max_overlap: r.get(16)?,
+            last_slot: r.get(17)?,
+            created_ms: r.get(18)?,
+            last_begin: r.get(19)?,
+            last_end: r.get(20)?,
+            running: r.get(21)?,
+            queued: r.get(22)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A local processor row the supervisor starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalProcessor {
+    /// `processor_id`.
+    pub processor_id: i64,
+    /// Name.
+    pub name: String,
+    /// Concurrent executions.
+    pub instances: i64,
+    /// Upper bound.
+    pub max_instances: i64,
+}
+
+/// Every enabled local processor.
+pub fn load_local_processors(conn: &Connection) -> Result<Vec<LocalProcessor>, CatalogError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances)
+         FROM job_processor WHERE status = 1 AND ip_address IS NULL ORDER BY processor_name",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(LocalProcessor {
+            processor_id: r.get(0)?,
+            name: r.get(1)?,
+            instances: r.get(2)?,
+            max_instances: r.get(3)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A data object that jobs write, with where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenObject {
+    /// `object_id`.
+    pub object_id: i64,
+    /// Name.
+    pub name: String,
+    /// `conn_string`: a SQLite path, or `catalog` / NULL for the catalog itself.
+    pub conn_string: Option<String>,
+}
+
+/// Every enabled object that at least one job writes, or that a sql job targets.
+pub fn load_written_objects(conn: &Connection) -> Result<Vec<WrittenObject>, CatalogError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.object_id, o.object_name, o.conn_string FROM object o WHERE o.status = 1 AND (
+            EXISTS (SELECT 1 FROM job_object jo WHERE jo.object_id = o.object_id)
+            OR EXISTS (SELECT 1 FROM job j WHERE json_extract(j.job_payload, '$.object') = o.object_name))
+         ORDER BY o.object_name",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(WrittenObject {
+            object_id: r.get(0)?,
+            name: r.get(1)?,
+            conn_string: r.get(2)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A run to insert.
+#[derive(Debug, Clone)]
+pub struct NewRun {
+    /// The job.
+    pub job_id: i64,
+    /// Its processor.
+    pub processor_id: i64,
+    /// Claim order.
+    pub priority: i64,
+    /// The slot, for scheduled runs.
+    pub scheduled_for: Option<i64>,
+    /// Not claimable before.
+    pub run_after: i64,
+    /// Parameters (JSON text).
+    pub params: Option<String>,
+    /// `queued`, or `skipped` with `error` saying why.
+    pub status: RunStatus,
+    /// The skip reason.
+    pub error: Option<String>,
+}
+
+const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,
+    run_after, params, status, error, created_at, finished_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?7 = 'skipped' THEN ?9 END)
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING";
+
+/// Inserts a run; `None` when its slot was already taken (by this or another node).
+pub fn enqueue(conn: &Connection, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError> {
+    let mut stmt = conn.prepare_cached(INSERT_RUN)?;
+    let n = stmt.execute(params![
+        run.job_id,
+        run.processor_id,
+        run.priority,
+        run.scheduled_for,
+        run.run_after,
+        run.params,
+        run.status.as_str(),
+        run.error,
+        now
+    ])?;
+    Ok((n == 1).then(|| conn.last_insert_rowid()))
+}
+
+/// Looks up a job for an on-demand run: (job_id, processor_id, priority).
+pub fn job_for_trigger(conn: &Connection, name: &str) -> Result<(i64, i64, i64), CatalogError> {
+    conn.query_row(
+        "SELECT job_id, processor_id, priority FROM job WHERE job_name = ?1",
+        [name],
+        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+    )
+    .optional()?
+    .ok_or_else(|| CatalogError::NotFound {
+        kind: "job",
+        name: name.to_string(),
+    })
+}
+
+/// A run handed to a processor.
+#[derive(Debug, Clone)]
+pub struct ClaimedRun {
+    /// `run_id`.
+    pub run_id: i64,
+    /// The fencing token its completion must carry.
+    pub claim_token: i64,
+    /// The job.
+    pub job_id: i64,
+    /// The job's name.
+    pub job_name: String,
+    /// The executor.
+    pub job_type: JobType,
+    /// The job's payload (JSON object).
+    pub payload: Json,
+    /// The run's parameters (JSON), if any.
+    pub params: Option<Json>,
+    /// 1 for the first attempt.
+    pub attempt: i64,
+    /// The job's limit.
+    pub max_attempts: i64,
+    /// Retry delay base, ms.
+    pub backoff_base: i64,
+    /// Retry delay cap, ms.
+    pub backoff_max: i64,
+    /// ms; 0 = none.
+    pub timeout: i64,
+    /// The slot.
+    pub scheduled_for: Option<i64>,
+    /// Claim order.
+    pub priority: i64,
+    /// Ids of the objects the job writes.
+    pub objects: Vec<i64>,
+    /// When it was claimed.
+    pub started_at: i64,
+}
+
+const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, j.job_name, t.job_type, j.job_payload,
+    r.params, r.attempt, j.max_attempts, j.backoff_base, j.backoff_max, j.timeout,
+    j.overlap_policy, j.max_overlap, r.scheduled_for, r.priority
+    FROM job_run r
+    JOIN job j ON j.job_id = r.job_id
+    JOIN job_type t ON t.job_type_id = j.job_type_id
+    WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2
+    ORDER BY r.priority DESC, r.run_after, r.run_id
+    LIMIT ?3";
+const SELECT_RUNNING_JOBS: &str =
+    "SELECT job_id, count(*) FROM job_run WHERE status = 'running' GROUP BY job_id";
+const SELECT_BUSY_OBJECTS: &str = "SELECT DISTINCT jo.object_id FROM job_run r
+    JOIN job_object jo ON jo.job_id = r.job_id WHERE r.status = 'running'";
+const SELECT_JOB_OBJECTS: &str = "SELECT object_id FROM job_object WHERE job_id = ?1";
+const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2, claim_token = ?3,
+    started_at = ?4, lease_until = ?5 WHERE run_id = ?1 AND status = 'queued'";
+const MARK_JOB_BEGIN: &str =
+    "UPDATE job SET in_progress = in_progress + 1, last_date_begin = ?2 WHERE job_id = ?1";
+const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
+    WHERE status = 'queued' AND processor_id = ?1 AND run_after > ?2";
+
+/// The result of a claim.
+#[derive(Debug, Default)]
+pub struct Claim {
+    /// Runs now `running` for this node, in claim order.
+    pub runs: Vec<ClaimedRun>,
+    /// When the earliest queued run of this processor that is not yet due becomes due.
+    pub next_due: Option<i64>,
+    /// Whether due runs were left because of overlap or object conflicts (retry when a run ends).
+    pub blocked: bool,
+}
+
+/// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
+/// never overlaps itself unless its overlap policy allows, and two jobs that write a common
+/// object never run at once. Each claimed run gets token `first_token + i`.
+pub fn claim(
+    conn: &Connection,
+    processor_id: i64,
+    node_id: i64,
+    limit: usize,
+    now: i64,
+    lease_ms: i64,
+    first_token: i64,
+) -> Result<Claim, CatalogError> {
+    let mut claim = Claim::default();
+    let mut running: HashMap<i64, i64> = HashMap::new();
+    let mut busy: HashSet<i64> = HashSet::new();
+    let mut loaded_busy = false;
+    let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
+    // Over-fetch: some candidates may be blocked by overlap or object rules.
+    let fetch = (limit * 4).max(16) as i64;
+    let candidates = stmt
+        .query_map(params![processor_id, now, fetch], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, String>(2)?,
+                r.get::<_, String>(3)?,
+                r.get::<_, String>(4)?,
+                r.get::<_, Option<String>>(5)?,
+                [
+                    r.get::<_, i64>(6)?,
+                    r.get(7)?,
+                    r.get(8)?,
+                    r.get(9)?,
+                    r.get(10)?,
+                ],
+                r.get::<_, String>(11)?,
+                r.get::<_, i64>(12)?,
+                r.get::<_, Option<i64>>(13)?,
+                r.get::<_, i64>(14)?,
+            ))
+        })?
+        .collect::<Result<Vec<_>, _>>()?;
+    for (
+        run_id,
+        job_id,
+        job_name,
+        job_type,
+        payload,
+        params,
+        nums,
+        overlap,
+        max_overlap,
+        slot,
+        priority,
+    ) in candidates
+    {
+        if claim.runs.len() >= limit {
+            break;
+        }
+        if !loaded_busy {
+            // Read lazily: an empty queue costs one indexed query.
+            let mut s = conn.prepare_cached(SELECT_RUNNING_JOBS)?;
+            running = s
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                .collect::<Result<_, _>>()?;
+            let mut s = conn.prepare_cached(SELECT_BUSY_OBJECTS)?;
+            busy = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+            loaded_busy = true;
+        }
+        let cap = if overlap == OverlapPolicy::Allow.as_str() {
+            max_overlap
+        } else {
+            1
+        };
+        if running.get(&job_id).copied().unwrap_or(0) >= cap {
+            claim.blocked = true;
+            continue;
+        }
+        let mut s = conn.prepare_cached(SELECT_JOB_OBJECTS)?;
+        let objects: Vec<i64> = s
+            .query_map([job_id], |r| r.get(0))?
+            .collect::<Result<_, _>>()?;
+        if objects.iter().any(|o| busy.contains(o)) {
+            claim.blocked = true;
+            continue;
+        }
+        let token = first_token + claim.runs.len() as i64;
+        let lease = if nums[4] > 0 {
+            now + nums[4] + lease_ms
+        } else {
+            now + lease_ms
+        };
+        conn.prepare_cached(MARK_RUNNING)?
+            .execute(params![run_id, node_id, token, now, lease])?;
+        conn.prepare_cached(MARK_JOB_BEGIN)?
+            .execute(params![job_id, now])?;
+        *running.entry(job_id).or_default() += 1;
+        busy.extend(objects.iter().copied());
+        let corrupt = |what: &str| CatalogError::Corrupt(format!("run {run_id}: {what}"));
+        claim.runs.push(ClaimedRun {
+            run_id,
+            claim_token: token,
+            job_id,
+            job_name,
+            job_type: JobType::parse(&job_type).ok_or_else(|| corrupt("job type"))?,
+            payload: serde_json::from_str(&payload).map_err(|_| corrupt("payload"))?,
+            params: params
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| corrupt("params"))?,
+            attempt: nums[0],
+            max_attempts: nums[1],
+            backoff_base: nums[2],
+            backoff_max: nums[3],
+            timeout: nums[4],
+            scheduled_for: slot,
+            priority,
+            objects,
+            started_at: now,
+        });
+    }
+    if claim.runs.len() < limit {
+        claim.next_due = conn
+            .prepare_cached(NEXT_DUE)?
+            .query_row(params![processor_id, now], |r| r.get(0))?;
+    }
+    Ok(claim)
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Success with a result.
+    Succeeded(Json),
+    /// An error.
+    Failed(String),
+    /// Cancelled at its timeout.
+    TimedOut(String),
+    /// Interrupted by shutdown: goes back to the queue as it was.
+    Interrupted,
+}
+
+/// A finished run, reported by a processor.
+#[derive(Debug, Clone)]
+pub struct Completion {
+    /// The run.
+    pub run_id: i64,
+    /// The token it was claimed with.
+    pub claim_token: i64,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Captured output.
+    pub log: Option<String>,
+    /// When it ended.
+    pub finished_at: i64,
+    /// When to retry, if it failed and attempts remain (decided by the processor).
+    pub retry_at: Option<i64>,
+}
+
+/// What recording a completion did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recorded {
+    /// The run's final status, and the retry run if one was queued.
+    Done(RunStatus, Option<i64>),
+    /// The token did not match: the run was reclaimed (lease expired) or already completed.
+    Stale,
+}
+
+const SELECT_FOR_COMPLETE: &str = "SELECT job_id, started_at, attempt, processor_id, priority,
+    params, coalesce(retry_of, run_id), max_attempts FROM job_run JOIN job USING (job_id)
+    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'";
+const FINISH_RUN: &str = "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
+    result = ?5, error = ?6, log = ?7, lease_until = NULL WHERE run_id = ?1";
+const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
+    claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = ?1";
+const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - 1, 0),
+    last_date_end = ?2, last_elapse = ?3, last_response = ?4 WHERE job_id = ?1";
+const RELEASE_JOB: &str = "UPDATE job SET in_progress = max(in_progress - 1, 0) WHERE job_id = ?1";
+const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after, params,
+    status, attempt, retry_of, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8)";
+const COUNT_STALE: &str =
+    "UPDATE node SET stale_completions = stale_completions + 1 WHERE node_id = ?1";
+
+/// (job_id, started_at, attempt, processor_id, priority, params, first attempt, max_attempts).
+type CompleteRow = (
+    i64,
+    Option<i64>,
+    i64,
+    Option<i64>,
+    i64,
+    Option<String>,
+    i64,
+    i64,
+);
+
+/// Records a completion if its claim token still holds; otherwise counts it as stale.
+pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recorded, CatalogError> {
+    let row: Option<CompleteRow> = conn
+        .prepare_cached(SELECT_FOR_COMPLETE)?
+        .query_row(params![c.run_id, c.claim_token], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+                r.get(7)?,
+            ))
+        })
+        .optional()?;
+    let Some((
+        job_id,
+        started_at,
+        attempt,
+        processor_id,
+        priority,
+        params_text,
+        first_run,
+        max_attempts,
+    )) = row
+    else {
+        conn.prepare_cached(COUNT_STALE)?.execute([node_id])?;
+        return Ok(Recorded::Stale);
+    };
+    if c.outcome == Outcome::Interrupted {
+        conn.prepare_cached(REQUEUE_RUN)?.execute([c.run_id])?;
+        conn.prepare_cached(RELEASE_JOB)?.execute([job_id])?;
+        return Ok(Recorded::Done(RunStatus::Queued, None));
+    }
+    let elapsed = started_at.map(|s| (c.finished_at - s).max(0));
+    let retry = match (&c.outcome, c.retry_at) {
+        (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if attempt < max_attempts => Some(at),
+        _ => None,
+    };
+    let (status, result, error) = match &c.outcome {
+        Outcome::Succeeded(v) => (RunStatus::Succeeded, Some(v.to_string()), None),
+        Outcome::Failed(e) | Outcome::TimedOut(e) if retry.is_none() && max_attempts > 1 => {
+            (RunStatus::Dead, None, Some(e.clone()))
+        }
+        Outcome::Failed(e) => (RunStatus::Failed, None, Some(e.clone())),
+        Outcome::TimedOut(e) => (RunStatus::TimedOut, None, Some(e.clone())),
+        Outcome::Interrupted => unreachable!("handled above"),
+    };
+    conn.prepare_cached(FINISH_RUN)?.execute(params![
+        c.run_id,
+        status.as_str(),
+        c.finished_at,
+        elapsed,
+        result,
+        error,
+        c.log
+    ])?;
+    let response: String = result
+        .as_deref()
+        .or(error.as_deref())
+        .unwrap_or("")
+        .chars()
+        .take(1000)
+        .collect();
+    conn.prepare_cached(FINISH_JOB)?
+        .execute(params![job_id, c.finished_at, elapsed, response])?;
+    let retry_id = match retry {
+        Some(at) => {
+            conn.prepare_cached(INSERT_RETRY)?.execute(params![
+                job_id,
+                processor_id,
+                priority,
+                at,
+                params_text,
+                attempt + 1,
+                first_run,
+                c.finished_at
+            ])?;
+            Some(conn.last_insert_rowid())
+        }
+        None => None,
+    };
+    Ok(Recorded::Done(status, retry_id))
+}
+
+/// A measured value to store.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatSample {
+    /// `stat_type`, e.g. `device.cpu_used`.
+    pub stat_type: String,
+    /// Its unit, e.g. `%`.
+    pub unit: &'static str,
+    /// What it is about (an object, a processor), or `None` for the device.
+    pub subject: Option<String>,
+    /// The value.
+    pub value: f64,
+}
+
+/// Stores samples taken at `at`, creating their `stat_type`s on first use.
+pub fn record_stats(
+    conn: &Connection,
+    node_id: i64,
+    at: i64,
+    samples: &[StatSample],
+) -> Result<(), CatalogError> {
+    let mut ty = conn.prepare_cached("INSERT INTO stat_type (stat_type, unit) VALUES (?1, ?2) ON CONFLICT (stat_type) DO NOTHING")?;
+    let mut ins = conn.prepare_cached(
+        "INSERT INTO stat (stat_type_id, node_id, subject, value, sampled_at)
+         SELECT stat_type_id, ?2, ?3, ?4, ?5 FROM stat_type WHERE stat_type = ?1",
+    )?;
+    for s in samples {
+        ty.execute(params![s.stat_type, s.unit])?;
+        ins.execute(params![s.stat_type, node_id, s.subject, s.value, at])?;
+    }
+    Ok(())
+}
+
+/// Fails runs that have been running longer than their job's timeout plus `grace_ms` (their
+/// processor died without recording them) and frees their jobs. Returns how many.
+pub fn fail_stuck_runs(conn: &Connection, now: i64, grace_ms: i64) -> Result<usize, CatalogError> {
+    let n = conn.execute(
+        "UPDATE job_run SET status = 'failed', finished_at = ?1,
+            error = 'reset by job_state_reset: running past its timeout', lease_until = NULL
+         WHERE status = 'running' AND run_id IN (
+            SELECT r.run_id FROM job_run r JOIN job j ON j.job_id = r.job_id
+            WHERE r.status = 'running' AND j.timeout > 0 AND r.started_at + j.timeout + ?2 < ?1)",
+        params![now, grace_ms],
+    )?;
+    if n > 0 {
+        conn.execute(RECOUNT_IN_PROGRESS, [])?;
+    }
+    Ok(n)
+}
+
+/// Deletes finished runs that ended before `before` (epoch ms). Returns how many.
+pub fn prune_runs(conn: &Connection, before: i64) -> Result<usize, CatalogError> {
+    Ok(conn.execute(
+        "DELETE FROM job_run WHERE finished_at IS NOT NULL AND finished_at < ?1
+           AND status NOT IN ('queued', 'running')
+           AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL AND status IN ('queued', 'running'))",
+        [before],
+    )?)
+}
+
+/// Deletes stat rows sampled before `before`. Returns how many.
+pub fn prune_stats(conn: &Connection, before: i64) -> Result<usize, CatalogError> {
+    Ok(conn.execute("DELETE FROM stat WHERE sampled_at < ?1", [before])?)
+}
+
+/// Objects with their pruning settings: (name, conn_string, key_field, name_field, ttl seconds).
+pub type PrunableObject = (String, Option<String>, Option<String>, Option<String>, i64);
+
+/// Every enabled object that allows pruning.
+pub fn prunable_objects(conn: &Connection) -> Result<Vec<PrunableObject>, CatalogError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT object_name, conn_string, object_key, object_name_field, time_to_live
+         FROM object WHERE status = 1 AND allow_prune = 1 AND time_to_live IS NOT NULL",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Every enabled object: (name, conn_string).
+pub fn all_objects(conn: &Connection) -> Result<Vec<(String, Option<String>)>, CatalogError> {
+    let mut stmt =
+        conn.prepare_cached("SELECT object_name, conn_string FROM object WHERE status = 1")?;
+    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Rows in a table of the catalog (for `object.record_count`). The name is checked to be a
+/// plain identifier before it is quoted into the statement.
+pub fn count_rows(conn: &Connection, table: &str) -> Result<i64, CatalogError> {
+    if !table.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(CatalogError::Refused(format!(
+            "`{table}` is not a plain table name"
+        )));
+    }
+    Ok(
+        conn.query_row(&format!("SELECT count(*) FROM \"{table}\""), [], |r| {
+            r.get(0)
+        })?,
+    )
+}
+
+/// Deletes rows of a catalog-resident or external table whose `time_field` (epoch ms) is older
+/// than `before`. Names are checked to be plain identifiers.
+pub fn prune_table(
+    conn: &Connection,
+    table: &str,
+    time_field: &str,
+    before: i64,
+) -> Result<usize, CatalogError> {
+    for name in [table, time_field] {
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Err(CatalogError::Refused(format!(
+                "`{name}` is not a plain identifier"
+            )));
+        }
+    }
+    Ok(conn.execute(
+        &format!("DELETE FROM \"{table}\" WHERE \"{time_field}\" < ?1"),
+        [before],
+    )?)
+}
+
+/// Runs SQLite's maintenance: `PRAGMA optimize`, an incremental vacuum and a WAL checkpoint.
+/// Must run outside a transaction.
+pub fn maintain(conn: &Connection) -> Result<Json, CatalogError> {
+    conn.execute_batch("PRAGMA optimize; PRAGMA incremental_vacuum;")?;
+    let (busy, log, checkpointed): (i64, i64, i64) =
+        conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?;
+    Ok(
+        serde_json::json!({ "checkpoint_busy": busy, "wal_frames": log, "checkpointed": checkpointed }),
+    )
+}

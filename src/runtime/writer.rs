@@ -1,0 +1,164 @@
+//! Writer is an actor. It owns the one write connection to a database file (the catalog, or a
+//! data object's file); it talks to whoever submits operations and answers each after commit.
+//!
+//! Invariant: every write to its database goes through it, in submission order; operations
+//! that queue while a transaction is committing share the next transaction (group commit), each
+//! inside its own savepoint, and none is acknowledged before its transaction committed.
+
+use std::path::PathBuf;
+
+use actix::prelude::*;
+use rusqlite::Connection;
+use tokio::sync::oneshot;
+
+use crate::catalog::CatalogError;
+
+/// An operation's reply, called once its transaction's fate is known.
+type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
+/// An operation: runs inside the batch's transaction and says whether it succeeded.
+type Op = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+
+/// Submit one operation (use [`call`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Submit(Op);
+
+/// Most operations that share one transaction.
+const MAX_BATCH: usize = 2048;
+
+/// The writer of one database file.
+pub struct Writer {
+    label: String,
+    path: PathBuf,
+    conn: Option<Connection>,
+    pending: Vec<Op>,
+    flushing: bool,
+}
+
+impl Writer {
+    /// A writer that owns `conn` (already configured with the pragmas).
+    pub fn new(label: impl Into<String>, path: PathBuf, conn: Connection) -> Self {
+        Self { label: label.into(), path, conn: Some(conn), pending: Vec::new(), flushing: false }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &PathBuf {
+        &self.path
+    }
+
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.flushing || self.pending.is_empty() {
+            return;
+        }
+        let Some(conn) = self.conn.take() else { return };
+        let take = self.pending.len().min(MAX_BATCH);
+        let batch: Vec<Op> = self.pending.drain(..take).collect();
+        self.flushing = true;
+        let label = self.label.clone();
+        let work = actix_rt::task::spawn_blocking(move || {
+            let replies = run_batch(&conn, batch, &label);
+            (conn, replies)
+        });
+        ctx.spawn(work.into_actor(self).map(|joined, act, ctx| {
+            act.flushing = false;
+            match joined {
+                Ok((conn, (commit, replies))) => {
+                    act.conn = Some(conn);
+                    for reply in replies {
+                        reply(commit.clone());
+                    }
+                }
+                Err(e) => {
+                    // The blocking task panicked: the connection is gone with it.
+                    tracing::error!(writer = %act.label, "writer batch panicked: {e}");
+                    ctx.stop();
+                    return;
+                }
+            }
+            act.flush(ctx);
+        }));
+    }
+}
+
+/// Runs a batch in one transaction; returns the commit result and the replies to send.
+fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), String>, Vec<Reply>) {
+    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+        let err = format!("{label}: cannot begin: {e}");
+        let replies = batch.into_iter().map(|op| op_failed(op, conn)).collect();
+        return (Err(err), replies);
+    }
+    let mut replies = Vec::with_capacity(batch.len());
+    for op in batch {
+        // Each operation in its own savepoint, so one failing leaves the others intact.
+        let _ = conn.execute_batch("SAVEPOINT op");
+        let (ok, reply) = op(conn);
+        let end = if ok { "RELEASE op" } else { "ROLLBACK TO op; RELEASE op" };
+        let _ = conn.execute_batch(end);
+        replies.push(reply);
+    }
+    match conn.execute_batch("COMMIT") {
+        Ok(()) => (Ok(()), replies),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            (Err(format!("{label}: commit failed: {e}")), replies)
+        }
+    }
+}
+
+/// Runs an op only to obtain its reply when the batch could not even begin. The op's SQL fails
+/// (no transaction is open for writes that would need one is not guaranteed), so it runs in
+/// autocommit mode; its reply then receives the begin error regardless of what it did.
+fn op_failed(op: Op, conn: &Connection) -> Reply {
+    // Running it would write outside a transaction: instead drop its work by running it inside
+    // a savepoint we roll back.
+    let _ = conn.execute_batch("SAVEPOINT dead");
+    let (_, reply) = op(conn);
+    let _ = conn.execute_batch("ROLLBACK TO dead; RELEASE dead");
+    reply
+}
+
+impl Actor for Writer {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        // Submitters may burst; a large mailbox keeps them from blocking on `send`.
+        ctx.set_mailbox_capacity(65_536);
+        tracing::debug!(writer = %self.label, path = %self.path.display(), "writer started");
+    }
+}
+
+impl Handler<Submit> for Writer {
+    type Result = ();
+
+    fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) {
+        self.pending.push(msg.0);
+        self.flush(ctx);
+    }
+}
+
+/// Runs `f` inside the writer's next transaction and returns its result once committed.
+pub async fn call<T, F>(writer: &Addr<Writer>, f: F) -> Result<T, CatalogError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
+{
+    let (tx, rx) = oneshot::channel();
+    let op: Op = Box::new(move |conn| {
+        let result = f(conn);
+        let ok = result.is_ok();
+        let reply: Reply = Box::new(move |commit| {
+            let answer = match (commit, result) {
+                (Ok(()), r) => r,
+                (Err(e), Ok(_)) => Err(CatalogError::Refused(e)),
+                (Err(_), Err(e)) => Err(e),
+            };
+            let _ = tx.send(answer);
+        });
+        (ok, reply)
+    });
+    writer
+        .send(Submit(op))
+        .await
+        .map_err(|e| CatalogError::Refused(format!("writer unavailable: {e}")))?;
+    rx.await.map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+}

@@ -1,0 +1,112 @@
+//! Tidy: the pure core stays pure. Fails if a file of the core mentions an async runtime, a
+//! database driver, a clock read or filesystem/network IO in its code (CONVENTIONS item 3).
+//!
+//! Invariant: reads files only under `CARGO_MANIFEST_DIR`, and only to look at their text.
+//! Comments are not scanned, so that a module doc may state its invariant by naming what it
+//! does not import; a mention in code, a string or an attribute is a failure.
+
+use std::path::{Path, PathBuf};
+
+/// The pure core, relative to the crate root: directories are scanned recursively.
+const PURE_CORE: &[&str] = &["src/schedule", "src/sim.rs", "src/policy"];
+
+/// Entries of [`PURE_CORE`] that may be absent because they are not written yet. Every other
+/// entry must exist, so that moving a module cannot silently turn this test into a no-op.
+const NOT_WRITTEN_YET: &[&str] = &["src/policy"];
+
+/// What the core must not mention, and why each is banned.
+const FORBIDDEN: &[(&str, &str)] = &[
+    ("actix", "the actor runtime stays outside the core"),
+    ("tokio", "the async runtime stays outside the core"),
+    ("rusqlite", "only the catalog layer talks to SQLite"),
+    ("postgres", "only the catalog layer talks to PostgreSQL"),
+    ("SystemTime::now", "the core takes `now` as an argument"),
+    ("Instant::now", "the core takes `now` as an argument"),
+    ("Utc::now", "the core takes `now` as an argument"),
+    ("Local::now", "the core takes `now` as an argument"),
+    ("std::fs", "the core does no filesystem IO"),
+    ("std::net", "the core does no network IO"),
+];
+
+/// The text of `source` with `//` comments removed, line by line.
+fn code_only(source: &str) -> Vec<(usize, String)> {
+    source
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let code = match line.find("//") {
+                Some(at) => &line[..at],
+                None => line,
+            };
+            (i + 1, code.to_string())
+        })
+        .collect()
+}
+
+/// Every forbidden mention in `source`, as `(line, word, why)`.
+fn violations(source: &str) -> Vec<(usize, &'static str, &'static str)> {
+    let mut found = Vec::new();
+    for (line_no, code) in code_only(source) {
+        for &(word, why) in FORBIDDEN {
+            if code.contains(word) {
+                found.push((line_no, word, why));
+            }
+        }
+    }
+    found
+}
+
+fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
+    if path.is_dir() {
+        let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+            .unwrap_or_else(|e| panic!("cannot list {}: {e}", path.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        entries.sort();
+        for entry in entries {
+            rust_files(&entry, out);
+        }
+    } else if path.extension().is_some_and(|e| e == "rs") {
+        out.push(path.to_path_buf());
+    }
+}
+
+#[test]
+fn the_pure_core_mentions_no_runtime_database_clock_or_io() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for entry in PURE_CORE {
+        let path = root.join(entry);
+        if !path.exists() {
+            assert!(
+                NOT_WRITTEN_YET.contains(entry),
+                "{} is listed as pure core but does not exist; update PURE_CORE",
+                path.display()
+            );
+            continue;
+        }
+        let before = files.len();
+        rust_files(&path, &mut files);
+        assert!(files.len() > before, "{} holds no .rs file", path.display());
+    }
+    let mut report = String::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        for (line, word, why) in violations(&source) {
+            report.push_str(&format!(
+                "{}:{line}: mentions `{word}`: {why}\n",
+                file.display()
+            ));
+        }
+    }
+    assert!(report.is_empty(), "the pure core is not pure:\n{report}");
+}
+
+#[test]
+fn the_scanner_catches_code_and_ignores_comments() {
+    let clean = "//! Reads no clock; imports neither actix nor rusqlite.\nfn f(now_ms: i64) -> i64 { now_ms } // not Instant::now\n";
+    assert_eq!(violations(clean), vec![]);
+    let dirty = "use std::fs;\nlet t = std::time::SystemTime::now();\nlet s = \"tokio\";\n";
+    let words: Vec<&str> = violations(dirty).into_iter().map(|(_, w, _)| w).collect();
+    assert_eq!(words, ["std::fs", "SystemTime::now", "tokio"]);
+}
