@@ -15,7 +15,7 @@ use serde_json::Value as Json;
 use crate::catalog::{Catalog, CatalogError, DbSettings, JobRecord, RunFilter};
 use crate::config::{self, ConfigError, NodeConfig, Overrides};
 use crate::diag::Diagnostic;
-use crate::jobconf::{self, CatalogFile, DEFAULT_JOB_CONF, JobDef, millix, toml_format};
+use crate::jobconf::{self, CatalogFile, JobDef, SeedError, millix, toml_format};
 use crate::model::{JobType, RunStatus};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, Schedule, ScheduleSpec, format_local};
 
@@ -26,6 +26,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   2   bad command-line usage
   65  bad input data: a named job or run does not exist, or a field value is invalid
   66  an input file cannot be read
+  75  the node name is held by another running process (try again when it stops)
   78  a configuration or catalog file has errors (each printed as file:line:col: reason)";
 
 /// Exit code: success.
@@ -36,6 +37,8 @@ pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_DATA: i32 = 65;
 /// Exit code: an input file cannot be read (EX_NOINPUT).
 pub const EXIT_NO_INPUT: i32 = 66;
+/// Exit code: the node name is held by another live process (EX_TEMPFAIL).
+pub const EXIT_HELD: i32 = 75;
 /// Exit code: configuration or catalog file errors (EX_CONFIG).
 pub const EXIT_CONFIG: i32 = 78;
 
@@ -62,6 +65,8 @@ pub struct Cli {
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Run a node: the engine on the catalog, and the API on http.bind. Stops on SIGTERM/Ctrl-C.
+    Run(RunArgs),
     /// Create the catalog database and seed it with the default job.conf (once).
     Init,
     /// Validate a catalog file without opening any database; print every error.
@@ -107,6 +112,23 @@ pub enum Command {
     /// List and show runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+}
+
+/// `run` flags (each overrides the configuration).
+#[derive(Debug, Clone, Default, Args)]
+pub struct RunArgs {
+    /// Address of the API (e.g. 127.0.0.1:0 for any free port).
+    #[arg(long)]
+    pub bind: Option<String>,
+    /// This node's name in the catalog.
+    #[arg(long)]
+    pub node_name: Option<String>,
+    /// Folder for the database, backups and job folders.
+    #[arg(long)]
+    pub data_dir: Option<String>,
+    /// Log format: human or json.
+    #[arg(long)]
+    pub log_format: Option<String>,
 }
 
 /// Catalog file formats.
@@ -276,7 +298,8 @@ pub struct Failure {
 }
 
 impl Failure {
-    fn new(code: i32, message: impl Into<String>) -> Self {
+    /// A failure with its exit code.
+    pub fn new(code: i32, message: impl Into<String>) -> Self {
         Self {
             code,
             message: message.into(),
@@ -340,6 +363,7 @@ pub fn run(cli: Cli) -> CliResult {
             }
             Ok(())
         }
+        Command::Run(args) => crate::node::run(&cli, args),
         Command::Init => init(&cli),
         Command::Export { output } => export(&cli, output.as_deref()),
         Command::Jobs(cmd) => jobs(&cli, cmd),
@@ -350,9 +374,17 @@ pub fn run(cli: Cli) -> CliResult {
 }
 
 fn load_config(cli: &Cli) -> Result<NodeConfig, Failure> {
+    load_config_with(cli, &RunArgs::default())
+}
+
+/// The configuration with `--db` and the `run` flags as the top layer.
+pub fn load_config_with(cli: &Cli, args: &RunArgs) -> Result<NodeConfig, Failure> {
     let overrides = Overrides {
         db: cli.db.as_ref().map(|p| p.to_string_lossy().into_owned()),
-        ..Default::default()
+        data_dir: args.data_dir.clone(),
+        node_name: args.node_name.clone(),
+        bind: args.bind.clone(),
+        log_format: args.log_format.clone(),
     };
     Ok(config::load(cli.config.as_deref(), None, &overrides)?)
 }
@@ -366,23 +398,17 @@ fn open(cli: &Cli) -> Result<Catalog, Failure> {
 /// Opens the catalog and seeds it if it was never seeded; returns whether it seeded.
 pub fn open_with(cfg: &NodeConfig) -> Result<(Catalog, bool), Failure> {
     // Validate the seed before touching the database, so a bad seed file changes nothing.
-    let (seed, source) = seed_catalog(cfg)?;
+    let (seed, source) = jobconf::load_seed(cfg).map_err(seed_failure)?;
     let mut catalog = Catalog::open(&cfg.db_path(), &DbSettings::from(&cfg.database))?;
     let seeded = catalog.seed_if_new(&seed, &source)?;
     Ok((catalog, seeded))
 }
 
-fn seed_catalog(cfg: &NodeConfig) -> Result<(CatalogFile, String), Failure> {
-    if cfg.catalog.seed.is_empty() {
-        let file = toml_format::parse(DEFAULT_JOB_CONF)
-            .map_err(|d| diagnostics_failure("built-in config/job.conf", &d))?;
-        return Ok((file, "built-in config/job.conf".into()));
+fn seed_failure(e: SeedError) -> Failure {
+    match e {
+        SeedError::Read { .. } => Failure::new(EXIT_NO_INPUT, e.to_string()),
+        SeedError::Invalid { .. } => Failure::new(EXIT_CONFIG, format!("{e}\nnothing was changed")),
     }
-    let path = Path::new(&cfg.catalog.seed);
-    let text = read_input(path)?;
-    let file = toml_format::parse(&text)
-        .map_err(|d| diagnostics_failure(&path.display().to_string(), &d))?;
-    Ok((file, path.display().to_string()))
 }
 
 fn read_input(path: &Path) -> Result<String, Failure> {

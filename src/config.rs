@@ -74,6 +74,8 @@ pub struct NodeConfig {
     pub log: LogSection,
     /// Health sampling.
     pub health: HealthSection,
+    /// Limits on job executions.
+    pub executor: crate::executor::ExecLimits,
 }
 
 /// `[node]`.
@@ -86,6 +88,9 @@ pub struct NodeSection {
     pub data_dir: String,
     /// IANA time zone for schedules that name none. Default: "" (the system's).
     pub timezone: String,
+    /// How long running jobs may finish at shutdown before they are returned to the queue,
+    /// milliseconds. Default: 10000.
+    pub shutdown_grace: u64,
 }
 
 impl Default for NodeSection {
@@ -94,6 +99,7 @@ impl Default for NodeSection {
             name: String::new(),
             data_dir: "jobvisor-data".into(),
             timezone: String::new(),
+            shutdown_grace: 10_000,
         }
     }
 }

@@ -4,11 +4,15 @@
 //! the CLI; a pure core ([`schedule`]) decides when jobs are due. See `ARCHITECTURE.md`.
 #![warn(missing_docs)]
 
+pub mod builtins;
 pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod diag;
+pub mod executor;
 pub mod jobconf;
 pub mod model;
+pub mod node;
+pub mod runtime;
 pub mod schedule;
 pub mod sim;

@@ -6,6 +6,7 @@
 
 pub mod migrate;
 pub mod queue;
+pub mod sql_job;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -144,6 +145,11 @@ impl Catalog {
             conn,
             pool,
         })
+    }
+
+    /// Gives up the write connection and the read pool (to the runtime's CatalogWriter).
+    pub fn into_parts(self) -> (Connection, Pool<SqliteConnectionManager>) {
+        (self.conn, self.pool)
     }
 
     /// The database file.

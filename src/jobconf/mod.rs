@@ -12,11 +12,64 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map as JsonMap, Value as Json};
 
+use crate::config::NodeConfig;
+use crate::diag::Diagnostic;
 use crate::model::{JobType, ObjectType};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
 
 /// The default catalog for the lowest supported hardware, compiled into the binary.
 pub const DEFAULT_JOB_CONF: &str = include_str!("../../config/job.conf");
+
+/// The seed catalog is unreadable or invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum SeedError {
+    /// The file cannot be read.
+    #[error("{file}: cannot read: {source}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file has errors.
+    #[error("{}", render_all(file, diagnostics))]
+    Invalid {
+        /// The file.
+        file: String,
+        /// Every error.
+        diagnostics: Vec<Diagnostic>,
+    },
+}
+
+fn render_all(file: &str, diagnostics: &[Diagnostic]) -> String {
+    diagnostics
+        .iter()
+        .map(|d| d.render(file))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The catalog a new node is seeded with: `catalog.seed`, else the built-in `config/job.conf`;
+/// returns it and where it came from.
+pub fn load_seed(cfg: &NodeConfig) -> Result<(CatalogFile, String), SeedError> {
+    let (file, text) = if cfg.catalog.seed.is_empty() {
+        (
+            "built-in config/job.conf".to_string(),
+            DEFAULT_JOB_CONF.to_string(),
+        )
+    } else {
+        let file = cfg.catalog.seed.clone();
+        let text = std::fs::read_to_string(&file).map_err(|source| SeedError::Read {
+            file: file.clone(),
+            source,
+        })?;
+        (file, text)
+    };
+    match toml_format::parse(&text) {
+        Ok(catalog) => Ok((catalog, file)),
+        Err(diagnostics) => Err(SeedError::Invalid { file, diagnostics }),
+    }
+}
 
 /// A whole catalog: processors, objects, groups and jobs, each keyed by its unique name.
 #[derive(Debug, Clone, PartialEq, Default)]

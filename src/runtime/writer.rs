@@ -38,7 +38,13 @@ pub struct Writer {
 impl Writer {
     /// A writer that owns `conn` (already configured with the pragmas).
     pub fn new(label: impl Into<String>, path: PathBuf, conn: Connection) -> Self {
-        Self { label: label.into(), path, conn: Some(conn), pending: Vec::new(), flushing: false }
+        Self {
+            label: label.into(),
+            path,
+            conn: Some(conn),
+            pending: Vec::new(),
+            flushing: false,
+        }
     }
 
     /// The database file.
@@ -92,7 +98,11 @@ fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), Stri
         // Each operation in its own savepoint, so one failing leaves the others intact.
         let _ = conn.execute_batch("SAVEPOINT op");
         let (ok, reply) = op(conn);
-        let end = if ok { "RELEASE op" } else { "ROLLBACK TO op; RELEASE op" };
+        let end = if ok {
+            "RELEASE op"
+        } else {
+            "ROLLBACK TO op; RELEASE op"
+        };
         let _ = conn.execute_batch(end);
         replies.push(reply);
     }
@@ -136,8 +146,36 @@ impl Handler<Submit> for Writer {
     }
 }
 
+/// Like [`call`], for blocking code (functions on the blocking pool): waits on this thread.
+pub fn call_blocking<T, F>(writer: &Addr<Writer>, f: F) -> Result<T, CatalogError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
+{
+    let (op, rx) = operation(f);
+    writer.do_send(Submit(op));
+    rx.blocking_recv()
+        .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+}
+
 /// Runs `f` inside the writer's next transaction and returns its result once committed.
 pub async fn call<T, F>(writer: &Addr<Writer>, f: F) -> Result<T, CatalogError>
+where
+    T: Send + 'static,
+    F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
+{
+    let (op, rx) = operation(f);
+    writer
+        .send(Submit(op))
+        .await
+        .map_err(|e| CatalogError::Refused(format!("writer unavailable: {e}")))?;
+    rx.await
+        .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+}
+
+type Answer<T> = oneshot::Receiver<Result<T, CatalogError>>;
+
+fn operation<T, F>(f: F) -> (Op, Answer<T>)
 where
     T: Send + 'static,
     F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
@@ -156,9 +194,5 @@ where
         });
         (ok, reply)
     });
-    writer
-        .send(Submit(op))
-        .await
-        .map_err(|e| CatalogError::Refused(format!("writer unavailable: {e}")))?;
-    rx.await.map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+    (op, rx)
 }

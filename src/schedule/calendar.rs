@@ -17,10 +17,13 @@ use chrono::{
     DateTime, Datelike as _, Duration, LocalResult, NaiveDate, NaiveDateTime, NaiveTime,
     Offset as _, TimeZone as _, Timelike as _,
 };
+use std::sync::Arc;
+
 use chrono_tz::Tz;
 use croner::Cron;
 use croner::parser::{CronParser, Seconds, Year};
 
+use crate::schedule::cron_fast::CompiledCron;
 use crate::schedule::spec::{
     CRON_HORIZON_YEARS, FieldError, RunDate, ScheduleSpec, VALIDATION_REFERENCE_MS, parse_run_at,
     parse_tz, text,
@@ -33,7 +36,9 @@ const DAY_MS: i64 = 24 * HOUR_MS;
 /// A compiled, validated schedule. Build it with [`Schedule::parse`].
 #[derive(Debug, Clone)]
 pub struct Schedule {
-    spec: ScheduleSpec,
+    // Shared, with the compiled cron below, so that cloning a schedule (one per planner)
+    // copies no strings or cron tables.
+    spec: Arc<ScheduleSpec>,
     tz: Tz,
     kind: Kind,
 }
@@ -58,8 +63,9 @@ pub(crate) enum Kind {
         time: NaiveTime,
         gate: Option<RunDate>,
     },
-    /// `cron`, evaluated by croner in the schedule's zone.
-    Cron(Box<Cron>),
+    /// `cron`, evaluated in the schedule's zone: by bit scans where that gives croner's
+    /// answer (see [`CompiledCron`]), by croner itself elsewhere.
+    Cron(Arc<CompiledCron>),
 }
 
 fn cron_parser() -> CronParser {
@@ -117,7 +123,7 @@ impl Schedule {
                     reason,
                 }]
             })?;
-            Kind::Cron(Box::new(cron))
+            Kind::Cron(Arc::new(CompiledCron::new(cron)))
         } else if let Some(n) = spec.run_every {
             let period_ms = n * MINUTE_MS;
             // Align slots to the zone's offset at a fixed reference, so `run_every = 15`
@@ -159,7 +165,7 @@ impl Schedule {
             Kind::OnDemand
         };
         Ok(Schedule {
-            spec: spec.clone(),
+            spec: Arc::new(spec.clone()),
             tz,
             kind,
         })
@@ -210,13 +216,12 @@ impl Schedule {
             Kind::Hourly { minute, gate } => self.wall_next(after_ms, Wall::Hourly(*minute), *gate),
             Kind::Daily { time, gate } => self.wall_next(after_ms, Wall::Daily(*time), *gate),
             Kind::Cron(cron) => {
-                let start = self.tz.timestamp_millis_opt(after_ms).single()?;
+                let t = match cron.fast_next(self.tz, after_ms) {
+                    Some(t) => t,
+                    None => self.croner_next(&cron.cron, after_ms)?,
+                };
                 // croner works in whole seconds: step off a fractional start so that
                 // "strictly after" holds for the millisecond value too.
-                let t = cron
-                    .find_next_occurrence(&start, false)
-                    .ok()?
-                    .timestamp_millis();
                 if t > after_ms {
                     Some(t)
                 } else {
@@ -242,14 +247,30 @@ impl Schedule {
                 // croner's inclusive search looks at whole seconds; flooring keeps a slot
                 // at second s visible from any millisecond of that second.
                 let floor_ms = at_ms.div_euclid(1000) * 1000;
-                let start = self.tz.timestamp_millis_opt(floor_ms).single()?;
-                let t = cron
-                    .find_previous_occurrence(&start, true)
-                    .ok()?
-                    .timestamp_millis();
+                let t = match cron.fast_prev(self.tz, floor_ms) {
+                    Some(t) => t,
+                    None => self.croner_prev(&cron.cron, floor_ms)?,
+                };
                 (t <= at_ms).then_some(t)
             }
         }
+    }
+
+    /// croner's next occurrence strictly after `after_ms` (whole seconds: a fractional
+    /// start reads as its second), without the fast path.
+    pub(crate) fn croner_next(&self, cron: &Cron, after_ms: i64) -> Option<i64> {
+        let start = self.tz.timestamp_millis_opt(after_ms).single()?;
+        cron.find_next_occurrence(&start, false)
+            .ok()
+            .map(|t| t.timestamp_millis())
+    }
+
+    /// croner's latest occurrence at or before whole-second `at_ms`, without the fast path.
+    pub(crate) fn croner_prev(&self, cron: &Cron, at_ms: i64) -> Option<i64> {
+        let start = self.tz.timestamp_millis_opt(at_ms).single()?;
+        cron.find_previous_occurrence(&start, true)
+            .ok()
+            .map(|t| t.timestamp_millis())
     }
 
     /// The next `count` slots strictly after `after_ms`, for `jobvisor jobs next`.
@@ -361,9 +382,11 @@ impl Schedule {
     // never decrease (a gap time maps to the gap's end, a repeated time to its first pass),
     // so the first candidate past `after` is the answer. Starting at the local hour of
     // `after` is safe: any earlier wall time resolves to an instant at or before `after`.
+    // So the walk starts one step later: the candidate at or before the local time of
+    // `after` would only be looked up to be rejected.
     fn wall_next(&self, after: i64, wall: Wall, gate: Option<RunDate>) -> Option<i64> {
         let local = self.local(after);
-        let mut cand = wall.at_or_before(local);
+        let mut cand = wall.step(wall.at_or_before(local));
         for _ in 0..(400 * 24) {
             let date = cand.date();
             if gate.is_none_or(|g| gate_matches(g, date)) {

@@ -87,7 +87,8 @@ impl Schedule {
                     Some(g) => format!("at {hhmm}, {}", describe_run_date(*g)),
                 }
             }
-            Kind::Cron(cron) => {
+            Kind::Cron(compiled) => {
+                let cron = &compiled.cron;
                 // croner's sentence ("At 02:30.") becomes a clause like the millix ones.
                 let words = cron.describe();
                 let words = words.trim().trim_end_matches('.');

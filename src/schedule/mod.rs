@@ -15,6 +15,7 @@
 //! Times at this API are `i64` epoch milliseconds, UTC, as the catalog stores them.
 
 pub mod calendar;
+mod cron_fast;
 pub mod describe;
 pub mod plan;
 pub mod spec;

@@ -10,7 +10,7 @@ use chrono::{Datelike as _, TimeZone as _, Timelike as _, Weekday};
 use chrono_tz::Tz;
 use proptest::prelude::*;
 
-use crate::schedule::calendar::{format_local, local_ms};
+use crate::schedule::calendar::{Kind, format_local, local_ms};
 use crate::schedule::plan::RECORD_LIMIT;
 use crate::schedule::{
     Decision, FieldError, JobHistory, JobPlanner, MisfirePolicy, OverlapPolicy, PlanPolicy,
@@ -1522,4 +1522,170 @@ fn local_time_helpers_round_trip() {
     // Ambiguous or missing local times are refused rather than guessed.
     assert_eq!(local_ms(ny(), "2026-11-01 01:30"), None);
     assert_eq!(local_ms(ny(), "2026-03-08 02:30"), None);
+}
+
+// ---------------------------------------------------------------- cron fast path
+
+/// croner alone, as `next_slot_after` used it before the fast path.
+fn croner_only_next(s: &Schedule, after: i64) -> Option<i64> {
+    let Kind::Cron(c) = s.kind() else {
+        panic!("not a cron schedule")
+    };
+    let t = s.croner_next(&c.cron, after)?;
+    if t > after {
+        Some(t)
+    } else {
+        croner_only_next(s, t)
+    }
+}
+
+/// croner alone, as `prev_slot_at_or_before` used it before the fast path.
+fn croner_only_prev(s: &Schedule, at: i64) -> Option<i64> {
+    let Kind::Cron(c) = s.kind() else {
+        panic!("not a cron schedule")
+    };
+    let floor = at.div_euclid(1000) * 1000;
+    s.croner_prev(&c.cron, floor).filter(|&t| t <= at)
+}
+
+/// Expressions with croner's modifiers and nicknames, which the random pairs leave out.
+const SPECIAL_CRONS: &[&str] = &[
+    "15 10 L * *",
+    "0 0 LW * *",
+    "30 1 15W * *",
+    "0 2 1W * *",
+    "0 3 31W * *",
+    "0 12 * * 5#2",
+    "0 12 * * 1L",
+    "0 1 13 * 5",
+    "0 2 1,15 * MON-WED",
+    "30 2 * * *",
+    "0 30 2 * * *",
+    "*/7 1-3 * * *",
+    "*/5 * * * *",
+    "*/10 * * * * *",
+    "0 */2 * * MON-FRI",
+    "0 0 1 1 *",
+    "0 0 29 2 *",
+    "@daily",
+    "@hourly",
+    "@weekly",
+    "@monthly",
+    "@yearly",
+];
+
+/// Zones with a DST change (60 and 30 minutes, both hemispheres), one without, and one that
+/// skipped a whole day (Apia, 2011-12-30).
+const FAST_PATH_ZONES: &[&str] = &[
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "Australia/Sydney",
+    "America/Santiago",
+    "Asia/Kolkata",
+    "UTC",
+    "Pacific/Apia",
+];
+
+/// Starts around the zone's DST changes (and Apia's skipped day): every 30 minutes for a
+/// day either side of each change in 2025-2026, at random milliseconds.
+fn starts_around_changes(tz: Tz, rng: &mut SimRng) -> Vec<i64> {
+    let mut changes = Vec::new();
+    let mut t = utc_at("2025-01-01 00:00");
+    use chrono::Offset as _;
+    let offset = |t: i64| tz.offset_from_utc_datetime(&chrono::DateTime::from_timestamp_millis(t).unwrap().naive_utc()).fix();
+    while t < utc_at("2027-01-01 00:00") {
+        if offset(t) != offset(t + HOUR) {
+            changes.push(t);
+        }
+        t += HOUR;
+    }
+    changes.push(utc_at("2011-12-29 12:00"));
+    changes.push(utc_at("2026-06-15 12:00"));
+    let mut starts = Vec::new();
+    for c in changes {
+        let mut t = c - DAY;
+        while t < c + DAY {
+            starts.push(t + rng.range_i64(0, 30 * MIN));
+            t += 30 * MIN;
+        }
+    }
+    starts
+}
+
+#[test]
+fn cron_fast_path_agrees_with_croner_across_dst_days() {
+    let mut rng = SimRng::new(0xFA57);
+    let mut exprs: Vec<String> = SPECIAL_CRONS.iter().map(|s| s.to_string()).collect();
+    exprs.extend((0..150).map(|_| random_cron_pair(&mut rng).0));
+    let (mut compared, mut fast) = (0usize, 0usize);
+    for zone in FAST_PATH_ZONES {
+        let tz: Tz = zone.parse().unwrap();
+        let starts = starts_around_changes(tz, &mut rng);
+        for expr in &exprs {
+            let s = sched(spec_cron(expr), tz);
+            let Kind::Cron(c) = s.kind() else { unreachable!() };
+            // A sample of the starts per expression keeps the test quick.
+            for &t in starts.iter().filter(|_| rng.chance(15)) {
+                let want = croner_only_next(&s, t);
+                assert_eq!(
+                    s.next_slot_after(t),
+                    want,
+                    "next after {} for {expr:?} in {zone}",
+                    format_local(tz, t)
+                );
+                let want_prev = croner_only_prev(&s, t);
+                assert_eq!(
+                    s.prev_slot_at_or_before(t),
+                    want_prev,
+                    "prev at or before {} for {expr:?} in {zone}",
+                    format_local(tz, t)
+                );
+                // The slots themselves are starts too: exact-second boundaries.
+                if let Some(n) = want {
+                    assert_eq!(s.next_slot_after(n), croner_only_next(&s, n), "{expr:?}");
+                    assert_eq!(s.prev_slot_at_or_before(n), Some(n), "{expr:?}");
+                    assert_eq!(s.prev_slot_at_or_before(n - 1), croner_only_prev(&s, n - 1));
+                }
+                fast += c.fast_next(tz, t).is_some() as usize;
+                compared += 1;
+            }
+        }
+    }
+    assert!(compared > 20_000, "too few starts compared: {compared}");
+    assert!(
+        fast * 10 > compared * 8,
+        "the fast path answered only {fast} of {compared} searches"
+    );
+}
+
+#[test]
+fn plain_day_masks_agree_with_croners_day_match() {
+    let mut rng = SimRng::new(0xDA75);
+    let mut exprs: Vec<String> = SPECIAL_CRONS.iter().map(|s| s.to_string()).collect();
+    exprs.extend((0..300).map(|_| random_cron_pair(&mut rng).0));
+    let mut d = chrono::NaiveDate::from_ymd_opt(2024, 1, 1).unwrap();
+    let days: Vec<chrono::NaiveDate> = (0..800)
+        .map(|_| {
+            d = d.succ_opt().unwrap();
+            d
+        })
+        .collect();
+    for expr in &exprs {
+        let s = sched(spec_cron(expr), utc());
+        let Kind::Cron(c) = s.kind() else { unreachable!() };
+        for &d in &days {
+            let want = c
+                .cron
+                .pattern
+                .day_match(
+                    d.year(),
+                    d.month(),
+                    d.day(),
+                    croner::Weekday::from_days_from_sunday(d.weekday().num_days_from_sunday()),
+                )
+                .unwrap();
+            assert_eq!(c.day_matches(d), Some(want), "{expr:?} on {d}");
+        }
+    }
 }

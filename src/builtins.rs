@@ -1,0 +1,266 @@
+//! The built-in functions that make the default catalog useful: run-state reset, device and
+//! object statistics, pruning, database maintenance and catalog backup; plus `debug.*` helpers.
+//!
+//! Invariant: builtins write the catalog only through the CatalogWriter (`call_blocking`) and
+//! read it through the pool; SQL stays in `catalog::queue`.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value as Json, json};
+
+use crate::catalog::queue::{self, StatSample};
+use crate::catalog::{CatalogError, now_ms};
+use crate::executor::{FnContext, Registry};
+use crate::runtime::health::Sampler;
+use crate::runtime::writer::call_blocking;
+
+/// A registry holding every built-in function.
+pub fn registry() -> Registry {
+    let mut r = Registry::new();
+    register(&mut r);
+    r
+}
+
+/// Adds the built-ins to `r`.
+pub fn register(r: &mut Registry) {
+    r.register("job_state_reset", job_state_reset);
+    r.register("device_stats", device_stats);
+    r.register("object_stats", object_stats);
+    r.register("object_prune", object_prune);
+    r.register("run_history_prune", run_history_prune);
+    r.register("db_maintenance", db_maintenance);
+    r.register("catalog_backup", catalog_backup);
+    r.register("debug.noop", |_, _| Ok(json!({})));
+    r.register("debug.echo", |_, input| Ok(input));
+    r.register("debug.fail", |_, input| {
+        Err(input
+            .get("message")
+            .and_then(Json::as_str)
+            .unwrap_or("debug.fail always fails")
+            .to_string())
+    });
+    r.register("debug.sleep", debug_sleep);
+}
+
+fn err(e: CatalogError) -> String {
+    e.to_string()
+}
+
+fn int(input: &Json, key: &str, default: i64) -> i64 {
+    input.get(key).and_then(Json::as_i64).unwrap_or(default)
+}
+
+/// Fails runs stuck past their timeout (plus `grace_ms`, default 60 s) and frees their jobs.
+fn job_state_reset(ctx: &FnContext, input: Json) -> Result<Json, String> {
+    let grace = int(&input, "grace_ms", 60_000);
+    let now = now_ms();
+    let reset = call_blocking(&ctx.env.catalog_writer, move |c| {
+        queue::fail_stuck_runs(c, now, grace)
+    })
+    .map_err(err)?;
+    Ok(json!({ "reset": reset }))
+}
+
+/// Samples the device (two samples `interval_ms` apart, default 250) into `stat`.
+fn device_stats(ctx: &FnContext, input: Json) -> Result<Json, String> {
+    let mut sampler = Sampler::new(&ctx.env.data_dir);
+    sampler.sample();
+    std::thread::sleep(Duration::from_millis(
+        int(&input, "interval_ms", 250).clamp(50, 5000) as u64,
+    ));
+    let sample = sampler.sample();
+    let stats = sample.stats();
+    let node = ctx.env.node_id;
+    let now = now_ms();
+    let count = stats.len();
+    call_blocking(&ctx.env.catalog_writer, move |c| {
+        queue::record_stats(c, node, now, &stats)
+    })
+    .map_err(err)?;
+    Ok(json!({ "recorded": count, "sample": sample }))
+}
+
+/// Where an object's rows live: the catalog itself, or a SQLite file of its own.
+fn object_db(conn_string: &Option<String>) -> Option<PathBuf> {
+    match conn_string.as_deref() {
+        None | Some("") | Some("catalog") => None,
+        Some(path) => Some(PathBuf::from(path)),
+    }
+}
+
+/// Record counts and file sizes of every object, into `stat`.
+fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
+    let objects = {
+        let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+        queue::all_objects(&conn).map_err(err)?
+    };
+    let mut stats = Vec::new();
+    let mut report = serde_json::Map::new();
+    for (name, conn_string) in objects {
+        let (count, size) = match object_db(&conn_string) {
+            None => {
+                let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+                (
+                    queue::count_rows(&conn, &name).ok(),
+                    file_size(&ctx.env.catalog_path),
+                )
+            }
+            Some(path) => {
+                let count = rusqlite::Connection::open_with_flags(
+                    &path,
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
+                )
+                .ok()
+                .and_then(|c| queue::count_rows(&c, &name).ok());
+                (count, file_size(&path))
+            }
+        };
+        if let Some(count) = count {
+            stats.push(StatSample {
+                stat_type: "object.record_count".into(),
+                unit: "rows",
+                subject: Some(name.clone()),
+                value: count as f64,
+            });
+        }
+        if let Some(size) = size {
+            stats.push(StatSample {
+                stat_type: "object.file_size".into(),
+                unit: "bytes",
+                subject: Some(name.clone()),
+                value: size as f64,
+            });
+        }
+        report.insert(name, json!({ "record_count": count, "file_size": size }));
+    }
+    let node = ctx.env.node_id;
+    let now = now_ms();
+    call_blocking(&ctx.env.catalog_writer, move |c| {
+        queue::record_stats(c, node, now, &stats)
+    })
+    .map_err(err)?;
+    Ok(Json::Object(report))
+}
+
+fn file_size(path: &Path) -> Option<u64> {
+    std::fs::metadata(path).ok().map(|m| m.len())
+}
+
+/// Deletes rows older than `time_to_live` from every object that allows pruning. The engine's
+/// own `job_run` and `stat` objects use their own prune verbs; other objects need a name field
+/// holding epoch milliseconds.
+fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
+    let objects = {
+        let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+        queue::prunable_objects(&conn).map_err(err)?
+    };
+    let mut report = serde_json::Map::new();
+    for (name, conn_string, _key, time_field, ttl) in objects {
+        let before = now_ms() - ttl * 1000;
+        let deleted = match (object_db(&conn_string), name.as_str()) {
+            (None, "job_run") => call_blocking(&ctx.env.catalog_writer, move |c| {
+                queue::prune_runs(c, before)
+            }),
+            (None, "stat") => call_blocking(&ctx.env.catalog_writer, move |c| {
+                queue::prune_stats(c, before)
+            }),
+            (None, _) => Err(CatalogError::Refused(format!(
+                "object `{name}` lives in the catalog; only job_run and stat are pruned there"
+            ))),
+            (Some(_), _) => match (ctx.env.object_writers.get(&name), time_field) {
+                (Some(writer), Some(field)) => {
+                    let table = name.clone();
+                    call_blocking(writer, move |c| {
+                        queue::prune_table(c, &table, &field, before)
+                    })
+                }
+                (None, _) => Err(CatalogError::Refused(format!(
+                    "object `{name}` has no writer on this node"
+                ))),
+                (_, None) => Err(CatalogError::Refused(format!(
+                    "object `{name}` has no name_field (time column) to prune by"
+                ))),
+            },
+        };
+        report.insert(
+            name,
+            match deleted {
+                Ok(n) => json!({ "deleted": n }),
+                Err(e) => json!({ "error": e.to_string() }),
+            },
+        );
+    }
+    Ok(Json::Object(report))
+}
+
+/// Deletes finished runs older than `days` (default: the job_run object's time_to_live, else 30).
+fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
+    let ttl_s = {
+        let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+        queue::prunable_objects(&conn)
+            .map_err(err)?
+            .into_iter()
+            .find(|o| o.0 == "job_run")
+            .map_or(30 * 86_400, |o| o.4)
+    };
+    let days = input.get("days").and_then(Json::as_i64);
+    let before = now_ms() - days.map_or(ttl_s * 1000, |d| d * 86_400_000);
+    let deleted = call_blocking(&ctx.env.catalog_writer, move |c| {
+        queue::prune_runs(c, before)
+    })
+    .map_err(err)?;
+    Ok(json!({ "deleted": deleted, "before": before }))
+}
+
+/// `PRAGMA optimize`, incremental vacuum and a WAL checkpoint, on a connection of its own
+/// (a checkpoint cannot run inside the writer's transaction).
+fn db_maintenance(ctx: &FnContext, _input: Json) -> Result<Json, String> {
+    let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+    queue::maintain(&conn).map_err(err)
+}
+
+/// Online backup of the catalog to `<data_dir>/backups/catalog-<time>.db`, keeping the newest
+/// `keep` (default 4).
+fn catalog_backup(ctx: &FnContext, input: Json) -> Result<Json, String> {
+    let keep = int(&input, "keep", 4).max(1) as usize;
+    let dir = ctx.env.data_dir.join("backups");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ");
+    let target = dir.join(format!("catalog-{stamp}.db"));
+    let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+    conn.backup(rusqlite::MAIN_DB, &target, None)
+        .map_err(|e| format!("backup to {}: {e}", target.display()))?;
+    let mut backups: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| e.to_string())?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with("catalog-"))
+        })
+        .collect();
+    backups.sort();
+    let mut removed = Vec::new();
+    while backups.len() > keep {
+        let old = backups.remove(0);
+        if std::fs::remove_file(&old).is_ok() {
+            removed.push(old.display().to_string());
+        }
+    }
+    Ok(
+        json!({ "backup": target.display().to_string(), "bytes": file_size(&target), "removed": removed }),
+    )
+}
+
+/// Sleeps `ms` (default 100), checking for cancellation every 10 ms.
+fn debug_sleep(ctx: &FnContext, input: Json) -> Result<Json, String> {
+    let ms = int(&input, "ms", 100).max(0) as u64;
+    let until = std::time::Instant::now() + Duration::from_millis(ms);
+    while std::time::Instant::now() < until {
+        if ctx.is_cancelled() {
+            return Err("cancelled".into());
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok(json!({ "slept_ms": ms }))
+}

@@ -1,0 +1,131 @@
+//! Executors: how a claimed run is carried out, per job type — function, command, sql, url.
+//!
+//! Invariant: an executor never writes the catalog itself and never outlives its cancel signal
+//! by more than its own cleanup (a command's process group is killed and reaped; a function is
+//! told to stop and abandoned).
+
+pub mod command;
+pub mod function;
+pub mod sql;
+pub mod url;
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use actix::Addr;
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map as JsonMap, Value as Json};
+use tokio::sync::watch;
+
+pub use function::{FnContext, JobFn, Registry};
+
+use crate::catalog::queue::ClaimedRun;
+use crate::model::JobType;
+use crate::runtime::writer::Writer;
+
+/// How an execution ended, before the processor turns it into a recorded outcome.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ExecResult {
+    /// Success, with a JSON result.
+    Ok(Json),
+    /// Failure, with the error.
+    Err(String),
+    /// Stopped by its cancel signal (timeout or shutdown).
+    Cancelled,
+}
+
+/// Limits on what executions may consume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecLimits {
+    /// Bytes of stdout + stderr kept per command run. Default: 65536.
+    pub output_limit: usize,
+    /// Environment variables passed through to commands (the rest is cleared).
+    /// Default: ["PATH", "HOME", "LANG", "TZ"].
+    pub env_allowlist: Vec<String>,
+    /// Bytes of an HTTP response body kept. Default: 1048576.
+    pub response_limit: usize,
+    /// HTTP connect timeout in milliseconds. Default: 10000.
+    pub connect_timeout: u64,
+}
+
+impl Default for ExecLimits {
+    fn default() -> Self {
+        Self {
+            output_limit: 65_536,
+            env_allowlist: ["PATH", "HOME", "LANG", "TZ"].map(String::from).to_vec(),
+            response_limit: 1_048_576,
+            connect_timeout: 10_000,
+        }
+    }
+}
+
+/// What executors share: the function registry, the writers, the catalog read pool, limits.
+#[derive(Clone)]
+pub struct ExecEnv {
+    /// Registered functions.
+    pub registry: Arc<Registry>,
+    /// The catalog's writer (the CatalogWriter).
+    pub catalog_writer: Addr<Writer>,
+    /// Read connections to the catalog.
+    pub catalog_pool: Pool<SqliteConnectionManager>,
+    /// The catalog file.
+    pub catalog_path: PathBuf,
+    /// The node's data folder (backups go under it).
+    pub data_dir: PathBuf,
+    /// One writer per data object with its own database file, by object name.
+    pub object_writers: Arc<HashMap<String, Addr<Writer>>>,
+    /// This node.
+    pub node_id: i64,
+    /// Limits.
+    pub limits: ExecLimits,
+}
+
+/// The input a job gets: its payload without the executor's own keys, overlaid with the run's
+/// parameters.
+pub fn job_input(run: &ClaimedRun, own_keys: &[&str]) -> Json {
+    let mut input: JsonMap<String, Json> = run
+        .payload
+        .as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| !own_keys.contains(&k.as_str()))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if let Some(Json::Object(params)) = &run.params {
+        for (k, v) in params {
+            input.insert(k.clone(), v.clone());
+        }
+    }
+    Json::Object(input)
+}
+
+/// Executes `run` with the executor of its job type; `cancel` turning true asks it to stop.
+/// Returns the result and the captured output, if any.
+pub async fn execute(
+    run: &ClaimedRun,
+    env: &ExecEnv,
+    cancel: watch::Receiver<bool>,
+) -> (ExecResult, Option<String>) {
+    match run.job_type {
+        JobType::Function => (function::run(run, env, cancel).await, None),
+        JobType::Command => command::run(run, env, cancel).await,
+        JobType::Sql => (sql::run(run, env).await, None),
+        JobType::Url => (url::run(run, env, cancel).await, None),
+        JobType::Rpc => (
+            ExecResult::Err(
+                "rpc jobs need the node API, which this build does not serve yet".into(),
+            ),
+            None,
+        ),
+        JobType::Workflow => (
+            ExecResult::Err("workflow jobs are not supported by this build yet".into()),
+            None,
+        ),
+    }
+}

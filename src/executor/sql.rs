@@ -1,0 +1,42 @@
+//! SQL jobs: one statement with bound parameters, run through the target object's Writer.
+//!
+//! Invariant: never runs against the catalog; only against a data object's own database.
+
+use serde_json::Value as Json;
+
+use super::{ExecEnv, ExecResult};
+use crate::catalog::queue::ClaimedRun;
+use crate::runtime::writer;
+
+/// Runs a sql job.
+pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
+    let p = &run.payload;
+    let (Some(sql), Some(object)) = (
+        p.get("sql").and_then(Json::as_str),
+        p.get("object").and_then(Json::as_str),
+    ) else {
+        return ExecResult::Err("payload needs sql and object".into());
+    };
+    let Some(writer) = env.object_writers.get(object) else {
+        return ExecResult::Err(format!(
+            "object `{object}` has no database of its own (conn_string); sql jobs never run against the catalog"
+        ));
+    };
+    let params: Vec<Json> = run
+        .params
+        .as_ref()
+        .and_then(|v| v.get("params"))
+        .or_else(|| p.get("params"))
+        .and_then(Json::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let sql = sql.to_string();
+    let result = writer::call(writer, move |conn| {
+        crate::catalog::sql_job::execute(conn, &sql, &params)
+    })
+    .await;
+    match result {
+        Ok(v) => ExecResult::Ok(v),
+        Err(e) => ExecResult::Err(e.to_string()),
+    }
+}

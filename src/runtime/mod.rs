@@ -1,0 +1,330 @@
+//! The actor runtime: the `Engine` handle and the actors behind it (Supervisor, Scheduler,
+//! Processors, Writers, Health). Actix types stay behind `Engine` so the runtime can change
+//! without breaking embedders.
+//!
+//! Invariant: before any processor starts, the node has claimed its name in the catalog and
+//! returned to the queue every run it left running; all catalog writes after that go through
+//! the one CatalogWriter.
+
+pub mod health;
+pub mod processor;
+pub mod scheduler;
+pub mod supervisor;
+pub mod writer;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::Value as Json;
+
+use crate::catalog::{Catalog, CatalogError, DbSettings, apply_pragmas, now_ms, queue};
+use crate::config::NodeConfig;
+use crate::executor::{ExecEnv, FnContext, Registry};
+use crate::jobconf::{self, SeedError};
+
+pub use supervisor::EngineStatus;
+
+/// A source of the current time, injectable for tests.
+pub trait Clock: Send + Sync {
+    /// Epoch milliseconds now.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        now_ms()
+    }
+}
+
+/// Errors starting or talking to an engine.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The catalog failed.
+    #[error(transparent)]
+    Catalog(#[from] CatalogError),
+    /// The seed catalog file is invalid.
+    #[error(transparent)]
+    Seed(#[from] SeedError),
+    /// Another live process holds this node name.
+    #[error(
+        "node `{name}` is already running: pid {pid} on host {host} (last heartbeat {age_ms} ms ago); stop it, or choose another --node-name"
+    )]
+    NodeHeld {
+        /// The node name.
+        name: String,
+        /// The holder's pid.
+        pid: i64,
+        /// The holder's host.
+        host: String,
+        /// How long ago it last proved alive.
+        age_ms: i64,
+    },
+    /// The engine's actors are gone.
+    #[error("the engine is not running")]
+    Stopped,
+}
+
+/// Builds an [`Engine`].
+pub struct EngineBuilder {
+    config: NodeConfig,
+    registry: Registry,
+    clock: Arc<dyn Clock>,
+}
+
+impl Default for EngineBuilder {
+    fn default() -> Self {
+        Self {
+            config: NodeConfig::default(),
+            registry: crate::builtins::registry(),
+            clock: Arc::new(SystemClock),
+        }
+    }
+}
+
+impl EngineBuilder {
+    /// Use this node configuration (default: the built-in defaults).
+    pub fn config(mut self, config: NodeConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Use this catalog file (overrides `database.path`).
+    pub fn db(mut self, path: impl AsRef<Path>) -> Self {
+        self.config.database.path = path.as_ref().to_string_lossy().into_owned();
+        self
+    }
+
+    /// Use this node name (overrides `node.name`).
+    pub fn node_name(mut self, name: impl Into<String>) -> Self {
+        self.config.node.name = name.into();
+        self
+    }
+
+    /// Registers a function that `function` jobs can name (`payload.function`).
+    pub fn function<F>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(&FnContext, Json) -> Result<Json, String> + Send + Sync + 'static,
+    {
+        self.registry.register(name, f);
+        self
+    }
+
+    /// Use this clock for schedules (tests).
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Opens (and, the first time, seeds) the catalog, claims the node name, recovers runs this
+    /// node left running, and starts the actors. Call inside a running actix `System`.
+    pub fn start(self) -> Result<Engine, EngineError> {
+        let cfg = self.config;
+        let (seed, source) = jobconf::load_seed(&cfg)?;
+        let db_path = cfg.db_path();
+        let settings = DbSettings::from(&cfg.database);
+        let mut catalog = Catalog::open(&db_path, &settings)?;
+        let seeded = catalog.seed_if_new(&seed, &source)?;
+        let node_name = cfg.node_name();
+        let host = sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into());
+        let pid = i64::from(std::process::id());
+        let conn = catalog.writer();
+        let tx = conn.transaction().map_err(CatalogError::from)?;
+        let stale = 3 * supervisor::HEARTBEAT.as_millis() as i64;
+        let now = now_ms();
+        let node_id = match queue::register_node(
+            &tx,
+            &node_name,
+            &host,
+            pid,
+            env!("CARGO_PKG_VERSION"),
+            now,
+            stale,
+            is_alive,
+        )? {
+            Ok(id) => id,
+            Err(holder) => {
+                return Err(EngineError::NodeHeld {
+                    name: node_name,
+                    pid: holder.pid,
+                    host: holder.host,
+                    age_ms: now - holder.heartbeat_at,
+                });
+            }
+        };
+        let recovered = queue::recover_node_runs(&tx, node_id)?;
+        tx.commit().map_err(CatalogError::from)?;
+        if recovered > 0 {
+            tracing::warn!(
+                recovered,
+                "runs left running by an earlier process of this node were returned to the queue"
+            );
+        }
+        let objects = {
+            let conn = catalog.read()?;
+            queue::load_written_objects(&conn)?
+        };
+        let (conn, pool) = catalog.into_parts();
+        let catalog_writer = writer::Writer::new("catalog", db_path.clone(), conn).start();
+        let mut object_writers = HashMap::new();
+        for object in objects {
+            let Some(path) = object
+                .conn_string
+                .filter(|c| !c.is_empty() && c != "catalog")
+            else {
+                continue;
+            };
+            let conn = rusqlite::Connection::open(&path).map_err(CatalogError::from)?;
+            apply_pragmas(&conn, &settings).map_err(CatalogError::from)?;
+            let addr = writer::Writer::new(
+                format!("object {}", object.name),
+                PathBuf::from(&path),
+                conn,
+            )
+            .start();
+            object_writers.insert(object.name, addr);
+        }
+        let data_dir = PathBuf::from(&cfg.node.data_dir);
+        let env = ExecEnv {
+            registry: Arc::new(self.registry),
+            catalog_writer: catalog_writer.clone(),
+            catalog_pool: pool.clone(),
+            catalog_path: db_path.clone(),
+            data_dir: data_dir.clone(),
+            object_writers: Arc::new(object_writers),
+            node_id,
+            limits: cfg.executor.clone(),
+        };
+        let watch = rusqlite::Connection::open(&db_path).map_err(CatalogError::from)?;
+        apply_pragmas(&watch, &settings).map_err(CatalogError::from)?;
+        let sup_ctx = Context::<supervisor::Supervisor>::new();
+        let sup_addr = sup_ctx.address();
+        let (clock, tz) = (self.clock.clone(), cfg.timezone());
+        let (sched_pool, sched_writer, reload_to) = (
+            pool.clone(),
+            catalog_writer.clone(),
+            sup_addr.clone().recipient(),
+        );
+        let scheduler = actix::Supervisor::start(move |_| {
+            scheduler::Scheduler::new(sched_pool, sched_writer, clock, tz, watch, Some(reload_to))
+        });
+        let interval = Duration::from_millis(cfg.health.interval);
+        let health_writer = catalog_writer.clone();
+        let report_to = sup_addr.clone().recipient();
+        let health_dir = if data_dir.exists() {
+            data_dir.clone()
+        } else {
+            db_path.parent().map(Path::to_path_buf).unwrap_or_default()
+        };
+        let health = actix::Supervisor::start(move |_| {
+            health::Health::new(&health_dir, interval, health_writer, node_id, report_to)
+        });
+        let supervisor = sup_ctx.run(supervisor::Supervisor::new(
+            node_id,
+            pool,
+            catalog_writer,
+            env,
+            scheduler.clone(),
+        ));
+        tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
+        Ok(Engine {
+            supervisor,
+            scheduler,
+            _health: health,
+            node_id,
+            node_name,
+            db_path,
+            seeded,
+        })
+    }
+}
+
+fn is_alive(pid: i64) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
+
+/// A running engine: the handle an embedding application (or `jobvisor run`) holds.
+#[derive(Clone)]
+pub struct Engine {
+    supervisor: Addr<supervisor::Supervisor>,
+    scheduler: Addr<scheduler::Scheduler>,
+    _health: Addr<health::Health>,
+    node_id: i64,
+    node_name: String,
+    db_path: PathBuf,
+    seeded: bool,
+}
+
+impl Engine {
+    /// A builder with the default configuration and the built-in functions.
+    pub fn builder() -> EngineBuilder {
+        EngineBuilder::default()
+    }
+
+    /// This node's id in the catalog.
+    pub fn node_id(&self) -> i64 {
+        self.node_id
+    }
+
+    /// This node's name.
+    pub fn node_name(&self) -> &str {
+        &self.node_name
+    }
+
+    /// The catalog file.
+    pub fn db_path(&self) -> &Path {
+        &self.db_path
+    }
+
+    /// Whether this start seeded a new catalog.
+    pub fn seeded(&self) -> bool {
+        self.seeded
+    }
+
+    /// Queues a run of `job` now, with `params` overlaying its payload; returns the run id.
+    pub async fn trigger(&self, job: &str, params: Option<Json>) -> Result<i64, EngineError> {
+        let msg = scheduler::Trigger {
+            job: job.to_string(),
+            params,
+        };
+        Ok(self
+            .scheduler
+            .send(msg)
+            .await
+            .map_err(|_| EngineError::Stopped)??)
+    }
+
+    /// Stops firing schedules and claiming runs; running jobs go on.
+    pub fn pause(&self) {
+        self.supervisor.do_send(supervisor::Pause(true));
+    }
+
+    /// Undoes [`pause`](Self::pause).
+    pub fn resume(&self) {
+        self.supervisor.do_send(supervisor::Pause(false));
+    }
+
+    /// Processors, pause state and the latest health sample.
+    pub async fn status(&self) -> Result<EngineStatus, EngineError> {
+        self.supervisor
+            .send(supervisor::GetEngineStatus)
+            .await
+            .map_err(|_| EngineError::Stopped)
+    }
+
+    /// Stops claiming at once, lets running jobs finish within `grace`, returns the rest to the
+    /// queue, and releases the node name.
+    pub async fn shutdown(&self, grace: Duration) -> Result<(), EngineError> {
+        self.supervisor
+            .send(supervisor::Shutdown(grace))
+            .await
+            .map_err(|_| EngineError::Stopped)
+    }
+}

@@ -1,0 +1,399 @@
+//! Processor is an actor. It owns one `job_processor` row's executions on this node: it claims
+//! queued runs for its processor id through the CatalogWriter (priority, then age), executes up
+//! to `instances` at a time, enforces timeouts, and reports completions; it talks to the
+//! Scheduler (run started / finished) and answers the Supervisor (pause, drain, instances).
+//!
+//! Invariant: at most `instances` runs execute at once; a run's result is recorded once, with
+//! its claim token; after `Drain` it claims nothing, and runs still executing at the grace
+//! deadline are cancelled and returned to the queue.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::Duration;
+
+use actix::prelude::*;
+use tokio::sync::{oneshot, watch};
+
+use super::writer::{self, Writer};
+use crate::catalog::now_ms;
+use crate::catalog::queue::{self, ClaimedRun, Completion, Outcome, Recorded};
+use crate::executor::{self, ExecEnv, ExecResult};
+
+/// Claim whatever is due now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake;
+
+/// Stop (true) or resume (false) claiming.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetPaused(pub bool);
+
+/// Change the number of concurrent executions.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetInstances(pub usize);
+
+/// Stop claiming; wait up to the grace period for running jobs, then cancel and requeue the
+/// rest. Answers when nothing runs any more.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Drain(pub Duration);
+
+/// What a processor is doing.
+#[derive(Message)]
+#[rtype(result = "ProcessorStatus")]
+pub struct GetStatus;
+
+/// A processor's state.
+#[derive(Debug, Clone, serde::Serialize, MessageResponse)]
+pub struct ProcessorStatus {
+    /// Name.
+    pub name: String,
+    /// Concurrent executions allowed.
+    pub instances: usize,
+    /// Executing now.
+    pub running: usize,
+    /// Runs finished since start.
+    pub completed: u64,
+    /// Claiming paused.
+    pub paused: bool,
+}
+
+/// Tells the Scheduler about a job's runs.
+#[derive(Message, Debug, Clone, Copy)]
+#[rtype(result = "()")]
+pub enum RunEvent {
+    /// A run of the job began at the instant.
+    Started(i64, i64),
+    /// A run of the job ended at the instant.
+    Finished(i64, i64),
+}
+
+/// Static settings of one processor.
+#[derive(Clone)]
+pub struct ProcessorConfig {
+    /// `processor_id`.
+    pub processor_id: i64,
+    /// Name, for logs.
+    pub name: String,
+    /// Concurrent executions.
+    pub instances: usize,
+    /// This node.
+    pub node_id: i64,
+    /// How long past its timeout a claimed run's lease lasts, ms.
+    pub lease_ms: i64,
+    /// Source of claim tokens, shared by the node's processors.
+    pub tokens: Arc<AtomicI64>,
+}
+
+/// The Processor actor.
+pub struct Processor {
+    cfg: ProcessorConfig,
+    env: ExecEnv,
+    writer: Addr<Writer>,
+    events: Recipient<RunEvent>,
+    running: HashMap<i64, Arc<watch::Sender<bool>>>,
+    claiming: bool,
+    paused: bool,
+    draining: bool,
+    interrupting: bool,
+    wake_again: bool,
+    timer: Option<SpawnHandle>,
+    completed: u64,
+    drained: Vec<oneshot::Sender<()>>,
+    rng: u64,
+}
+
+impl Processor {
+    /// A processor executing with `env`, writing through `writer`, reporting to `events`.
+    pub fn new(
+        cfg: ProcessorConfig,
+        env: ExecEnv,
+        writer: Addr<Writer>,
+        events: Recipient<RunEvent>,
+    ) -> Self {
+        let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (now_ms() as u64);
+        Self {
+            cfg,
+            env,
+            writer,
+            events,
+            running: HashMap::new(),
+            claiming: false,
+            paused: false,
+            draining: false,
+            interrupting: false,
+            wake_again: false,
+            timer: None,
+            completed: 0,
+            drained: Vec::new(),
+            rng,
+        }
+    }
+
+    fn free(&self) -> usize {
+        self.cfg.instances.saturating_sub(self.running.len())
+    }
+
+    /// Claims as many runs as there are free instances, unless busy claiming already.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.paused || self.draining {
+            return;
+        }
+        if self.claiming {
+            self.wake_again = true;
+            return;
+        }
+        let limit = self.free();
+        if limit == 0 {
+            return;
+        }
+        self.claiming = true;
+        self.wake_again = false;
+        let (pid, node, lease) = (self.cfg.processor_id, self.cfg.node_id, self.cfg.lease_ms);
+        let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
+        let writer = self.writer.clone();
+        let claim = async move {
+            writer::call(&writer, move |c| {
+                queue::claim(c, pid, node, limit, now_ms(), lease, first_token)
+            })
+            .await
+        };
+        ctx.spawn(claim.into_actor(self).map(move |result, act, ctx| {
+            act.claiming = false;
+            match result {
+                Ok(claim) => {
+                    let full = claim.runs.len() == limit;
+                    for run in claim.runs {
+                        act.start(run, ctx);
+                    }
+                    if let Some(at) = claim.next_due {
+                        act.arm(at, ctx);
+                    }
+                    if full || act.wake_again {
+                        act.pump(ctx);
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(processor = %act.cfg.name, "claim failed: {e}");
+                    ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
+                }
+            }
+        }));
+    }
+
+    /// Wakes at `at` (epoch ms) to claim a run that becomes due then.
+    fn arm(&mut self, at: i64, ctx: &mut Context<Self>) {
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        let delay = Duration::from_millis((at - now_ms()).max(0) as u64 + 1);
+        self.timer = Some(ctx.run_later(delay, |act, ctx| {
+            act.timer = None;
+            act.pump(ctx);
+        }));
+    }
+
+    fn start(&mut self, run: ClaimedRun, ctx: &mut Context<Self>) {
+        let (tx, rx) = watch::channel(false);
+        let cancel = Arc::new(tx);
+        self.running.insert(run.run_id, cancel.clone());
+        self.events
+            .do_send(RunEvent::Started(run.job_id, run.started_at));
+        let env = self.env.clone();
+        let exec = async move {
+            let outcome = execute_with_timeout(&run, &env, rx, cancel).await;
+            (run, outcome)
+        };
+        ctx.spawn(
+            exec.into_actor(self)
+                .map(|(run, (result, log, timed_out)), act, ctx| {
+                    act.finish(run, result, log, timed_out, ctx);
+                }),
+        );
+    }
+
+    fn finish(
+        &mut self,
+        run: ClaimedRun,
+        result: ExecResult,
+        log: Option<String>,
+        timed_out: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let finished_at = now_ms();
+        let outcome = match result {
+            ExecResult::Ok(v) => Outcome::Succeeded(v),
+            ExecResult::Err(e) => Outcome::Failed(e),
+            ExecResult::Cancelled if timed_out => {
+                Outcome::TimedOut(format!("cancelled after its timeout of {} ms", run.timeout))
+            }
+            ExecResult::Cancelled if self.interrupting => Outcome::Interrupted,
+            ExecResult::Cancelled => Outcome::Failed("cancelled".into()),
+        };
+        let retry_at = match outcome {
+            Outcome::Failed(_) | Outcome::TimedOut(_) if run.attempt < run.max_attempts => {
+                Some(finished_at + self.backoff(run.attempt, run.backoff_base, run.backoff_max))
+            }
+            _ => None,
+        };
+        let completion = Completion {
+            run_id: run.run_id,
+            claim_token: run.claim_token,
+            outcome,
+            log,
+            finished_at,
+            retry_at,
+        };
+        let (node, writer) = (self.cfg.node_id, self.writer.clone());
+        let record = async move {
+            writer::call(&writer, move |c| queue::complete(c, node, &completion)).await
+        };
+        ctx.spawn(record.into_actor(self).map(move |recorded, act, ctx| {
+            match recorded {
+                Ok(Recorded::Done(status, retry)) => {
+                    tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
+                }
+                Ok(Recorded::Stale) => {
+                    tracing::warn!(run = run.run_id, "completion with a stale claim token rejected");
+                }
+                Err(e) => tracing::error!(run = run.run_id, "recording a completion failed: {e}"),
+            }
+            act.running.remove(&run.run_id);
+            act.completed += 1;
+            act.events.do_send(RunEvent::Finished(run.job_id, finished_at));
+            if act.draining && act.running.is_empty() {
+                for done in act.drained.drain(..) {
+                    let _ = done.send(());
+                }
+            }
+            // A retry queued by this completion reports its due time through the next claim.
+            act.pump(ctx);
+        }));
+    }
+
+    /// Exponential backoff with "equal jitter": half the delay fixed, half random, so delays
+    /// grow from one attempt to the next yet spread out.
+    fn backoff(&mut self, attempt: i64, base: i64, max: i64) -> i64 {
+        let exp = (attempt - 1).clamp(0, 30) as u32;
+        let delay = base.saturating_mul(1i64 << exp).min(max).max(0);
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 7;
+        self.rng ^= self.rng << 17;
+        let half = delay / 2;
+        half + if half > 0 {
+            (self.rng % (half as u64 + 1)) as i64
+        } else {
+            0
+        }
+    }
+}
+
+/// Executes `run`; past its timeout, signals cancel and gives the executor a moment to clean
+/// up. Returns the result, the captured output, and whether the timeout fired.
+async fn execute_with_timeout(
+    run: &ClaimedRun,
+    env: &ExecEnv,
+    rx: watch::Receiver<bool>,
+    cancel: Arc<watch::Sender<bool>>,
+) -> (ExecResult, Option<String>, bool) {
+    let work = executor::execute(run, env, rx);
+    if run.timeout <= 0 {
+        let (r, log) = work.await;
+        return (r, log, false);
+    }
+    tokio::pin!(work);
+    tokio::select! {
+        (r, log) = &mut work => (r, log, false),
+        _ = tokio::time::sleep(Duration::from_millis(run.timeout as u64)) => {
+            let _ = cancel.send(true);
+            // Let the executor clean up (kill and reap a process group).
+            let log = tokio::time::timeout(Duration::from_secs(5), work).await.ok().and_then(|(_, log)| log);
+            (ExecResult::Cancelled, log, true)
+        }
+    }
+}
+
+impl Actor for Processor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        tracing::info!(processor = %self.cfg.name, instances = self.cfg.instances, "processor started");
+        self.pump(ctx);
+    }
+}
+
+impl Supervised for Processor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        tracing::warn!(processor = %self.cfg.name, "processor restarting");
+        self.claiming = false;
+    }
+}
+
+impl Handler<Wake> for Processor {
+    type Result = ();
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.pump(ctx);
+    }
+}
+
+impl Handler<SetPaused> for Processor {
+    type Result = ();
+    fn handle(&mut self, msg: SetPaused, ctx: &mut Context<Self>) {
+        self.paused = msg.0;
+        if !self.paused {
+            self.pump(ctx);
+        }
+    }
+}
+
+impl Handler<SetInstances> for Processor {
+    type Result = ();
+    fn handle(&mut self, msg: SetInstances, ctx: &mut Context<Self>) {
+        self.cfg.instances = msg.0.max(1);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<GetStatus> for Processor {
+    type Result = ProcessorStatus;
+    fn handle(&mut self, _: GetStatus, _: &mut Context<Self>) -> ProcessorStatus {
+        ProcessorStatus {
+            name: self.cfg.name.clone(),
+            instances: self.cfg.instances,
+            running: self.running.len(),
+            completed: self.completed,
+            paused: self.paused,
+        }
+    }
+}
+
+impl Handler<Drain> for Processor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) -> ResponseFuture<()> {
+        self.draining = true;
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        if self.running.is_empty() {
+            return Box::pin(async {});
+        }
+        let (tx, rx) = oneshot::channel();
+        self.drained.push(tx);
+        ctx.run_later(msg.0, |act, _| {
+            if !act.running.is_empty() {
+                tracing::info!(processor = %act.cfg.name, runs = act.running.len(), "grace period over: returning running jobs to the queue");
+                act.interrupting = true;
+                for cancel in act.running.values() {
+                    let _ = cancel.send(true);
+                }
+            }
+        });
+        Box::pin(async move {
+            let _ = rx.await;
+        })
+    }
+}

@@ -1,0 +1,408 @@
+//! Scheduler is an actor. It owns one `JobPlanner` (the pure core) per scheduled job; it arms a
+//! single timer for the earliest due time, turns due decisions into `job_run` rows through the
+//! CatalogWriter, and wakes the processors concerned. It talks to the Processors (run events,
+//! wakes) and watches the catalog for edits by anyone (`PRAGMA data_version` + generation).
+//!
+//! Invariant: no busy polling — between catalog edits and due times it does nothing but a
+//! two-query change check every `WATCH_INTERVAL`; a slot becomes a row at most once (the
+//! unique `(job_id, scheduled_for)` decides between nodes).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use chrono_tz::Tz;
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::Connection;
+use serde_json::Value as Json;
+
+use super::Clock;
+use super::processor::{Processor, RunEvent, Wake};
+use super::writer::{self, Writer};
+use crate::catalog::CatalogError;
+use crate::catalog::queue::{self, NewRun, ScheduledJob};
+use crate::model::RunStatus;
+use crate::schedule::{Decision, JobHistory, JobPlanner, PlanPolicy, Schedule};
+
+/// How often the catalog file is checked for edits made by other connections.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+
+/// Re-read the catalog's jobs (someone edited it).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Reload;
+
+/// The processors to wake, by processor id.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetProcessors(pub HashMap<i64, Addr<Processor>>);
+
+/// Run a job now, with parameters; answers the new run's id.
+#[derive(Message)]
+#[rtype(result = "Result<i64, CatalogError>")]
+pub struct Trigger {
+    /// The job's name.
+    pub job: String,
+    /// Parameters for the run (a JSON object), overlaying the payload.
+    pub params: Option<Json>,
+}
+
+/// Stop (true) or resume (false) firing schedules.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct PauseSchedules(pub bool);
+
+struct Entry {
+    job: ScheduledJob,
+    planner: JobPlanner,
+}
+
+/// The Scheduler actor.
+pub struct Scheduler {
+    pool: Pool<SqliteConnectionManager>,
+    writer: Addr<Writer>,
+    clock: Arc<dyn Clock>,
+    tz: Tz,
+    entries: HashMap<i64, Entry>,
+    processors: HashMap<i64, Addr<Processor>>,
+    timer: Option<SpawnHandle>,
+    ticking: bool,
+    tick_again: bool,
+    paused: bool,
+    watch: Option<Connection>,
+    data_version: i64,
+    generation: i64,
+    on_reload: Option<Recipient<Reload>>,
+}
+
+impl Scheduler {
+    /// A scheduler over the catalog read through `pool` and written through `writer`;
+    /// `watch` is a connection of its own for change detection.
+    pub fn new(
+        pool: Pool<SqliteConnectionManager>,
+        writer: Addr<Writer>,
+        clock: Arc<dyn Clock>,
+        tz: Tz,
+        watch: Connection,
+        on_reload: Option<Recipient<Reload>>,
+    ) -> Self {
+        Self {
+            pool,
+            writer,
+            clock,
+            tz,
+            entries: HashMap::new(),
+            processors: HashMap::new(),
+            timer: None,
+            ticking: false,
+            tick_again: false,
+            paused: false,
+            watch: Some(watch),
+            data_version: -1,
+            generation: -1,
+            on_reload,
+        }
+    }
+
+    fn reload(&mut self, ctx: &mut Context<Self>) {
+        let pool = self.pool.clone();
+        let load = actix_rt::task::spawn_blocking(move || {
+            let conn = pool.get()?;
+            Ok::<_, CatalogError>((queue::load_scheduled(&conn)?, queue::generation(&conn)?))
+        });
+        ctx.spawn(load.into_actor(self).map(|joined, act, ctx| match joined {
+            Ok(Ok((jobs, generation))) => {
+                act.generation = generation;
+                act.install(jobs);
+                act.tick(ctx);
+            }
+            Ok(Err(e)) => tracing::error!("loading schedules: {e}"),
+            Err(e) => tracing::error!("loading schedules panicked: {e}"),
+        }));
+    }
+
+    fn install(&mut self, jobs: Vec<ScheduledJob>) {
+        let mut entries = HashMap::with_capacity(jobs.len());
+        for job in jobs {
+            let schedule = match Schedule::parse(&job.spec, self.tz) {
+                Ok(s) => s,
+                Err(errors) => {
+                    let why: Vec<String> = errors
+                        .iter()
+                        .map(|e| format!("{}: {}", e.field, e.reason))
+                        .collect();
+                    tracing::warn!(job = %job.name, "schedule ignored: {}", why.join("; "));
+                    continue;
+                }
+            };
+            if schedule.is_on_demand() {
+                continue;
+            }
+            let policy = PlanPolicy {
+                misfire: job.misfire,
+                misfire_window_ms: job.misfire_window,
+                max_catchup: job.max_catchup.clamp(1, u32::MAX as i64) as u32,
+                overlap: job.overlap,
+                max_concurrent: job.max_overlap.clamp(1, u32::MAX as i64) as u32,
+                ..PlanPolicy::default()
+            };
+            let history = JobHistory {
+                last_slot: job.last_slot,
+                since: Some(job.created_ms),
+                last_begin: job.last_begin,
+                last_end: job.last_end,
+                running: job.running.clamp(0, u32::MAX as i64) as u32,
+                queued: job.queued.clamp(0, u32::MAX as i64) as u32,
+            };
+            let planner = JobPlanner::restore(schedule, policy, history);
+            entries.insert(job.job_id, Entry { job, planner });
+        }
+        tracing::info!(jobs = entries.len(), "schedules loaded");
+        self.entries = entries;
+    }
+
+    /// Polls every planner, persists the decisions, re-arms the timer.
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        if self.paused {
+            return;
+        }
+        if self.ticking {
+            self.tick_again = true;
+            return;
+        }
+        let now = self.clock.now_ms();
+        let mut runs = Vec::new();
+        for entry in self.entries.values_mut() {
+            for decision in entry.planner.poll_due(now) {
+                let (slot, status, error) = match decision {
+                    Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
+                    Decision::Skip { slot, reason } => {
+                        (slot, RunStatus::Skipped, Some(reason.explain().to_string()))
+                    }
+                    Decision::Drop {
+                        first,
+                        last,
+                        count,
+                        reason,
+                    } => {
+                        tracing::warn!(job = %entry.job.name, first, last, ?count, reason = reason.as_str(), "slots dropped");
+                        continue;
+                    }
+                };
+                runs.push(NewRun {
+                    job_id: entry.job.job_id,
+                    processor_id: entry.job.processor_id,
+                    priority: entry.job.priority,
+                    scheduled_for: Some(slot),
+                    run_after: slot.min(now),
+                    params: None,
+                    status,
+                    error,
+                });
+            }
+        }
+        if runs.is_empty() {
+            self.arm(now, ctx);
+            return;
+        }
+        self.ticking = true;
+        let writer = self.writer.clone();
+        let insert = async move {
+            writer::call(&writer, move |c| {
+                let mut fired = Vec::new();
+                for run in &runs {
+                    if queue::enqueue(c, run, now)?.is_some() && run.status == RunStatus::Queued {
+                        fired.push(run.processor_id);
+                    }
+                }
+                Ok(fired)
+            })
+            .await
+        };
+        ctx.spawn(insert.into_actor(self).map(move |result, act, ctx| {
+            act.ticking = false;
+            match result {
+                Ok(fired) => {
+                    let mut woken = Vec::new();
+                    for pid in fired {
+                        if !woken.contains(&pid) {
+                            woken.push(pid);
+                            if let Some(p) = act.processors.get(&pid) {
+                                p.do_send(Wake);
+                            }
+                        }
+                    }
+                }
+                Err(e) => tracing::error!("enqueueing due runs: {e}"),
+            }
+            if std::mem::take(&mut act.tick_again) {
+                act.tick(ctx);
+            } else {
+                act.arm(now, ctx);
+            }
+        }));
+    }
+
+    /// One timer, for the earliest wake-up of any planner.
+    fn arm(&mut self, now: i64, ctx: &mut Context<Self>) {
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        let Some(next) = self
+            .entries
+            .values()
+            .filter_map(|e| e.planner.next_wake(now))
+            .min()
+        else {
+            return;
+        };
+        // A wake-up at or before now means work the last poll could not do (e.g. an overlap):
+        // look again shortly rather than spin.
+        let delay = if next <= now { 50 } else { (next - now) as u64 };
+        self.timer = Some(ctx.run_later(Duration::from_millis(delay), |act, ctx| {
+            act.timer = None;
+            act.tick(ctx);
+        }));
+    }
+
+    /// Cheap change detection: `data_version` moves when another connection commits; the
+    /// generation moves only when a definition changed.
+    fn watch(&mut self, ctx: &mut Context<Self>) {
+        let Some(conn) = &self.watch else { return };
+        let Ok(version) = conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) else {
+            return;
+        };
+        if version == self.data_version {
+            return;
+        }
+        self.data_version = version;
+        // Another process may have queued runs (a trigger from the CLI).
+        for p in self.processors.values() {
+            p.do_send(Wake);
+        }
+        if let Ok(generation) = queue::generation(conn)
+            && generation != self.generation
+        {
+            tracing::info!(generation, "catalog changed; reloading");
+            self.generation = generation;
+            if let Some(r) = &self.on_reload {
+                r.do_send(Reload);
+            }
+            self.reload(ctx);
+        }
+    }
+}
+
+impl Actor for Scheduler {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(65_536);
+        if let Some(conn) = &self.watch {
+            self.data_version = conn
+                .query_row("PRAGMA data_version", [], |r| r.get(0))
+                .unwrap_or(-1);
+        }
+        self.reload(ctx);
+        ctx.run_interval(WATCH_INTERVAL, |act, ctx| act.watch(ctx));
+    }
+}
+
+impl Supervised for Scheduler {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        tracing::warn!("scheduler restarting");
+        self.ticking = false;
+    }
+}
+
+impl Handler<Reload> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, _: Reload, ctx: &mut Context<Self>) {
+        self.reload(ctx);
+    }
+}
+
+impl Handler<SetProcessors> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: SetProcessors, _: &mut Context<Self>) {
+        self.processors = msg.0;
+    }
+}
+
+impl Handler<PauseSchedules> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: PauseSchedules, ctx: &mut Context<Self>) {
+        self.paused = msg.0;
+        if self.paused {
+            if let Some(h) = self.timer.take() {
+                ctx.cancel_future(h);
+            }
+        } else {
+            self.tick(ctx);
+        }
+    }
+}
+
+impl Handler<RunEvent> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: RunEvent, ctx: &mut Context<Self>) {
+        let (job_id, at, finished) = match msg {
+            RunEvent::Started(job, at) => (job, at, false),
+            RunEvent::Finished(job, at) => (job, at, true),
+        };
+        let Some(entry) = self.entries.get_mut(&job_id) else {
+            return;
+        };
+        if finished {
+            entry.planner.handle_run_finished(at);
+            // A run_always job, or a slot refused by overlap, may be due now.
+            let now = self.clock.now_ms();
+            if !self.ticking && entry.planner.next_wake(now).is_some_and(|w| w <= now) {
+                self.tick(ctx);
+            } else if !self.ticking {
+                self.arm(now, ctx);
+            }
+        } else {
+            entry.planner.handle_run_started(at);
+        }
+    }
+}
+
+impl Handler<Trigger> for Scheduler {
+    type Result = ResponseActFuture<Self, Result<i64, CatalogError>>;
+
+    fn handle(&mut self, msg: Trigger, _: &mut Context<Self>) -> Self::Result {
+        let writer = self.writer.clone();
+        let now = self.clock.now_ms();
+        let params = msg.params.map(|p| p.to_string());
+        let job = msg.job;
+        let insert = async move {
+            writer::call(&writer, move |c| {
+                let (job_id, processor_id, priority) = queue::job_for_trigger(c, &job)?;
+                let run = NewRun {
+                    job_id,
+                    processor_id,
+                    priority,
+                    scheduled_for: None,
+                    run_after: now,
+                    params,
+                    status: RunStatus::Queued,
+                    error: None,
+                };
+                let id = queue::enqueue(c, &run, now)?
+                    .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?;
+                Ok((id, processor_id))
+            })
+            .await
+        };
+        Box::pin(insert.into_actor(self).map(|result, act, _| {
+            let (id, processor_id) = result?;
+            if let Some(p) = act.processors.get(&processor_id) {
+                p.do_send(Wake);
+            }
+            Ok(id)
+        }))
+    }
+}
