@@ -181,6 +181,14 @@ pub enum JobsCommand {
         /// Job name.
         name: String,
     },
+    /// Queue a run of a job now (a running node picks it up).
+    Run {
+        /// Job name.
+        name: String,
+        /// Parameters, a JSON object overlaying the payload.
+        #[arg(long)]
+        params: Option<String>,
+    },
     /// The next fire times of a job, and its schedule in words.
     Next {
         /// Job name.
@@ -650,6 +658,24 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
         JobsCommand::Remove { name } => {
             catalog.remove_job(name, "cli")?;
             println!("job `{name}` removed");
+        }
+        JobsCommand::Run { name, params } => {
+            let params = match params.as_deref().map(serde_json::from_str::<Json>) {
+                None => None,
+                Some(Ok(v @ Json::Object(_))) => Some(v),
+                Some(Ok(_)) => {
+                    return Err(Failure::new(EXIT_DATA, "--params: expected a JSON object"));
+                }
+                Some(Err(e)) => {
+                    return Err(Failure::new(EXIT_DATA, format!("--params: not JSON: {e}")));
+                }
+            };
+            let id = catalog.enqueue_now(name, params.as_ref(), "cli")?;
+            if cli.json {
+                print_json(&serde_json::json!({ "run_id": id }));
+            } else {
+                println!("run {id} of `{name}` queued");
+            }
         }
         JobsCommand::Next { name, count } => {
             let job = catalog.job(name)?;

@@ -274,6 +274,40 @@ impl Catalog {
         Ok(())
     }
 
+    /// Queues an on-demand run of `name` with `params` (a JSON object); a running node picks it
+    /// up within its change-check interval. Returns the run id.
+    pub fn enqueue_now(
+        &mut self,
+        name: &str,
+        params: Option<&Json>,
+        actor: &str,
+    ) -> Result<i64, CatalogError> {
+        let tx = self.conn.transaction()?;
+        let (job_id, processor_id, priority) = queue::job_for_trigger(&tx, name)?;
+        let now = now_ms();
+        let run = queue::NewRun {
+            job_id,
+            processor_id,
+            priority,
+            scheduled_for: None,
+            run_after: now,
+            params: params.map(Json::to_string),
+            status: crate::model::RunStatus::Queued,
+            error: None,
+        };
+        let id = queue::enqueue(&tx, &run, now)?
+            .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?;
+        audit(
+            &tx,
+            actor,
+            "job.run",
+            name,
+            Some(&serde_json::json!({ "run_id": id })),
+        )?;
+        tx.commit()?;
+        Ok(id)
+    }
+
     /// Processors with how many jobs each runs.
     pub fn processors(&self) -> Result<Vec<ProcessorRow>, CatalogError> {
         let conn = self.read()?;

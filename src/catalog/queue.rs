@@ -555,9 +555,10 @@ pub enum Recorded {
     Stale,
 }
 
-const SELECT_FOR_COMPLETE: &str = "SELECT job_id, started_at, attempt, processor_id, priority,
-    params, coalesce(retry_of, run_id), max_attempts FROM job_run JOIN job USING (job_id)
-    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'";
+const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.started_at, r.attempt, r.processor_id,
+    r.priority, r.params, coalesce(r.retry_of, r.run_id), j.max_attempts
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    WHERE r.run_id = ?1 AND r.claim_token = ?2 AND r.status = 'running'";
 const FINISH_RUN: &str = "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
     result = ?5, error = ?6, log = ?7, lease_until = NULL WHERE run_id = ?1";
 const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,

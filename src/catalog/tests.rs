@@ -322,3 +322,213 @@ fn remove_refuses_a_running_job() {
         Err(CatalogError::NotFound { .. })
     ));
 }
+
+mod queue_verbs {
+    use super::*;
+    use crate::catalog::queue::{self, Completion, NewRun, Outcome, Recorded};
+
+    const TWO_ON_ONE_OBJECT: &str = r#"
+[processor.p]
+instances = 4
+[object.o]
+[job.low]
+type = "function"
+processor = "p"
+priority = 1
+objects = ["o"]
+payload = { function = "f" }
+[job.high]
+type = "function"
+processor = "p"
+priority = 9
+objects = ["o"]
+payload = { function = "f" }
+[job.free]
+type = "function"
+processor = "p"
+payload = { function = "f" }
+"#;
+
+    fn setup() -> (tempfile::TempDir, Catalog, i64, i64) {
+        let (dir, mut catalog) = temp_catalog(&DbSettings::default());
+        catalog
+            .import(&toml_format::parse(TWO_ON_ONE_OBJECT).unwrap(), "t")
+            .unwrap();
+        let conn = catalog.writer();
+        let node = queue::register_node(conn, "n", "h", 1, "v", 0, 15_000, |_| true)
+            .unwrap()
+            .unwrap();
+        let pid: i64 = conn
+            .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
+            .unwrap();
+        (dir, catalog, node, pid)
+    }
+
+    fn enqueue(
+        conn: &Connection,
+        catalog_job: i64,
+        pid: i64,
+        priority: i64,
+        slot: Option<i64>,
+    ) -> Option<i64> {
+        let run = NewRun {
+            job_id: catalog_job,
+            processor_id: pid,
+            priority,
+            scheduled_for: slot,
+            run_after: 0,
+            params: None,
+            status: RunStatus::Queued,
+            error: None,
+        };
+        queue::enqueue(conn, &run, 0).unwrap()
+    }
+
+    #[test]
+    fn claim_orders_by_priority_and_keeps_objects_exclusive() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let (low, high, free) = (
+            catalog.job("low").unwrap().id,
+            catalog.job("high").unwrap().id,
+            catalog.job("free").unwrap().id,
+        );
+        let conn = catalog.writer();
+        enqueue(conn, low, pid, 1, None);
+        enqueue(conn, free, pid, 0, None);
+        enqueue(conn, high, pid, 9, None);
+        let claim = queue::claim(conn, pid, node, 4, 10, 1000, 100).unwrap();
+        let names: Vec<&str> = claim.runs.iter().map(|r| r.job_name.as_str()).collect();
+        // `low` shares object `o` with `high`, which outranks it: it must wait.
+        assert_eq!(names, ["high", "free"]);
+        assert!(claim.blocked);
+        assert_eq!(
+            claim.runs.iter().map(|r| r.claim_token).collect::<Vec<_>>(),
+            [100, 101]
+        );
+        // Once `high` completes, `low` is claimable.
+        let done = Completion {
+            run_id: claim.runs[0].run_id,
+            claim_token: 100,
+            outcome: Outcome::Succeeded(Json::Null),
+            log: None,
+            finished_at: 20,
+            retry_at: None,
+        };
+        assert_eq!(
+            queue::complete(conn, node, &done).unwrap(),
+            Recorded::Done(RunStatus::Succeeded, None)
+        );
+        let next = queue::claim(conn, pid, node, 4, 30, 1000, 200).unwrap();
+        assert_eq!(
+            next.runs
+                .iter()
+                .map(|r| r.job_name.as_str())
+                .collect::<Vec<_>>(),
+            ["low"]
+        );
+    }
+
+    #[test]
+    fn a_slot_is_enqueued_once_and_a_stale_completion_is_rejected() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let free = catalog.job("free").unwrap().id;
+        let conn = catalog.writer();
+        assert!(enqueue(conn, free, pid, 0, Some(60_000)).is_some());
+        assert!(
+            enqueue(conn, free, pid, 0, Some(60_000)).is_none(),
+            "the same slot twice"
+        );
+        let claim = queue::claim(conn, pid, node, 1, 60_000, 1000, 7).unwrap();
+        let run = &claim.runs[0];
+        let stale = Completion {
+            run_id: run.run_id,
+            claim_token: 6,
+            outcome: Outcome::Succeeded(Json::Null),
+            log: None,
+            finished_at: 61_000,
+            retry_at: None,
+        };
+        assert_eq!(
+            queue::complete(conn, node, &stale).unwrap(),
+            Recorded::Stale
+        );
+        let good = Completion {
+            claim_token: 7,
+            ..stale.clone()
+        };
+        assert_eq!(
+            queue::complete(conn, node, &good).unwrap(),
+            Recorded::Done(RunStatus::Succeeded, None)
+        );
+        // Completing twice is stale too: the result is recorded once.
+        assert_eq!(queue::complete(conn, node, &good).unwrap(), Recorded::Stale);
+        let stale_count: i64 = conn
+            .query_row("SELECT stale_completions FROM node", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(stale_count, 2);
+    }
+
+    #[test]
+    fn recovery_requeues_only_this_nodes_running_runs() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let (free, low) = (
+            catalog.job("free").unwrap().id,
+            catalog.job("low").unwrap().id,
+        );
+        let conn = catalog.writer();
+        enqueue(conn, free, pid, 0, None);
+        queue::claim(conn, pid, node, 1, 0, 1000, 1).unwrap();
+        let other = queue::register_node(conn, "m", "h2", 2, "v", 0, 15_000, |_| true)
+            .unwrap()
+            .unwrap();
+        enqueue(conn, low, pid, 0, None);
+        queue::claim(conn, pid, other, 1, 0, 1000, 2).unwrap();
+        assert_eq!(queue::recover_node_runs(conn, node).unwrap(), 1);
+        let statuses: Vec<String> = conn
+            .prepare("SELECT status FROM job_run ORDER BY run_id")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(statuses, ["queued", "running"]);
+        let in_progress: Vec<i64> = conn
+            .prepare(
+                "SELECT in_progress FROM job WHERE job_name IN ('free', 'low') ORDER BY job_name",
+            )
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(in_progress, [0, 1]);
+    }
+
+    #[test]
+    fn a_live_holder_keeps_its_node_name() {
+        let (_dir, mut catalog, _node, _pid) = setup();
+        let conn = catalog.writer();
+        // Fresh heartbeat, live pid: refused.
+        let held = queue::register_node(conn, "n", "h", 99, "v", 1000, 15_000, |_| true).unwrap();
+        assert_eq!(
+            held,
+            Err(queue::NodeHolder {
+                pid: 1,
+                host: "h".into(),
+                heartbeat_at: 0
+            })
+        );
+        // Dead pid on the same host: taken over.
+        assert!(
+            queue::register_node(conn, "n", "h", 99, "v", 1000, 15_000, |_| false)
+                .unwrap()
+                .is_ok()
+        );
+        // Stale heartbeat on another host: taken over.
+        assert!(
+            queue::register_node(conn, "n", "h3", 5, "v", 100_000, 15_000, |_| true)
+                .unwrap()
+                .is_ok()
+        );
+    }
+}

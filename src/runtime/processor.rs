@@ -247,11 +247,23 @@ impl Processor {
             finished_at,
             retry_at,
         };
+        self.record(run, completion, 0, ctx);
+    }
+
+    /// Records a completion; if the write fails (disk full, lock timeout) it is tried again
+    /// with backoff, so a finished run is not left `running`.
+    fn record(
+        &mut self,
+        run: ClaimedRun,
+        completion: Completion,
+        tries: u32,
+        ctx: &mut Context<Self>,
+    ) {
         let (node, writer) = (self.cfg.node_id, self.writer.clone());
-        let record = async move {
-            writer::call(&writer, move |c| queue::complete(c, node, &completion)).await
-        };
-        ctx.spawn(record.into_actor(self).map(move |recorded, act, ctx| {
+        let c = completion.clone();
+        let write =
+            async move { writer::call(&writer, move |conn| queue::complete(conn, node, &c)).await };
+        ctx.spawn(write.into_actor(self).map(move |recorded, act, ctx| {
             match recorded {
                 Ok(Recorded::Done(status, retry)) => {
                     tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
@@ -259,11 +271,16 @@ impl Processor {
                 Ok(Recorded::Stale) => {
                     tracing::warn!(run = run.run_id, "completion with a stale claim token rejected");
                 }
-                Err(e) => tracing::error!(run = run.run_id, "recording a completion failed: {e}"),
+                Err(e) => {
+                    let delay = Duration::from_millis(200u64 << tries.min(6));
+                    tracing::error!(run = run.run_id, tries, "recording a completion failed: {e}; retrying in {delay:?}");
+                    ctx.run_later(delay, move |act, ctx| act.record(run, completion, tries + 1, ctx));
+                    return;
+                }
             }
             act.running.remove(&run.run_id);
             act.completed += 1;
-            act.events.do_send(RunEvent::Finished(run.job_id, finished_at));
+            act.events.do_send(RunEvent::Finished(run.job_id, completion.finished_at));
             if act.draining && act.running.is_empty() {
                 for done in act.drained.drain(..) {
                     let _ = done.send(());

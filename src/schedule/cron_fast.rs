@@ -163,7 +163,10 @@ impl CompiledCron {
     /// Bit `d` for each day `d` of `date`'s month that croner's day fields take.
     fn month_mask(&self, date: NaiveDate) -> Option<u32> {
         let first = date.with_day(1)?;
-        let len = first.checked_add_months(chrono::Months::new(1))?.pred_opt()?.day();
+        let len = first
+            .checked_add_months(chrono::Months::new(1))?
+            .pred_opt()?
+            .day();
         let wd = croner_weekday(first);
         let slot = &self.month_days[((len - 28) * 7 + wd.num_days_from_sunday()) as usize];
         let cached = slot.load(Ordering::Relaxed);

@@ -1593,7 +1593,14 @@ fn starts_around_changes(tz: Tz, rng: &mut SimRng) -> Vec<i64> {
     let mut changes = Vec::new();
     let mut t = utc_at("2025-01-01 00:00");
     use chrono::Offset as _;
-    let offset = |t: i64| tz.offset_from_utc_datetime(&chrono::DateTime::from_timestamp_millis(t).unwrap().naive_utc()).fix();
+    let offset = |t: i64| {
+        tz.offset_from_utc_datetime(
+            &chrono::DateTime::from_timestamp_millis(t)
+                .unwrap()
+                .naive_utc(),
+        )
+        .fix()
+    };
     while t < utc_at("2027-01-01 00:00") {
         if offset(t) != offset(t + HOUR) {
             changes.push(t);
@@ -1624,7 +1631,9 @@ fn cron_fast_path_agrees_with_croner_across_dst_days() {
         let starts = starts_around_changes(tz, &mut rng);
         for expr in &exprs {
             let s = sched(spec_cron(expr), tz);
-            let Kind::Cron(c) = s.kind() else { unreachable!() };
+            let Kind::Cron(c) = s.kind() else {
+                unreachable!()
+            };
             // A sample of the starts per expression keeps the test quick.
             for &t in starts.iter().filter(|_| rng.chance(15)) {
                 let want = croner_only_next(&s, t);
@@ -1673,7 +1682,9 @@ fn plain_day_masks_agree_with_croners_day_match() {
         .collect();
     for expr in &exprs {
         let s = sched(spec_cron(expr), utc());
-        let Kind::Cron(c) = s.kind() else { unreachable!() };
+        let Kind::Cron(c) = s.kind() else {
+            unreachable!()
+        };
         for &d in &days {
             let want = c
                 .cron

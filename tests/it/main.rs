@@ -2,4 +2,5 @@
 
 mod catalog_files;
 mod cli;
+mod runtime;
 mod support;

@@ -80,3 +80,172 @@ pub fn snapshot(dir: &Path, prefix: &str) -> Vec<(String, Vec<u8>)> {
     files.sort();
     files
 }
+
+/// A running `jobvisor run` process on port 0 with a temporary database.
+pub struct Node {
+    /// The process.
+    pub child: std::process::Child,
+    /// The API's base URL.
+    pub api: String,
+}
+
+impl Workspace {
+    /// Starts `jobvisor run` on this workspace's database; waits for it to print its address.
+    pub fn start_node(&self, name: &str) -> Node {
+        self.try_start_node(name)
+            .unwrap_or_else(|out| panic!("node did not start: {out}"))
+    }
+
+    /// Starts a node, or returns its output if it exits before printing its address.
+    pub fn try_start_node(&self, name: &str) -> Result<Node, String> {
+        use std::io::BufRead;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+            .arg("--db")
+            .arg(self.db())
+            .args([
+                "run",
+                "--bind",
+                "127.0.0.1:0",
+                "--node-name",
+                name,
+                "--data-dir",
+            ])
+            .arg(self.path("data"))
+            .current_dir(self.dir.path())
+            .env_remove("JOBVISOR_CONFIG")
+            .env("JOBVISOR__NODE__SHUTDOWN_GRACE", "2000")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(self.path(&format!("{name}.log"))).unwrap())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let mut seen = String::new();
+        while let Some(Ok(line)) = lines.next() {
+            seen.push_str(&line);
+            seen.push('\n');
+            if let Some(api) = line.trim().strip_prefix("api:") {
+                // Keep draining stdout so the node never blocks on a full pipe.
+                std::thread::spawn(move || for _ in lines.by_ref() {});
+                return Ok(Node {
+                    child,
+                    api: api.trim().to_string(),
+                });
+            }
+        }
+        let status = child.wait().unwrap();
+        let log = std::fs::read_to_string(self.path(&format!("{name}.log"))).unwrap_or_default();
+        Err(format!(
+            "exit {:?}\nstdout:\n{seen}\nstderr:\n{log}",
+            status.code()
+        ))
+    }
+}
+
+impl Node {
+    /// SIGTERM, then the exit code.
+    pub fn stop(mut self) -> Option<i32> {
+        // SAFETY: signalling our own child process.
+        unsafe {
+            libc::kill(self.child.id() as i32, libc::SIGTERM);
+        }
+        let code = self.child.wait().unwrap().code();
+        std::mem::forget(self);
+        code
+    }
+
+    /// SIGKILL: a crash.
+    pub fn crash(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Polls `check` every 20 ms until it returns `Some`, or panics after `secs` seconds.
+pub fn wait_for<T>(secs: f64, what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {secs} s waiting for {what}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// One `job_run` row, as the runtime tests read them.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub run_id: i64,
+    pub job: String,
+    pub status: String,
+    pub attempt: i64,
+    pub started_at: Option<i64>,
+    pub finished_at: Option<i64>,
+    pub error: Option<String>,
+    pub log: Option<String>,
+    pub retry_of: Option<i64>,
+    pub scheduled_for: Option<i64>,
+}
+
+/// Every run of the catalog at `db`, by run id (opened read-only, as a second process would).
+pub fn runs(db: &Path) -> Vec<Run> {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    let mut stmt = conn
+        .prepare(
+            "SELECT r.run_id, j.job_name, r.status, r.attempt, r.started_at, r.finished_at, r.error, r.log,
+                    r.retry_of, r.scheduled_for
+             FROM job_run r JOIN job j USING (job_id) ORDER BY r.run_id",
+        )
+        .unwrap();
+    stmt.query_map([], |r| {
+        Ok(Run {
+            run_id: r.get(0)?,
+            job: r.get(1)?,
+            status: r.get(2)?,
+            attempt: r.get(3)?,
+            started_at: r.get(4)?,
+            finished_at: r.get(5)?,
+            error: r.get(6)?,
+            log: r.get(7)?,
+            retry_of: r.get(8)?,
+            scheduled_for: r.get(9)?,
+        })
+    })
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Runs of one job.
+pub fn runs_of(db: &Path, job: &str) -> Vec<Run> {
+    runs(db).into_iter().filter(|r| r.job == job).collect()
+}
+
+/// A plain HTTP/1.0 GET; returns the status line and the body.
+pub fn http_get(base: &str, path: &str) -> (String, String) {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    write!(stream, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut text = String::new();
+    stream.read_to_string(&mut text).unwrap();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    (
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    )
+}

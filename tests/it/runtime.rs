@@ -1,0 +1,385 @@
+//! The actor runtime end to end: real `jobvisor run` processes on temporary catalogs.
+
+use crate::support::{Workspace, http_get, runs, runs_of, wait_for};
+
+/// A catalog with two processors and two objects; each test appends its jobs.
+const BASE: &str = r#"
+[processor.main]
+instances = 1
+
+[processor.wide]
+instances = 4
+
+[object.a]
+
+[object.b]
+"#;
+
+fn workspace(jobs: &str) -> Workspace {
+    let ws = Workspace::new();
+    let file = ws.write("jobs.conf", &format!("{BASE}{jobs}"));
+    ws.ok(&["import", &file.display().to_string()]);
+    // Leave only the test's jobs enabled: the seeded housekeeping jobs would add noise.
+    for job in [
+        "catalog_backup",
+        "db_maintenance",
+        "device_stats",
+        "job_state_reset",
+        "object_prune",
+        "object_record_count",
+        "run_history_prune",
+    ] {
+        ws.ok(&["jobs", "disable", job]);
+    }
+    ws
+}
+
+#[test]
+fn run_always_starts_run_delay_after_the_previous_end() {
+    let ws = workspace(
+        r#"
+[job.always]
+type = "function"
+processor = "main"
+run_always = true
+run_delay = 200
+payload = { function = "debug.sleep", ms = 30 }
+"#,
+    );
+    let node = ws.start_node("n1");
+    let done = wait_for(10.0, "5 runs", || {
+        let r: Vec<_> = runs_of(&ws.db(), "always")
+            .into_iter()
+            .filter(|r| r.status == "succeeded")
+            .collect();
+        (r.len() >= 5).then_some(r)
+    });
+    assert_eq!(node.stop(), Some(0));
+    for pair in done.windows(2) {
+        let gap = pair[1].started_at.unwrap() - pair[0].finished_at.unwrap();
+        assert!(
+            gap >= 200,
+            "run {} started {gap} ms after run {} ended",
+            pair[1].run_id,
+            pair[0].run_id
+        );
+        assert!(
+            gap < 1200,
+            "run {} waited {gap} ms; run_delay is 200",
+            pair[1].run_id
+        );
+    }
+    let slots: std::collections::HashSet<_> = done.iter().map(|r| r.scheduled_for).collect();
+    assert_eq!(slots.len(), done.len(), "each run has its own slot");
+}
+
+/// Whether `pid` is a live process. A zombie (killed, waiting for its new parent — init — to
+/// reap it) holds no resources and counts as gone.
+fn proc_exists(pid: i64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let state = stat
+        .rsplit_once(") ")
+        .and_then(|(_, rest)| rest.chars().next());
+    !matches!(state, Some('Z' | 'X') | None)
+}
+
+#[test]
+fn a_command_past_its_timeout_is_timed_out_and_its_process_group_killed() {
+    let ws = workspace(
+        r#"
+[job.sleeper]
+type = "command"
+processor = "main"
+timeout = 300
+payload = { argv = ["sleep", "30"] }
+
+[job.tree]
+type = "command"
+processor = "wide"
+timeout = 300
+payload = { argv = ["/bin/sh", "-c", "sleep 30 & echo child=$!; wait"] }
+"#,
+    );
+    let node = ws.start_node("n1");
+    ws.ok(&["jobs", "run", "sleeper"]);
+    ws.ok(&["jobs", "run", "tree"]);
+    let finished = wait_for(10.0, "both runs to finish", || {
+        let r: Vec<_> = runs(&ws.db())
+            .into_iter()
+            .filter(|r| r.finished_at.is_some())
+            .collect();
+        (r.len() == 2).then_some(r)
+    });
+    assert_eq!(node.stop(), Some(0));
+    for run in finished {
+        assert_eq!(run.status, "timed_out", "{run:?}");
+        let elapsed = run.finished_at.unwrap() - run.started_at.unwrap();
+        assert!(
+            (300..1000).contains(&elapsed),
+            "{}: recorded after {elapsed} ms",
+            run.job
+        );
+        let log = run.log.clone().unwrap_or_default();
+        let pid: i64 = log
+            .strip_prefix("[pid ")
+            .and_then(|l| l.split(']').next())
+            .and_then(|p| p.parse().ok())
+            .expect("pid in log");
+        assert!(!proc_exists(pid), "{}: process {pid} still exists", run.job);
+        if run.job == "tree" {
+            let child: i64 = log
+                .split("child=")
+                .nth(1)
+                .and_then(|l| l.split_whitespace().next())
+                .and_then(|p| p.parse().ok())
+                .expect("grandchild pid");
+            assert!(
+                !proc_exists(child),
+                "grandchild {child} survived the timeout"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_failing_function_is_retried_with_growing_delays_then_dead() {
+    let ws = workspace(
+        r#"
+[job.flaky]
+type = "function"
+processor = "main"
+max_attempts = 4
+backoff_base = 100
+backoff_max = 10000
+payload = { function = "debug.fail", message = "boom" }
+"#,
+    );
+    let node = ws.start_node("n1");
+    ws.ok(&["jobs", "run", "flaky"]);
+    let attempts = wait_for(15.0, "a dead run", || {
+        let r = runs_of(&ws.db(), "flaky");
+        r.iter().any(|r| r.status == "dead").then_some(r)
+    });
+    assert_eq!(node.stop(), Some(0));
+    let statuses: Vec<&str> = attempts.iter().map(|r| r.status.as_str()).collect();
+    assert_eq!(statuses, ["failed", "failed", "failed", "dead"]);
+    assert_eq!(
+        attempts.iter().map(|r| r.attempt).collect::<Vec<_>>(),
+        [1, 2, 3, 4]
+    );
+    let first = attempts[0].run_id;
+    assert!(attempts[1..].iter().all(|r| r.retry_of == Some(first)));
+    assert!(attempts.iter().all(|r| r.error.as_deref() == Some("boom")));
+    let delays: Vec<i64> = attempts
+        .windows(2)
+        .map(|w| w[1].started_at.unwrap() - w[0].finished_at.unwrap())
+        .collect();
+    // Equal jitter: attempt n waits between half and all of 100 ms × 2^(n-1).
+    assert!(delays[0] >= 50, "{delays:?}");
+    assert!(
+        delays[1] >= delays[0] && delays[2] >= delays[1] && delays[2] > delays[0],
+        "delays do not grow: {delays:?}"
+    );
+}
+
+#[test]
+fn jobs_writing_one_object_never_overlap_others_run_concurrently() {
+    let ws = workspace(
+        r#"
+[job.a1]
+type = "function"
+processor = "wide"
+objects = ["a"]
+run_always = true
+run_delay = 10
+payload = { function = "debug.sleep", ms = 150 }
+
+[job.a2]
+type = "function"
+processor = "wide"
+objects = ["a"]
+run_always = true
+run_delay = 10
+payload = { function = "debug.sleep", ms = 150 }
+
+[job.b1]
+type = "function"
+processor = "wide"
+objects = ["b"]
+run_always = true
+run_delay = 10
+payload = { function = "debug.sleep", ms = 150 }
+"#,
+    );
+    let node = ws.start_node("n1");
+    wait_for(15.0, "4 runs of each job", || {
+        let r: Vec<_> = runs(&ws.db())
+            .into_iter()
+            .filter(|r| r.status == "succeeded")
+            .collect();
+        ["a1", "a2", "b1"]
+            .iter()
+            .all(|j| r.iter().filter(|x| x.job == *j).count() >= 4)
+            .then_some(())
+    });
+    assert_eq!(node.stop(), Some(0));
+    let done: Vec<_> = runs(&ws.db())
+        .into_iter()
+        .filter(|r| r.status == "succeeded")
+        .collect();
+    let span = |r: &crate::support::Run| (r.started_at.unwrap(), r.finished_at.unwrap());
+    let on_a: Vec<_> = done.iter().filter(|r| r.job != "b1").map(span).collect();
+    for (i, x) in on_a.iter().enumerate() {
+        for y in &on_a[i + 1..] {
+            assert!(
+                x.1 <= y.0 || y.1 <= x.0,
+                "runs writing object a overlap: {x:?} {y:?}"
+            );
+        }
+    }
+    let b: Vec<_> = done.iter().filter(|r| r.job == "b1").map(span).collect();
+    let concurrent = on_a
+        .iter()
+        .any(|x| b.iter().any(|y| x.0 < y.1 && y.0 < x.1));
+    assert!(
+        concurrent,
+        "a job on object b never ran while one on object a did"
+    );
+}
+
+#[test]
+fn a_cron_job_fires_once_per_slot() {
+    let ws = workspace(
+        r#"
+[job.tick]
+type = "function"
+processor = "main"
+cron = "* * * * * *"
+payload = { function = "debug.noop" }
+"#,
+    );
+    let node = ws.start_node("n1");
+    let done = wait_for(10.0, "3 runs", || {
+        let r: Vec<_> = runs_of(&ws.db(), "tick")
+            .into_iter()
+            .filter(|r| r.status == "succeeded")
+            .collect();
+        (r.len() >= 3).then_some(r)
+    });
+    assert_eq!(node.stop(), Some(0));
+    for pair in done.windows(2) {
+        let (a, b) = (
+            pair[0].scheduled_for.unwrap(),
+            pair[1].scheduled_for.unwrap(),
+        );
+        assert_eq!(a % 1000, 0);
+        assert!(b > a, "slots must increase: {a} {b}");
+    }
+    for r in &done {
+        let late = r.started_at.unwrap() - r.scheduled_for.unwrap();
+        assert!(
+            (0..500).contains(&late),
+            "run {} started {late} ms after its slot",
+            r.run_id
+        );
+    }
+}
+
+#[test]
+fn a_second_process_with_the_same_node_name_is_refused() {
+    let ws = workspace("");
+    let node = ws.start_node("same");
+    let (status, body) = http_get(&node.api, "/healthz");
+    assert!(status.contains("200"), "{status}");
+    assert!(body.contains("ok"), "{body}");
+    let refused = ws
+        .try_start_node("same")
+        .err()
+        .expect("the second node must not start");
+    assert!(refused.contains("exit Some(75)"), "{refused}");
+    assert!(
+        refused.contains(&format!("pid {}", node.child.id())),
+        "{refused}"
+    );
+    // Another name on the same catalog is fine.
+    let other = ws.start_node("other");
+    assert_eq!(other.stop(), Some(0));
+    assert_eq!(node.stop(), Some(0));
+}
+
+#[test]
+fn a_crashed_node_requeues_its_runs_at_the_next_start() {
+    let ws = workspace(
+        r#"
+[job.long]
+type = "command"
+processor = "main"
+payload = { argv = ["sleep", "0.8"] }
+"#,
+    );
+    let node = ws.start_node("n1");
+    ws.ok(&["jobs", "run", "long"]);
+    wait_for(5.0, "the run to start", || {
+        runs_of(&ws.db(), "long")
+            .iter()
+            .any(|r| r.status == "running")
+            .then_some(())
+    });
+    node.crash();
+    assert_eq!(runs_of(&ws.db(), "long")[0].status, "running");
+    let node = ws.start_node("n1");
+    let done = wait_for(10.0, "the run to succeed", || {
+        let r = runs_of(&ws.db(), "long");
+        (r[0].status == "succeeded").then_some(r)
+    });
+    assert_eq!(node.stop(), Some(0));
+    assert_eq!(
+        done.len(),
+        1,
+        "one run, executed again, recorded once: {done:?}"
+    );
+}
+
+#[test]
+fn sigterm_lets_short_jobs_finish_and_requeues_long_ones() {
+    let ws = workspace(
+        r#"
+[job.short]
+type = "command"
+processor = "wide"
+payload = { argv = ["sleep", "0.5"] }
+
+[job.long]
+type = "command"
+processor = "wide"
+payload = { argv = ["sleep", "30"] }
+"#,
+    );
+    let node = ws.start_node("n1");
+    ws.ok(&["jobs", "run", "short"]);
+    ws.ok(&["jobs", "run", "long"]);
+    wait_for(5.0, "both running", || {
+        (runs(&ws.db())
+            .iter()
+            .filter(|r| r.status == "running")
+            .count()
+            == 2)
+            .then_some(())
+    });
+    let t0 = std::time::Instant::now();
+    assert_eq!(node.stop(), Some(0));
+    // The grace period is 2 s in tests (JOBVISOR__NODE__SHUTDOWN_GRACE).
+    assert!(
+        t0.elapsed() < std::time::Duration::from_secs(6),
+        "shutdown took {:?}",
+        t0.elapsed()
+    );
+    let after = runs(&ws.db());
+    let short = after.iter().find(|r| r.job == "short").unwrap();
+    let long = after.iter().find(|r| r.job == "long").unwrap();
+    assert_eq!(short.status, "succeeded");
+    assert_eq!(long.status, "queued", "{long:?}");
+    assert!(long.started_at.is_none());
+}
