@@ -52,6 +52,8 @@ fn engine_failure(e: EngineError) -> Failure {
 }
 
 async fn serve(cfg: NodeConfig) -> Result<(), Failure> {
+    // Listen for signals before anything else: a SIGTERM right after start must still drain.
+    let signals = Signals::new();
     let engine = Engine::builder()
         .config(cfg.clone())
         .start()
@@ -85,7 +87,7 @@ async fn serve(cfg: NodeConfig) -> Result<(), Failure> {
     );
     println!("  api:      {}", addrs.join(", "));
     let _ = std::io::stdout().flush();
-    wait_for_signal().await;
+    signals.wait().await;
     let grace = Duration::from_millis(cfg.node.shutdown_grace);
     tracing::info!(
         grace_ms = cfg.node.shutdown_grace,
@@ -103,14 +105,37 @@ async fn healthz() -> HttpResponse {
     HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
 }
 
-async fn wait_for_signal() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let Ok(mut term) = signal(SignalKind::terminate()) else {
-        let _ = tokio::signal::ctrl_c().await;
-        return;
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
+/// SIGTERM and Ctrl-C, registered when created.
+struct Signals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl Signals {
+    fn new() -> Self {
+        use tokio::signal::unix::{SignalKind, signal};
+        Self {
+            term: signal(SignalKind::terminate()).ok(),
+            int: signal(SignalKind::interrupt()).ok(),
+        }
+    }
+
+    async fn wait(mut self) {
+        let term = async {
+            match &mut self.term {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        let int = async {
+            match &mut self.int {
+                Some(s) => s.recv().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = term => {}
+            _ = int => {}
+        }
     }
 }

@@ -133,6 +133,12 @@ impl Processor {
         }
     }
 
+    /// Starts paused (the node was paused before this processor existed).
+    pub fn paused(mut self, paused: bool) -> Self {
+        self.paused = paused;
+        self
+    }
+
     fn free(&self) -> usize {
         self.cfg.instances.saturating_sub(self.running.len())
     }

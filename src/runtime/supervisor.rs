@@ -161,13 +161,7 @@ impl Supervisor {
         let writer = self.writer.clone();
         let events = self.scheduler.clone().recipient::<processor::RunEvent>();
         let paused = self.paused;
-        actix::Supervisor::start(move |ctx: &mut Context<Processor>| {
-            let p = Processor::new(cfg, env, writer, events);
-            if paused {
-                ctx.address().do_send(SetPaused(true));
-            }
-            p
-        })
+        actix::Supervisor::start(move |_| Processor::new(cfg, env, writer, events).paused(paused))
     }
 }
 

@@ -2,5 +2,6 @@
 
 mod catalog_files;
 mod cli;
+mod engine;
 mod runtime;
 mod support;
