@@ -12,11 +12,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use crate::catalog::{Catalog, CatalogError, DbSettings, JobRecord, RunFilter};
+use crate::catalog::{Catalog, CatalogError, DbSettings, JobRecord, RunFilter, activation};
 use crate::config::{self, ConfigError, NodeConfig, Overrides};
 use crate::diag::Diagnostic;
 use crate::jobconf::{self, CatalogFile, JobDef, SeedError, millix, toml_format};
-use crate::model::{JobType, RunStatus};
+use crate::model::{JobType, Pin, RunStatus};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, Schedule, ScheduleSpec, format_local};
 
 /// The exit codes, shown in `--help`.
@@ -55,6 +55,9 @@ pub struct Cli {
     /// Machine-readable JSON output instead of tables.
     #[arg(long, global = true)]
     pub json: bool,
+    /// The node whose activation state to show or pin (default: node.name, else the host name).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub node: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -112,6 +115,15 @@ pub enum Command {
     /// List and show runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// The self-tuning policy's decisions, newest first: time, decision, reason, samples.
+    Decisions {
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Of every node, not just this one.
+        #[arg(long)]
+        all_nodes: bool,
+    },
 }
 
 /// `run` flags (each overrides the configuration).
@@ -188,6 +200,14 @@ pub enum JobsCommand {
         /// Parameters, a JSON object overlaying the payload.
         #[arg(long)]
         params: Option<String>,
+    },
+    /// Pin a job active or inactive on a node regardless of health, or remove the pin.
+    Pin {
+        /// Job name.
+        name: String,
+        /// active, inactive or none.
+        #[arg(value_parser = ["active", "inactive", "none"])]
+        pin: String,
     },
     /// The next fire times of a job, and its schedule in words.
     Next {
@@ -378,6 +398,7 @@ pub fn run(cli: Cli) -> CliResult {
         Command::Processors(ListCommand::List) => processors(&cli),
         Command::Objects(ListCommand::List) => objects(&cli),
         Command::Runs(cmd) => runs(&cli, cmd),
+        Command::Decisions { limit, all_nodes } => decisions(&cli, *limit, *all_nodes),
     }
 }
 
@@ -548,8 +569,34 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
     match cmd {
         JobsCommand::List => {
             let jobs = catalog.jobs()?;
+            let node = node_name(cli)?;
+            let activation = activation::activation_by_job(&*catalog.read()?, &node)?;
+            let state_of = |name: &str| -> (String, String) {
+                match activation.get(name) {
+                    Some((_, Some(pin), reason)) => {
+                        (format!("pinned {pin}"), reason.clone().unwrap_or_default())
+                    }
+                    Some((state, None, reason)) => {
+                        (state.clone(), reason.clone().unwrap_or_default())
+                    }
+                    None => (
+                        "-".into(),
+                        "the node has not run since this job was added".into(),
+                    ),
+                }
+            };
             if cli.json {
-                print_json(&jobs.iter().map(job_view).collect::<Vec<_>>());
+                let views: Vec<Json> = jobs
+                    .iter()
+                    .map(|j| {
+                        let mut v = serde_json::to_value(job_view(j)).unwrap_or_default();
+                        let (state, reason) = state_of(&j.name);
+                        v["activation"] = Json::String(state);
+                        v["activation_reason"] = Json::String(reason);
+                        v
+                    })
+                    .collect();
+                print_json(&views);
                 return Ok(());
             }
             let rows = jobs
@@ -658,6 +705,15 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
         JobsCommand::Remove { name } => {
             catalog.remove_job(name, "cli")?;
             println!("job `{name}` removed");
+        }
+        JobsCommand::Pin { name, pin } => {
+            let pin = Pin::parse(pin);
+            let node = node_name(cli)?;
+            catalog.pin_job(name, &node, pin, "cli")?;
+            println!(
+                "job `{name}` on node `{node}`: {}",
+                pin.map_or("pin removed".to_string(), |p| format!("pinned {p}"))
+            );
         }
         JobsCommand::Run { name, params } => {
             let params = match params.as_deref().map(serde_json::from_str::<Json>) {
@@ -826,6 +882,45 @@ fn save_job(catalog: &mut Catalog, file: &mut CatalogFile, name: &str, job: JobD
         ));
     }
     catalog.put_job(name, &job, "cli")?;
+    Ok(())
+}
+
+fn node_name(cli: &Cli) -> Result<String, Failure> {
+    Ok(match &cli.node {
+        Some(n) => n.clone(),
+        None => load_config(cli)?.node_name(),
+    })
+}
+
+fn decisions(cli: &Cli, limit: i64, all_nodes: bool) -> CliResult {
+    let catalog = open(cli)?;
+    let node = if all_nodes {
+        None
+    } else {
+        Some(node_name(cli)?)
+    };
+    let rows = activation::decisions(&*catalog.read()?, node.as_deref(), limit)?;
+    if cli.json {
+        print_json(&rows);
+        return Ok(());
+    }
+    let table = rows
+        .iter()
+        .map(|d| {
+            vec![
+                time_or_dash(Some(d.at)),
+                d.node.clone(),
+                d.action.clone(),
+                d.subject.clone().unwrap_or_else(|| "-".into()),
+                d.reason.clone(),
+                d.evidence.as_ref().map_or(String::new(), Json::to_string),
+            ]
+        })
+        .collect();
+    print_table(
+        &["TIME", "NODE", "DECISION", "SUBJECT", "REASON", "SAMPLES"],
+        table,
+    );
     Ok(())
 }
 

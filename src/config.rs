@@ -76,6 +76,8 @@ pub struct NodeConfig {
     pub health: HealthSection,
     /// Limits on job executions.
     pub executor: crate::executor::ExecLimits,
+    /// The self-tuning policy: thresholds, hysteresis, pacing.
+    pub policy: crate::policy::PolicyConfig,
 }
 
 /// `[node]`.
@@ -334,6 +336,12 @@ fn layer_error(origin: &'static str, e: config::ConfigError) -> ConfigError {
 impl NodeConfig {
     /// Checks values that types alone cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        if let Err(e) = self.policy.validate() {
+            return Err(ConfigError::Invalid {
+                key: "policy",
+                reason: e.to_string(),
+            });
+        }
         if self.database.read_pool_size == 0 {
             return Err(ConfigError::Invalid {
                 key: "database.read_pool_size",

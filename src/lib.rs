@@ -13,6 +13,7 @@ pub mod executor;
 pub mod jobconf;
 pub mod model;
 pub mod node;
+pub mod policy;
 pub mod runtime;
 pub mod schedule;
 pub mod sim;

@@ -34,6 +34,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_runtime.sql",
         sql: include_str!("../../migrations/0003_runtime.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_policy.sql",
+        sql: include_str!("../../migrations/0004_policy.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -4,6 +4,7 @@
 //! Invariant: only `catalog` contains SQL; pragmas are set in `PRAGMAS` and nowhere else; a
 //! multi-row change (`import`) is one transaction, so it lands whole or not at all.
 
+pub mod activation;
 pub mod migrate;
 pub mod queue;
 pub mod sql_job;
@@ -306,6 +307,28 @@ impl Catalog {
         )?;
         tx.commit()?;
         Ok(id)
+    }
+
+    /// Pins `name` active or inactive on node `node` (created if new), or removes the pin.
+    pub fn pin_job(
+        &mut self,
+        name: &str,
+        node: &str,
+        pin: Option<crate::model::Pin>,
+        actor: &str,
+    ) -> Result<(), CatalogError> {
+        let tx = self.conn.transaction()?;
+        let job_id: i64 = tx
+            .query_row(SELECT_JOB_ID, [name], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| not_found("job", name))?;
+        let node_id =
+            activation::node_id(&tx, node, true)?.ok_or_else(|| not_found("node", node))?;
+        activation::set_pin(&tx, node_id, job_id, pin, now_ms())?;
+        let detail = serde_json::json!({ "node": node, "pin": pin.map(|p| p.as_str()) });
+        audit(&tx, actor, "job.pin", name, Some(&detail))?;
+        tx.commit()?;
+        Ok(())
     }
 
     /// Processors with how many jobs each runs.

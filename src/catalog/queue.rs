@@ -162,12 +162,14 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
     (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
     (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'queued')
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
+    JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
     WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL";
 
-/// Every enabled job on an enabled local processor, with its scheduling history.
-pub fn load_scheduled(conn: &Connection) -> Result<Vec<ScheduledJob>, CatalogError> {
+/// Every enabled job on an enabled local processor that is active on `node_id`, with its
+/// scheduling history.
+pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
     let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map([node_id], |r| {
         let misfire: String = r.get(12)?;
         let overlap: String = r.get(15)?;
         Ok(ScheduledJob {
@@ -361,6 +363,12 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, j.job_name, t.job_ty
     JOIN job j ON j.job_id = r.job_id
     JOIN job_type t ON t.job_type_id = j.job_type_id
     WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2
+      -- Scheduled slots run only while the job is active here; on-demand runs and retries always.
+      AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
+           WHERE a.job_id = r.job_id AND a.node_id = ?4 AND a.state = 'active'))
+      -- With writes paused (disk critical), only jobs that write no object, or maintenance jobs.
+      AND (?5 = 0 OR NOT EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = r.job_id)
+           OR EXISTS (SELECT 1 FROM job_group g WHERE g.job_group_id = j.job_group_id AND g.maintenance = 1))
     ORDER BY r.priority DESC, r.run_after, r.run_id
     LIMIT ?3";
 const SELECT_RUNNING_JOBS: &str =
@@ -388,7 +396,9 @@ pub struct Claim {
 
 /// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
 /// never overlaps itself unless its overlap policy allows, and two jobs that write a common
-/// object never run at once. Each claimed run gets token `first_token + i`.
+/// object never run at once. Each claimed run gets token `first_token + i`. With
+/// `writes_paused`, jobs that write data objects wait unless their group is maintenance.
+#[allow(clippy::too_many_arguments)]
 pub fn claim(
     conn: &Connection,
     processor_id: i64,
@@ -397,6 +407,7 @@ pub fn claim(
     now: i64,
     lease_ms: i64,
     first_token: i64,
+    writes_paused: bool,
 ) -> Result<Claim, CatalogError> {
     let mut claim = Claim::default();
     let mut running: HashMap<i64, i64> = HashMap::new();
@@ -406,27 +417,30 @@ pub fn claim(
     // Over-fetch: some candidates may be blocked by overlap or object rules.
     let fetch = (limit * 4).max(16) as i64;
     let candidates = stmt
-        .query_map(params![processor_id, now, fetch], |r| {
-            Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, String>(2)?,
-                r.get::<_, String>(3)?,
-                r.get::<_, String>(4)?,
-                r.get::<_, Option<String>>(5)?,
-                [
-                    r.get::<_, i64>(6)?,
-                    r.get(7)?,
-                    r.get(8)?,
-                    r.get(9)?,
-                    r.get(10)?,
-                ],
-                r.get::<_, String>(11)?,
-                r.get::<_, i64>(12)?,
-                r.get::<_, Option<i64>>(13)?,
-                r.get::<_, i64>(14)?,
-            ))
-        })?
+        .query_map(
+            params![processor_id, now, fetch, node_id, writes_paused],
+            |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, String>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    [
+                        r.get::<_, i64>(6)?,
+                        r.get(7)?,
+                        r.get(8)?,
+                        r.get(9)?,
+                        r.get(10)?,
+                    ],
+                    r.get::<_, String>(11)?,
+                    r.get::<_, i64>(12)?,
+                    r.get::<_, Option<i64>>(13)?,
+                    r.get::<_, i64>(14)?,
+                ))
+            },
+        )?
         .collect::<Result<Vec<_>, _>>()?;
     for (
         run_id,
@@ -804,4 +818,18 @@ pub fn maintain(conn: &Connection) -> Result<Json, CatalogError> {
     Ok(
         serde_json::json!({ "checkpoint_busy": busy, "wal_frames": log, "checkpointed": checkpointed }),
     )
+}
+
+/// Marks a deactivated job's queued slots `skipped` (its ad-hoc runs and retries stay queued).
+pub fn skip_queued_slots(
+    conn: &Connection,
+    job_id: i64,
+    reason: &str,
+    now: i64,
+) -> Result<usize, CatalogError> {
+    Ok(conn.execute(
+        "UPDATE job_run SET status = 'skipped', error = ?2, finished_at = ?3
+         WHERE job_id = ?1 AND status = 'queued' AND scheduled_for IS NOT NULL AND retry_of IS NULL",
+        params![job_id, reason, now],
+    )?)
 }

@@ -396,7 +396,7 @@ payload = { function = "f" }
         enqueue(conn, low, pid, 1, None);
         enqueue(conn, free, pid, 0, None);
         enqueue(conn, high, pid, 9, None);
-        let claim = queue::claim(conn, pid, node, 4, 10, 1000, 100).unwrap();
+        let claim = queue::claim(conn, pid, node, 4, 10, 1000, 100, false).unwrap();
         let names: Vec<&str> = claim.runs.iter().map(|r| r.job_name.as_str()).collect();
         // `low` shares object `o` with `high`, which outranks it: it must wait.
         assert_eq!(names, ["high", "free"]);
@@ -418,7 +418,7 @@ payload = { function = "f" }
             queue::complete(conn, node, &done).unwrap(),
             Recorded::Done(RunStatus::Succeeded, None)
         );
-        let next = queue::claim(conn, pid, node, 4, 30, 1000, 200).unwrap();
+        let next = queue::claim(conn, pid, node, 4, 30, 1000, 200, false).unwrap();
         assert_eq!(
             next.runs
                 .iter()
@@ -433,12 +433,21 @@ payload = { function = "f" }
         let (_dir, mut catalog, node, pid) = setup();
         let free = catalog.job("free").unwrap().id;
         let conn = catalog.writer();
+        crate::catalog::activation::set_state(
+            conn,
+            node,
+            free,
+            crate::model::ActivationState::Active,
+            "test",
+            0,
+        )
+        .unwrap();
         assert!(enqueue(conn, free, pid, 0, Some(60_000)).is_some());
         assert!(
             enqueue(conn, free, pid, 0, Some(60_000)).is_none(),
             "the same slot twice"
         );
-        let claim = queue::claim(conn, pid, node, 1, 60_000, 1000, 7).unwrap();
+        let claim = queue::claim(conn, pid, node, 1, 60_000, 1000, 7, false).unwrap();
         let run = &claim.runs[0];
         let stale = Completion {
             run_id: run.run_id,
@@ -477,12 +486,12 @@ payload = { function = "f" }
         );
         let conn = catalog.writer();
         enqueue(conn, free, pid, 0, None);
-        queue::claim(conn, pid, node, 1, 0, 1000, 1).unwrap();
+        queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
         let other = queue::register_node(conn, "m", "h2", 2, "v", 0, 15_000, |_| true)
             .unwrap()
             .unwrap();
         enqueue(conn, low, pid, 0, None);
-        queue::claim(conn, pid, other, 1, 0, 1000, 2).unwrap();
+        queue::claim(conn, pid, other, 1, 0, 1000, 2, false).unwrap();
         assert_eq!(queue::recover_node_runs(conn, node).unwrap(), 1);
         let statuses: Vec<String> = conn
             .prepare("SELECT status FROM job_run ORDER BY run_id")

@@ -30,6 +30,8 @@ pub struct HealthReport {
     pub memory_total: u64,
     /// Swap in use, bytes.
     pub swap_used: u64,
+    /// Swap configured, bytes.
+    pub swap_total: u64,
     /// Free space on the data folder's filesystem, bytes.
     pub disk_available: u64,
     /// Size of that filesystem, bytes.
@@ -53,6 +55,24 @@ pub struct HealthReport {
 }
 
 impl HealthReport {
+    /// The sample as the policy core takes it.
+    pub fn to_sample(&self) -> crate::policy::Sample {
+        crate::policy::Sample {
+            at: self.at,
+            cpu_used: self.cpu_used,
+            memory_available: self.memory_available,
+            memory_total: self.memory_total,
+            swap_used: self.swap_used,
+            swap_total: self.swap_total,
+            disk_available: self.disk_available,
+            disk_total: self.disk_total,
+            net_bytes_per_s: self.net_rx_per_s + self.net_tx_per_s,
+            psi_cpu: self.psi_cpu,
+            psi_memory: self.psi_memory,
+            psi_io: self.psi_io,
+        }
+    }
+
     /// The sample as `stat` rows.
     pub fn stats(&self) -> Vec<StatSample> {
         let mut out = Vec::new();
@@ -121,6 +141,7 @@ impl Sampler {
             memory_available: 0,
             memory_total: 0,
             swap_used: 0,
+            swap_total: 0,
             disk_available: 0,
             disk_total: 0,
             net_rx_per_s: 0.0,
@@ -139,6 +160,7 @@ impl Sampler {
             r.memory_available = sys.available_memory();
             r.memory_total = sys.total_memory();
             r.swap_used = sys.used_swap();
+            r.swap_total = sys.total_swap();
             if let Some(pid) = self.pid {
                 sys.refresh_processes_specifics(
                     ProcessesToUpdate::Some(&[pid]),

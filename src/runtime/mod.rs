@@ -212,7 +212,15 @@ impl EngineBuilder {
             sup_addr.clone().recipient(),
         );
         let scheduler = actix::Supervisor::start(move |_| {
-            scheduler::Scheduler::new(sched_pool, sched_writer, clock, tz, watch, Some(reload_to))
+            scheduler::Scheduler::new(
+                node_id,
+                sched_pool,
+                sched_writer,
+                clock,
+                tz,
+                watch,
+                Some(reload_to),
+            )
         });
         let interval = Duration::from_millis(cfg.health.interval);
         let health_writer = catalog_writer.clone();
@@ -231,6 +239,7 @@ impl EngineBuilder {
             catalog_writer,
             env,
             scheduler.clone(),
+            cfg.policy.clone(),
         ));
         tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
         Ok(Engine {

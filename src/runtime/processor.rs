@@ -41,6 +41,27 @@ pub struct SetInstances(pub usize);
 #[rtype(result = "()")]
 pub struct Drain(pub Duration);
 
+/// Pause (true) or resume (false) jobs that write data objects, except maintenance jobs.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetWritesPaused(pub bool);
+
+/// The fraction (0..1) of its instances' time spent executing since the previous ask.
+#[derive(Message)]
+#[rtype(result = "Utilization")]
+pub struct TakeUtilization;
+
+/// A processor's busy fraction over a period.
+#[derive(Debug, Clone, Copy, MessageResponse)]
+pub struct Utilization {
+    /// Busy time / (period × instances).
+    pub fraction: f64,
+    /// Busy time in the period, ms.
+    pub busy_ms: i64,
+    /// Instances now.
+    pub instances: usize,
+}
+
 /// What a processor is doing.
 #[derive(Message)]
 #[rtype(result = "ProcessorStatus")]
@@ -104,6 +125,12 @@ pub struct Processor {
     completed: u64,
     drained: Vec<oneshot::Sender<()>>,
     rng: u64,
+    writes_paused: bool,
+    /// Busy time accounting: finished runs' time since `period_start`, and the start time of
+    /// each running run.
+    busy_ms: i64,
+    period_start: i64,
+    started_at: HashMap<i64, i64>,
 }
 
 impl Processor {
@@ -130,6 +157,10 @@ impl Processor {
             completed: 0,
             drained: Vec::new(),
             rng,
+            writes_paused: false,
+            busy_ms: 0,
+            period_start: now_ms(),
+            started_at: HashMap::new(),
         }
     }
 
@@ -158,12 +189,17 @@ impl Processor {
         }
         self.claiming = true;
         self.wake_again = false;
-        let (pid, node, lease) = (self.cfg.processor_id, self.cfg.node_id, self.cfg.lease_ms);
+        let (pid, node, lease, paused) = (
+            self.cfg.processor_id,
+            self.cfg.node_id,
+            self.cfg.lease_ms,
+            self.writes_paused,
+        );
         let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
         let writer = self.writer.clone();
         let claim = async move {
             writer::call(&writer, move |c| {
-                queue::claim(c, pid, node, limit, now_ms(), lease, first_token)
+                queue::claim(c, pid, node, limit, now_ms(), lease, first_token, paused)
             })
             .await
         };
@@ -206,6 +242,7 @@ impl Processor {
         let (tx, rx) = watch::channel(false);
         let cancel = Arc::new(tx);
         self.running.insert(run.run_id, cancel.clone());
+        self.started_at.insert(run.run_id, now_ms());
         self.events
             .do_send(RunEvent::Started(run.job_id, run.started_at));
         let env = self.env.clone();
@@ -285,6 +322,9 @@ impl Processor {
                 }
             }
             act.running.remove(&run.run_id);
+            if let Some(start) = act.started_at.remove(&run.run_id) {
+                act.busy_ms += completion.finished_at - start.max(act.period_start);
+            }
             act.completed += 1;
             act.events.do_send(RunEvent::Finished(run.job_id, completion.finished_at));
             if act.draining && act.running.is_empty() {
@@ -377,6 +417,37 @@ impl Handler<SetInstances> for Processor {
     fn handle(&mut self, msg: SetInstances, ctx: &mut Context<Self>) {
         self.cfg.instances = msg.0.max(1);
         self.pump(ctx);
+    }
+}
+
+impl Handler<SetWritesPaused> for Processor {
+    type Result = ();
+    fn handle(&mut self, msg: SetWritesPaused, ctx: &mut Context<Self>) {
+        self.writes_paused = msg.0;
+        self.pump(ctx);
+    }
+}
+
+impl Handler<TakeUtilization> for Processor {
+    type Result = Utilization;
+    fn handle(&mut self, _: TakeUtilization, _: &mut Context<Self>) -> Utilization {
+        let now = now_ms();
+        // Runs still executing count up to now; the next period starts now.
+        let running: i64 = self
+            .started_at
+            .values()
+            .map(|s| now - (*s).max(self.period_start))
+            .sum();
+        let busy = self.busy_ms + running;
+        let period = (now - self.period_start).max(1);
+        let fraction = busy as f64 / (period as f64 * self.cfg.instances.max(1) as f64);
+        self.busy_ms = 0;
+        self.period_start = now;
+        Utilization {
+            fraction: fraction.clamp(0.0, 1.0),
+            busy_ms: busy,
+            instances: self.cfg.instances,
+        }
     }
 }
 

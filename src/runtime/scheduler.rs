@@ -61,6 +61,7 @@ struct Entry {
 
 /// The Scheduler actor.
 pub struct Scheduler {
+    node_id: i64,
     pool: Pool<SqliteConnectionManager>,
     writer: Addr<Writer>,
     clock: Arc<dyn Clock>,
@@ -81,6 +82,7 @@ impl Scheduler {
     /// A scheduler over the catalog read through `pool` and written through `writer`;
     /// `watch` is a connection of its own for change detection.
     pub fn new(
+        node_id: i64,
         pool: Pool<SqliteConnectionManager>,
         writer: Addr<Writer>,
         clock: Arc<dyn Clock>,
@@ -89,6 +91,7 @@ impl Scheduler {
         on_reload: Option<Recipient<Reload>>,
     ) -> Self {
         Self {
+            node_id,
             pool,
             writer,
             clock,
@@ -107,10 +110,13 @@ impl Scheduler {
     }
 
     fn reload(&mut self, ctx: &mut Context<Self>) {
-        let pool = self.pool.clone();
+        let (pool, node) = (self.pool.clone(), self.node_id);
         let load = actix_rt::task::spawn_blocking(move || {
             let conn = pool.get()?;
-            Ok::<_, CatalogError>((queue::load_scheduled(&conn)?, queue::generation(&conn)?))
+            Ok::<_, CatalogError>((
+                queue::load_scheduled(&conn, node)?,
+                queue::generation(&conn)?,
+            ))
         });
         ctx.spawn(load.into_actor(self).map(|joined, act, ctx| match joined {
             Ok(Ok((jobs, generation))) => {

@@ -20,12 +20,16 @@ use serde::Serialize;
 use super::health::HealthReport;
 use super::processor::{
     self, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances, SetPaused,
+    SetWritesPaused, TakeUtilization, Utilization,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::writer::{self, Writer};
-use crate::catalog::now_ms;
-use crate::catalog::queue::{self, LocalProcessor};
+use crate::catalog::activation::{self, JobActivation, NewDecision};
+use crate::catalog::queue::{self, LocalProcessor, StatSample};
+use crate::catalog::{CatalogError, now_ms};
 use crate::executor::ExecEnv;
+use crate::model::{ActivationState, Pin};
+use crate::policy::{Action, Decision, JobView, Policy, PolicyConfig, ProcessorView};
 
 /// How often the node's heartbeat is written.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -71,6 +75,13 @@ pub struct Supervisor {
     last_health: Option<HealthReport>,
     paused: bool,
     stopping: bool,
+    policy: Policy,
+    /// Instances per processor as the policy set them (starts at the catalog's `instances`).
+    instances: HashMap<i64, u32>,
+    /// The initial activation is written; the policy may decide.
+    activated: bool,
+    evaluating: bool,
+    writes_paused: bool,
 }
 
 impl Supervisor {
@@ -81,6 +92,7 @@ impl Supervisor {
         writer: Addr<Writer>,
         env: ExecEnv,
         scheduler: Addr<Scheduler>,
+        policy: PolicyConfig,
     ) -> Self {
         // Claim tokens grow with time across restarts, and with each claim within one.
         let tokens = Arc::new(AtomicI64::new(now_ms() << 10));
@@ -96,7 +108,184 @@ impl Supervisor {
             last_health: None,
             paused: false,
             stopping: false,
+            policy: Policy::new(policy),
+            instances: HashMap::new(),
+            activated: false,
+            evaluating: false,
+            writes_paused: false,
         }
+    }
+
+    /// Start-up as the spec says: only the minimum is active; the policy adds the rest while
+    /// the node is healthy.
+    fn activate_minimum(&mut self, ctx: &mut Context<Self>) {
+        let (writer, node) = (self.writer.clone(), self.node_id);
+        let policy = Policy::new(self.policy.config().clone());
+        let write = async move {
+            writer::call(&writer, move |c| {
+                let jobs = activation::job_activations(c, node)?;
+                let views: Vec<JobView> = jobs.iter().map(job_view).collect();
+                let minimum = policy.initial_active(&views);
+                let now = now_ms();
+                for job in &jobs {
+                    let (state, reason) = if minimum.contains(&job.job_id) {
+                        let why = match (job.pin, job.required) {
+                            (Some(Pin::Active), _) => "pinned active",
+                            (_, true) => "start-up minimum: required",
+                            _ => "start-up minimum: priority at or above the floor",
+                        };
+                        (ActivationState::Active, why)
+                    } else if job.pin == Some(Pin::Inactive) {
+                        (ActivationState::Standby, "pinned inactive")
+                    } else {
+                        (
+                            ActivationState::Standby,
+                            "standby: activated in priority order while the node is healthy",
+                        )
+                    };
+                    activation::set_state(c, node, job.job_id, state, reason, now)?;
+                }
+                activation::set_writes_paused(c, node, false)?;
+                Ok(minimum.len())
+            })
+            .await
+        };
+        ctx.spawn(write.into_actor(self).map(|result, act, _| match result {
+            Ok(n) => {
+                tracing::info!(active = n, "start-up minimum activated");
+                act.activated = true;
+            }
+            Err(e) => tracing::error!("writing the start-up activation: {e}"),
+        }));
+    }
+
+    /// One policy step: the sample in, decisions out, carried out and logged.
+    fn evaluate(&mut self, report: HealthReport, ctx: &mut Context<Self>) {
+        if !self.activated || self.evaluating || self.stopping || self.paused {
+            return;
+        }
+        self.evaluating = true;
+        let asks: Vec<_> = self
+            .processors
+            .iter()
+            .map(|(id, (row, addr))| (*id, row.clone(), addr.send(TakeUtilization)))
+            .collect();
+        let (pool, node) = (self.pool.clone(), self.node_id);
+        let gather = async move {
+            let mut utils = Vec::new();
+            for (id, row, ask) in asks {
+                if let Ok(u) = ask.await {
+                    utils.push((id, row, u));
+                }
+            }
+            let jobs = actix_rt::task::spawn_blocking(move || {
+                let conn = pool.get()?;
+                activation::job_activations(&conn, node)
+            })
+            .await;
+            (utils, jobs)
+        };
+        ctx.spawn(gather.into_actor(self).map(move |(utils, jobs), act, ctx| {
+            let jobs = match jobs {
+                Ok(Ok(jobs)) => jobs,
+                Ok(Err(e)) => {
+                    act.evaluating = false;
+                    return tracing::error!("loading activations: {e}");
+                }
+                Err(e) => {
+                    act.evaluating = false;
+                    return tracing::error!("loading activations panicked: {e}");
+                }
+            };
+            act.policy.handle_sample(&report.to_sample());
+            let views: Vec<JobView> = jobs.iter().map(job_view).collect();
+            let procs: Vec<ProcessorView> = utils
+                .iter()
+                .map(
+                    |(id, row, u): &(i64, LocalProcessor, Utilization)| ProcessorView {
+                        processor_id: *id,
+                        name: row.name.clone(),
+                        instances: u.instances as u32,
+                        min_instances: row.instances.max(1) as u32,
+                        max_instances: row.max_instances.max(row.instances).max(1) as u32,
+                        utilization: u.fraction,
+                    },
+                )
+                .collect();
+            let decisions = act.policy.poll_decisions(report.at, &views, &procs);
+            let stats: Vec<StatSample> = utils
+                .iter()
+                .map(|(_, row, u)| StatSample {
+                    stat_type: "job_processor.busy_ms".into(),
+                    unit: "ms",
+                    subject: Some(row.name.clone()),
+                    value: u.busy_ms as f64,
+                })
+                .collect();
+            act.apply(decisions, jobs, stats, report.at, ctx);
+        }));
+    }
+
+    fn apply(
+        &mut self,
+        decisions: Vec<Decision>,
+        jobs: Vec<JobActivation>,
+        stats: Vec<StatSample>,
+        at: i64,
+        ctx: &mut Context<Self>,
+    ) {
+        for d in &decisions {
+            tracing::info!(action = d.action.as_str(), reason = %d.reason, "policy decision");
+            match d.action {
+                Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
+                    let add = matches!(d.action, Action::AddInstance { .. });
+                    if let Some((row, addr)) = self.processors.get(&processor_id) {
+                        let now = self
+                            .instances
+                            .get(&processor_id)
+                            .copied()
+                            .unwrap_or(row.instances.max(1) as u32);
+                        let next = if add {
+                            now + 1
+                        } else {
+                            now.saturating_sub(1).max(1)
+                        };
+                        self.instances.insert(processor_id, next);
+                        addr.do_send(SetInstances(next as usize));
+                    }
+                }
+                Action::PauseWrites | Action::ResumeWrites => {
+                    self.writes_paused = matches!(d.action, Action::PauseWrites);
+                    for (_, addr) in self.processors.values() {
+                        addr.do_send(SetWritesPaused(self.writes_paused));
+                    }
+                }
+                Action::Activate { .. } | Action::Deactivate { .. } => {}
+            }
+        }
+        let names: HashMap<i64, String> = jobs.iter().map(|j| (j.job_id, j.name.clone())).collect();
+        let processor_names: HashMap<i64, String> = self
+            .processors
+            .iter()
+            .map(|(id, (row, _))| (*id, row.name.clone()))
+            .collect();
+        let (writer, node) = (self.writer.clone(), self.node_id);
+        let write = async move {
+            writer::call(&writer, move |c| {
+                queue::record_stats(c, node, at, &stats)?;
+                for d in &decisions {
+                    record(c, node, d, &names, &processor_names)?;
+                }
+                Ok::<_, CatalogError>(())
+            })
+            .await
+        };
+        ctx.spawn(write.into_actor(self).map(|result, act, _| {
+            act.evaluating = false;
+            if let Err(e) = result {
+                tracing::error!("recording policy decisions: {e}");
+            }
+        }));
     }
 
     /// Starts, resizes and stops processors to match the catalog's rows.
@@ -135,6 +324,9 @@ impl Supervisor {
                     }
                     None => {
                         let addr = act.start_processor(&row, ctx);
+                        if act.writes_paused {
+                            addr.do_send(SetWritesPaused(true));
+                        }
                         act.processors.insert(id, (row, addr));
                     }
                 }
@@ -165,10 +357,73 @@ impl Supervisor {
     }
 }
 
+/// Carries out one decision's catalog part and logs it.
+fn record(
+    c: &rusqlite::Connection,
+    node: i64,
+    d: &Decision,
+    jobs: &HashMap<i64, String>,
+    processors: &HashMap<i64, String>,
+) -> Result<(), CatalogError> {
+    let evidence = serde_json::to_string(&d.evidence).ok();
+    let (job_id, processor_id, subject) = match d.action {
+        Action::Activate { job_id } => {
+            activation::set_state(c, node, job_id, ActivationState::Active, &d.reason, d.at)?;
+            (Some(job_id), None, jobs.get(&job_id).cloned())
+        }
+        Action::Deactivate { job_id } => {
+            activation::set_state(c, node, job_id, ActivationState::Standby, &d.reason, d.at)?;
+            queue::skip_queued_slots(
+                c,
+                job_id,
+                &format!("skipped: job deactivated ({})", d.reason),
+                d.at,
+            )?;
+            (Some(job_id), None, jobs.get(&job_id).cloned())
+        }
+        Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => (
+            None,
+            Some(processor_id),
+            processors.get(&processor_id).cloned(),
+        ),
+        Action::PauseWrites | Action::ResumeWrites => {
+            activation::set_writes_paused(c, node, matches!(d.action, Action::PauseWrites))?;
+            (None, None, None)
+        }
+    };
+    let row = NewDecision {
+        at: d.at,
+        action: d.action.as_str(),
+        job_id,
+        processor_id,
+        subject: subject.as_deref(),
+        reason: &d.reason,
+        evidence,
+    };
+    activation::record_decision(c, node, &row)
+}
+
+fn job_view(j: &JobActivation) -> JobView {
+    JobView {
+        job_id: j.job_id,
+        name: j.name.clone(),
+        priority: j.priority,
+        required: j.required,
+        pin: j.pin.map(|p| match p {
+            Pin::Active => crate::policy::Pin::Active,
+            Pin::Inactive => crate::policy::Pin::Inactive,
+        }),
+        active: j.state == Some(ActivationState::Active),
+        writes_data: j.writes_data,
+        maintenance: j.maintenance,
+    }
+}
+
 impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.activate_minimum(ctx);
         self.sync_processors(ctx);
         ctx.run_interval(HEARTBEAT, |act, ctx| {
             let (writer, node) = (act.writer.clone(), act.node_id);
@@ -188,14 +443,15 @@ impl Actor for Supervisor {
 
 impl Handler<HealthReport> for Supervisor {
     type Result = ();
-    fn handle(&mut self, msg: HealthReport, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: HealthReport, ctx: &mut Context<Self>) {
         tracing::debug!(
             cpu = msg.cpu_used,
             mem_avail = msg.memory_available,
             disk_avail = msg.disk_available,
             "health"
         );
-        self.last_health = Some(msg);
+        self.last_health = Some(msg.clone());
+        self.evaluate(msg, ctx);
     }
 }
 

@@ -25,6 +25,7 @@ fn an_embedded_engine_runs_registered_functions_and_answers_messages() {
     actix_rt::System::new().block_on(async move {
         let mut cfg = jobvisor::config::NodeConfig::default();
         cfg.node.data_dir = ws.path("data").display().to_string();
+        cfg.policy.priority_floor = i64::MIN;
         let engine = Engine::builder()
             .config(cfg)
             .db(&db)

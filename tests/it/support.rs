@@ -1,4 +1,6 @@
 //! Shared helpers: run the real binary against a temporary folder.
+// Shared by the `it` and `self_tuning` test binaries; each uses a different part.
+#![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -7,13 +9,27 @@ use std::process::{Command, Output};
 pub struct Workspace {
     /// Keeps the folder alive.
     pub dir: tempfile::TempDir,
+    /// Environment for nodes started from here.
+    pub node_env: std::cell::RefCell<Vec<(String, String)>>,
 }
 
 impl Workspace {
+    /// A workspace whose nodes activate every job at start (a policy floor below any
+    /// priority), so tests of the runtime do not wait for the self-tuning ramp.
     pub fn new() -> Self {
-        Self {
+        let ws = Self {
             dir: tempfile::tempdir().unwrap(),
-        }
+            node_env: Default::default(),
+        };
+        ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", "-1000000000");
+        ws
+    }
+
+    /// Sets an environment variable for nodes started from here.
+    pub fn set_node_env(&self, key: &str, value: &str) {
+        let mut env = self.node_env.borrow_mut();
+        env.retain(|(k, _)| k != key);
+        env.push((key.to_string(), value.to_string()));
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -114,6 +130,12 @@ impl Workspace {
             .current_dir(self.dir.path())
             .env_remove("JOBVISOR_CONFIG")
             .env("JOBVISOR__NODE__SHUTDOWN_GRACE", "2000")
+            .envs(
+                self.node_env
+                    .borrow()
+                    .iter()
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(self.path(&format!("{name}.log"))).unwrap())
             .spawn()

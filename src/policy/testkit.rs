@@ -1,0 +1,357 @@
+//! Test kit for the policy: sample builders, a fake node ([`World`]) that carries decisions
+//! out the way the runtime does, and the invariants checked after every sample.
+//!
+//! Invariant: test-only; reads no clock and imports neither actix nor rusqlite. Randomness
+//! comes only from [`crate::sim::SimRng`], so a seed names a run.
+
+use crate::policy::{
+    Action, Cause, Decision, JobView, Level, Pin, Policy, PolicyConfig, ProcessorView, Resource,
+    Sample,
+};
+use crate::sim::SimRng;
+
+pub const MIB: u64 = 1024 * 1024;
+pub const GIB: u64 = 1024 * MIB;
+/// Samples are 5 s apart, as the Health actor's default interval.
+pub const TICK: i64 = 5_000;
+/// An arbitrary epoch start, so that times are not small numbers by accident.
+pub const T0: i64 = 1_700_000_000_000;
+
+/// A comfortably healthy sample: 20% CPU, 4 of 8 GiB available, no swap, half the disk free,
+/// a quiet link, no PSI.
+pub fn healthy(at: i64) -> Sample {
+    Sample {
+        at,
+        cpu_used: 20.0,
+        memory_available: 4 * GIB,
+        memory_total: 8 * GIB,
+        swap_used: 0,
+        swap_total: 0,
+        disk_available: 50 * GIB,
+        disk_total: 100 * GIB,
+        net_bytes_per_s: 1_000.0,
+        psi_cpu: None,
+        psi_memory: None,
+        psi_io: None,
+    }
+}
+
+/// Uniform noise in `-amp..=amp`.
+pub fn noise(rng: &mut SimRng, amp: f64) -> f64 {
+    (rng.below(2001) as f64 / 1000.0 - 1.0) * amp
+}
+
+/// A job with the given id, priority and flags (inactive, unpinned).
+pub fn job(job_id: i64, priority: i64) -> JobView {
+    JobView {
+        job_id,
+        name: format!("job{job_id}"),
+        priority,
+        required: false,
+        pin: None,
+        active: false,
+        writes_data: false,
+        maintenance: false,
+    }
+}
+
+/// A job set with every kind: two required, one at the floor, standby jobs of assorted
+/// priorities (with a tie), a maintenance job and data writers.
+pub fn mixed_jobs() -> Vec<JobView> {
+    let mut jobs = vec![
+        JobView {
+            required: true,
+            ..job(1, 10)
+        },
+        JobView {
+            required: true,
+            writes_data: true,
+            ..job(2, 0)
+        },
+        job(3, 100),
+        JobView {
+            writes_data: true,
+            ..job(4, 50)
+        },
+        job(5, 70),
+        JobView {
+            writes_data: true,
+            ..job(6, 50)
+        },
+        job(7, 5),
+        JobView {
+            maintenance: true,
+            writes_data: true,
+            ..job(8, 20)
+        },
+        job(9, 90),
+        JobView {
+            writes_data: true,
+            ..job(10, 30)
+        },
+    ];
+    for j in &mut jobs {
+        j.name = match j.job_id {
+            1 => "heartbeat",
+            2 => "ingest",
+            3 => "sync",
+            4 => "report",
+            5 => "index",
+            6 => "export",
+            7 => "thumbnails",
+            8 => "prune",
+            9 => "backfill",
+            _ => "stats",
+        }
+        .into();
+    }
+    jobs
+}
+
+/// A fake node: the catalog's job and processor state, the policy, and every decision.
+pub struct World {
+    pub policy: Policy,
+    pub jobs: Vec<JobView>,
+    pub processors: Vec<ProcessorView>,
+    pub log: Vec<Decision>,
+}
+
+impl World {
+    /// A node at start-up: the catalog's jobs with only the minimum active.
+    pub fn start(cfg: PolicyConfig, mut jobs: Vec<JobView>) -> World {
+        let policy = Policy::new(cfg);
+        let minimum = policy.initial_active(&jobs);
+        for j in &mut jobs {
+            j.active = minimum.contains(&j.job_id);
+        }
+        World {
+            policy,
+            jobs,
+            processors: Vec::new(),
+            log: Vec::new(),
+        }
+    }
+
+    /// One sample in, decisions polled at the sample's time, carried out, invariants checked.
+    pub fn feed(&mut self, s: &Sample) -> Vec<Decision> {
+        self.policy.handle_sample(s);
+        let out = self
+            .policy
+            .poll_decisions(s.at, &self.jobs, &self.processors);
+        for d in &out {
+            self.check_decision(d);
+            self.apply(d);
+        }
+        self.log.extend(out.iter().cloned());
+        self.check_state(&out);
+        out
+    }
+
+    /// Feeds every sample of a trace.
+    pub fn run(&mut self, trace: &[Sample]) {
+        for s in trace {
+            self.feed(s);
+        }
+    }
+
+    pub fn job(&self, id: i64) -> &JobView {
+        self.jobs
+            .iter()
+            .find(|j| j.job_id == id)
+            .expect("job exists")
+    }
+
+    pub fn set_pin(&mut self, id: i64, pin: Option<Pin>) {
+        self.jobs.iter_mut().find(|j| j.job_id == id).unwrap().pin = pin;
+    }
+
+    fn apply(&mut self, d: &Decision) {
+        match d.action {
+            Action::Activate { job_id } | Action::Deactivate { job_id } => {
+                let j = self.jobs.iter_mut().find(|j| j.job_id == job_id).unwrap();
+                j.active = matches!(d.action, Action::Activate { .. });
+            }
+            Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
+                let p = self
+                    .processors
+                    .iter_mut()
+                    .find(|p| p.processor_id == processor_id)
+                    .unwrap();
+                if matches!(d.action, Action::AddInstance { .. }) {
+                    p.instances += 1;
+                } else {
+                    p.instances -= 1;
+                }
+            }
+            Action::PauseWrites | Action::ResumeWrites => {}
+        }
+    }
+
+    /// What must hold of each decision, before it is carried out.
+    fn check_decision(&self, d: &Decision) {
+        assert!(!d.reason.is_empty(), "a decision without a reason: {d:?}");
+        if let Some(id) = d.action.processor_id() {
+            let p = self
+                .processors
+                .iter()
+                .find(|p| p.processor_id == id)
+                .unwrap_or_else(|| panic!("decision names an unknown processor: {d:?}"));
+            match d.action {
+                Action::AddInstance { .. } => assert!(p.instances < p.max_instances, "{d:?}"),
+                _ => assert!(p.instances > p.min_instances, "{d:?}"),
+            }
+        }
+        let Some(id) = d.action.job_id() else { return };
+        let j = self
+            .jobs
+            .iter()
+            .find(|j| j.job_id == id)
+            .unwrap_or_else(|| panic!("decision names an unknown job: {d:?}"));
+        match d.action {
+            Action::Activate { .. } => {
+                assert!(!j.active, "activates an active job: {d:?}");
+                assert_ne!(
+                    j.pin,
+                    Some(Pin::Inactive),
+                    "activates a pinned-inactive job"
+                );
+                if d.cause == Cause::Health {
+                    assert_eq!(
+                        self.policy.overall(),
+                        Level::Ok,
+                        "health activation while not ok: {d:?}"
+                    );
+                }
+            }
+            _ => {
+                assert!(j.active, "deactivates an inactive job: {d:?}");
+                assert_ne!(j.pin, Some(Pin::Active), "deactivates a pinned-active job");
+                if j.pin != Some(Pin::Inactive) {
+                    assert!(!j.required, "deactivates a required job: {d:?}");
+                    assert!(
+                        !self.policy.in_minimum(j),
+                        "sheds a job of the minimum: {d:?}"
+                    );
+                }
+                if j.maintenance && d.cause == Cause::Health {
+                    assert!(
+                        self.policy.level(Resource::Disk) < Level::Strained,
+                        "sheds a maintenance job while the disk is strained: {d:?}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// What must hold after every sample's decisions are carried out.
+    fn check_state(&self, out: &[Decision]) {
+        for j in &self.jobs {
+            if j.pin == Some(Pin::Inactive) {
+                assert!(!j.active, "pinned-inactive job `{}` is active", j.name);
+            }
+            if self.policy.in_minimum(j) {
+                assert!(j.active, "job `{}` of the minimum is not active", j.name);
+            }
+        }
+        for p in &self.processors {
+            assert!(p.instances >= p.min_instances && p.instances <= p.max_instances);
+        }
+        // The flap bound: no job toggled by health more than twice in any 60 s window (the
+        // flap budget is 2 × cooldown, so this holds for a cooldown of 30 s or more).
+        if self.policy.config().cooldown < 30_000 {
+            return;
+        }
+        for d in out {
+            if let Some(id) = d.action.job_id() {
+                let recent = self.toggles_of(id, d.at - 59_999, d.at);
+                assert!(
+                    recent.len() <= 2,
+                    "job {id} toggled {} times within 60 s:\n{}",
+                    recent.len(),
+                    self.dump()
+                );
+            }
+        }
+    }
+
+    /// Health toggles (activate or deactivate) of one job within `from..=to`.
+    pub fn toggles_of(&self, id: i64, from: i64, to: i64) -> Vec<&Decision> {
+        self.log
+            .iter()
+            .filter(|d| d.cause == Cause::Health && d.action.job_id() == Some(id))
+            .filter(|d| (from..=to).contains(&d.at))
+            .collect()
+    }
+
+    /// Every activate/deactivate decision, all jobs together.
+    pub fn toggles(&self) -> Vec<&Decision> {
+        self.log
+            .iter()
+            .filter(|d| d.action.job_id().is_some())
+            .collect()
+    }
+
+    /// The most toggles (all jobs together) in any 60 s window, `[t, t + 60 s)`, from `from`.
+    pub fn max_toggles_per_minute(&self, from: i64) -> usize {
+        let times: Vec<i64> = self
+            .toggles()
+            .iter()
+            .map(|d| d.at)
+            .filter(|&t| t >= from)
+            .collect();
+        (0..times.len())
+            .map(|i| {
+                times[i..]
+                    .iter()
+                    .take_while(|&&t| t < times[i] + 60_000)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// The first decision at or after `at` matching `f`.
+    pub fn first_after(&self, at: i64, f: impl Fn(&Decision) -> bool) -> Option<&Decision> {
+        self.log.iter().find(|d| d.at >= at && f(d))
+    }
+
+    pub fn active_ids(&self) -> Vec<i64> {
+        self.jobs
+            .iter()
+            .filter(|j| j.active)
+            .map(|j| j.job_id)
+            .collect()
+    }
+
+    /// The decision log, one line each, for failure messages.
+    pub fn dump(&self) -> String {
+        self.log
+            .iter()
+            .map(|d| {
+                format!(
+                    "  +{:>5}s {:<16} {}",
+                    (d.at - T0) / 1000,
+                    d.action.as_str(),
+                    d.reason
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
+/// `n` samples from `start`, `TICK` apart, each built by `f(i, sample)` from a healthy one.
+pub fn trace(start: i64, n: usize, mut f: impl FnMut(usize, &mut Sample)) -> Vec<Sample> {
+    (0..n)
+        .map(|i| {
+            let mut s = healthy(start + i as i64 * TICK);
+            f(i, &mut s);
+            s
+        })
+        .collect()
+}
+
+/// Healthy samples with a little CPU noise.
+pub fn calm(rng: &mut SimRng, start: i64, n: usize) -> Vec<Sample> {
+    trace(start, n, |_, s| s.cpu_used = 25.0 + noise(rng, 10.0))
+}

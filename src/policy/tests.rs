@@ -1,0 +1,453 @@
+//! Unit tests of the policy's parts: the config and its validation, the per-resource
+//! classification and hysteresis, reasons and evidence, processors, clock jumps.
+//!
+//! Invariant: reads no clock and imports neither actix nor rusqlite.
+
+use crate::policy::testkit::*;
+use crate::policy::{
+    Action, Cause, Health, JobView, Level, Pin, Policy, PolicyConfig, ProcessorView, Resource,
+    Sample, duration,
+};
+
+#[test]
+fn defaults_are_the_documented_ones() {
+    let c = PolicyConfig::default();
+    assert_eq!((c.cpu_strained, c.cpu_critical), (90.0, 97.0));
+    assert_eq!(
+        (c.memory_strained, c.memory_critical),
+        (200 * MIB, 100 * MIB)
+    );
+    assert_eq!((c.swap_strained, c.swap_critical), (50.0, 80.0));
+    assert_eq!((c.disk_strained, c.disk_critical), (15.0, 5.0));
+    assert_eq!(c.network_capacity, 0);
+    assert_eq!((c.network_strained, c.network_critical), (80.0, 95.0));
+    assert_eq!((c.psi_strained, c.psi_critical), (40.0, 80.0));
+    assert_eq!((c.enter_after, c.leave_after), (2, 2));
+    assert_eq!((c.step_interval, c.cooldown), (30_000, 30_000));
+    assert_eq!(c.priority_floor, 100);
+    assert_eq!((c.busy_high, c.busy_low), (0.9, 0.1));
+    assert_eq!(c.validate(), Ok(()));
+}
+
+#[test]
+fn config_reads_from_toml_with_defaults_and_rejects_unknown_keys() {
+    #[derive(serde::Deserialize)]
+    struct Node {
+        policy: PolicyConfig,
+    }
+    let n: Node = toml::from_str("[policy]\ncpu_strained = 80.0\ncooldown = 60000\n").unwrap();
+    assert_eq!(
+        n.policy,
+        PolicyConfig {
+            cpu_strained: 80.0,
+            cooldown: 60_000,
+            ..PolicyConfig::default()
+        }
+    );
+    let empty: Node = toml::from_str("[policy]\n").unwrap();
+    assert_eq!(empty.policy, PolicyConfig::default());
+    let err = toml::from_str::<Node>("[policy]\ncpu_strianed = 80.0\n")
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("cpu_strianed"), "{err}");
+    // Every field round-trips, so `config --print-defaults` can print this struct.
+    let text = toml::to_string(&PolicyConfig::default()).unwrap();
+    assert_eq!(
+        toml::from_str::<PolicyConfig>(&text).unwrap(),
+        PolicyConfig::default()
+    );
+}
+
+#[test]
+fn validation_names_the_field_the_value_and_the_reason() {
+    let bad = |f: fn(&mut PolicyConfig)| {
+        let mut c = PolicyConfig::default();
+        f(&mut c);
+        c.validate().unwrap_err()
+    };
+    let e = bad(|c| c.cpu_critical = 80.0);
+    assert_eq!(
+        e.to_string(),
+        "policy.cpu_critical = 80: must be at least cpu_strained (90)"
+    );
+    assert_eq!(bad(|c| c.disk_strained = 150.0).field, "disk_strained");
+    assert_eq!(bad(|c| c.psi_critical = f64::NAN).field, "psi_critical");
+    assert_eq!(
+        bad(|c| c.memory_critical = 300 * MIB).field,
+        "memory_critical"
+    );
+    assert_eq!(bad(|c| c.disk_critical = 20.0).field, "disk_critical");
+    assert_eq!(bad(|c| c.busy_low = 0.95).field, "busy_low");
+    assert_eq!(bad(|c| c.busy_high = 1.5).field, "busy_high");
+    assert_eq!(bad(|c| c.enter_after = 0).field, "enter_after");
+    assert_eq!(bad(|c| c.cooldown = -1).field, "cooldown");
+    assert_eq!(bad(|c| c.network_critical = 50.0).field, "network_critical");
+}
+
+#[test]
+fn each_resource_reads_its_value_in_its_unit_and_unknowns_are_ok() {
+    let cfg = PolicyConfig {
+        network_capacity: 1_000_000,
+        ..PolicyConfig::default()
+    };
+    let s = Sample {
+        swap_used: 3 * GIB,
+        swap_total: 4 * GIB,
+        net_bytes_per_s: 900_000.0,
+        psi_memory: Some(85.0),
+        ..healthy(T0)
+    };
+    let v = |r: Resource| r.value(&s, &cfg);
+    assert_eq!(v(Resource::Cpu), Some(20.0));
+    assert_eq!(v(Resource::Memory), Some((4 * GIB) as f64));
+    assert_eq!(v(Resource::Swap), Some(75.0));
+    assert_eq!(v(Resource::Disk), Some(50.0));
+    assert_eq!(v(Resource::Network), Some(90.0));
+    assert_eq!(v(Resource::PsiCpu), None);
+    let level = |r: Resource| r.classify(v(r), &cfg);
+    assert_eq!(level(Resource::Swap), Level::Strained);
+    assert_eq!(level(Resource::Network), Level::Strained);
+    assert_eq!(level(Resource::PsiMemory), Level::Critical);
+    assert_eq!(level(Resource::PsiCpu), Level::Ok, "no PSI counts as ok");
+    // No swap, unknown totals, unknown capacity, a NaN reading: no value, ok.
+    let blind = Sample {
+        memory_total: 0,
+        disk_total: 0,
+        cpu_used: f64::NAN,
+        ..healthy(T0)
+    };
+    let d = PolicyConfig::default();
+    for r in Resource::ALL {
+        assert_eq!(r.classify(r.value(&blind, &d), &d), Level::Ok, "{r:?}");
+    }
+    for r in Resource::ALL {
+        assert_eq!(Resource::parse(r.as_str()), Some(r));
+    }
+}
+
+#[test]
+fn thresholds_are_strict() {
+    let c = PolicyConfig::default();
+    assert_eq!(Resource::Cpu.classify(Some(90.0), &c), Level::Ok);
+    assert_eq!(Resource::Cpu.classify(Some(90.1), &c), Level::Strained);
+    assert_eq!(Resource::Cpu.classify(Some(97.1), &c), Level::Critical);
+    assert_eq!(Resource::Disk.classify(Some(15.0), &c), Level::Ok);
+    assert_eq!(Resource::Disk.classify(Some(14.9), &c), Level::Strained);
+    assert_eq!(Resource::Disk.classify(Some(4.9), &c), Level::Critical);
+    let mem = |mib: u64| Some((mib * MIB) as f64);
+    assert_eq!(Resource::Memory.classify(mem(200), &c), Level::Ok);
+    assert_eq!(Resource::Memory.classify(mem(199), &c), Level::Strained);
+    assert_eq!(Resource::Memory.classify(mem(99), &c), Level::Critical);
+}
+
+fn cpu_levels(cfg: &PolicyConfig, readings: &[f64]) -> Vec<Level> {
+    let mut h = Health::default();
+    readings
+        .iter()
+        .enumerate()
+        .map(|(i, &cpu)| {
+            h.handle_sample(
+                &Sample {
+                    cpu_used: cpu,
+                    ..healthy(T0 + i as i64 * TICK)
+                },
+                cfg,
+            );
+            h.level(Resource::Cpu)
+        })
+        .collect()
+}
+
+#[test]
+fn hysteresis_enters_after_k_bad_and_leaves_after_m_good_samples() {
+    use Level::*;
+    let c = PolicyConfig::default();
+    // A lone spike changes nothing; two in a row enter; one good sample does not leave.
+    assert_eq!(
+        cpu_levels(&c, &[95.0, 20.0, 95.0, 95.0, 20.0, 95.0, 20.0, 20.0]),
+        [Ok, Ok, Ok, Strained, Strained, Strained, Strained, Ok]
+    );
+    // Strained then critical readings: critical needs its own run of 2.
+    assert_eq!(
+        cpu_levels(&c, &[95.0, 99.0, 99.0, 95.0, 95.0, 20.0, 20.0]),
+        [Ok, Strained, Critical, Critical, Strained, Strained, Ok]
+    );
+    // Two ok readings take a critical resource straight to ok.
+    assert_eq!(
+        cpu_levels(&c, &[99.0, 99.0, 20.0, 20.0]),
+        [Ok, Critical, Critical, Ok]
+    );
+    // k = 3, m = 1.
+    let c3 = PolicyConfig {
+        enter_after: 3,
+        leave_after: 1,
+        ..c
+    };
+    assert_eq!(
+        cpu_levels(&c3, &[95.0, 95.0, 20.0, 95.0, 95.0, 95.0, 20.0]),
+        [Ok, Ok, Ok, Ok, Ok, Strained, Ok]
+    );
+    // 0 acts as 1 (the policy never panics on an unvalidated config).
+    let c0 = PolicyConfig {
+        enter_after: 0,
+        leave_after: 0,
+        ..PolicyConfig::default()
+    };
+    assert_eq!(cpu_levels(&c0, &[95.0, 20.0]), [Strained, Ok]);
+}
+
+#[test]
+fn thresholds_change_at_run_time_through_the_same_hysteresis() {
+    let mut p = Policy::new(PolicyConfig::default());
+    for i in 0..3 {
+        p.handle_sample(&Sample {
+            cpu_used: 95.0,
+            ..healthy(T0 + i * TICK)
+        });
+    }
+    assert_eq!(p.level(Resource::Cpu), Level::Strained);
+    p.set_config(PolicyConfig {
+        cpu_strained: 96.0,
+        ..PolicyConfig::default()
+    });
+    assert_eq!(p.config().cpu_strained, 96.0);
+    assert_eq!(p.level(Resource::Cpu), Level::Strained, "no flip by itself");
+    p.handle_sample(&Sample {
+        cpu_used: 95.0,
+        ..healthy(T0 + 3 * TICK)
+    });
+    p.handle_sample(&Sample {
+        cpu_used: 95.0,
+        ..healthy(T0 + 4 * TICK)
+    });
+    assert_eq!(p.level(Resource::Cpu), Level::Ok);
+}
+
+#[test]
+fn reasons_read_as_sentences() {
+    let mut w = World::start(
+        PolicyConfig::default(),
+        vec![
+            JobView {
+                required: true,
+                ..job(1, 50)
+            },
+            JobView {
+                name: "report".into(),
+                ..job(2, 5)
+            },
+            JobView {
+                name: "sync".into(),
+                ..job(3, 40)
+            },
+        ],
+    );
+    let mut out = Vec::new();
+    for i in 0..7 {
+        out.extend(w.feed(&healthy(T0 + i * TICK)));
+    }
+    assert_eq!(out.len(), 1);
+    assert_eq!(
+        out[0].reason,
+        "all resources ok for 30 s: activate standby job `sync` (priority 40)"
+    );
+    assert_eq!(
+        out[0].evidence.len(),
+        3,
+        "cpu, memory, disk: {:?}",
+        out[0].evidence
+    );
+    let mut out = Vec::new();
+    for (i, cpu) in [85.0, 96.2].into_iter().enumerate() {
+        out.extend(w.feed(&Sample {
+            cpu_used: cpu,
+            ..healthy(T0 + (10 + i as i64) * TICK)
+        }));
+    }
+    for i in 12..14 {
+        out.extend(w.feed(&Sample {
+            cpu_used: 96.2,
+            ..healthy(T0 + i * TICK)
+        }));
+    }
+    assert_eq!(out.len(), 1, "{out:?}");
+    // 85% is ok, so the strain began at +55 s and was entered (and acted on) at +60 s.
+    assert_eq!(out[0].at, T0 + 60_000);
+    assert_eq!(
+        out[0].reason,
+        "cpu 96.2% > 90% for 2 samples: shed lowest-priority job `sync` (priority 40)"
+    );
+    assert_eq!(out[0].evidence, [(Resource::Cpu, 96.2)]);
+    assert_eq!(duration(90_000), "90 s");
+    assert_eq!(duration(120_000), "2 min");
+    assert_eq!(duration(1_500), "1.5 s");
+}
+
+#[test]
+fn decisions_serialize_with_stable_names() {
+    let d = crate::policy::Decision {
+        at: 1,
+        action: Action::Deactivate { job_id: 7 },
+        reason: "r".into(),
+        evidence: vec![(Resource::PsiIo, 50.0)],
+        cause: Cause::Health,
+    };
+    assert_eq!(
+        serde_json::to_string(&d).unwrap(),
+        r#"{"at":1,"action":{"deactivate":{"job_id":7}},"reason":"r","evidence":[["psi_io",50.0]],"cause":"health"}"#
+    );
+    assert_eq!(
+        serde_json::to_string(&Action::PauseWrites).unwrap(),
+        r#""pause_writes""#
+    );
+    let names: Vec<&str> = [
+        Action::Activate { job_id: 1 },
+        Action::Deactivate { job_id: 1 },
+        Action::AddInstance { processor_id: 1 },
+        Action::RemoveInstance { processor_id: 1 },
+        Action::PauseWrites,
+        Action::ResumeWrites,
+    ]
+    .iter()
+    .map(|a| a.as_str())
+    .collect();
+    assert_eq!(
+        names,
+        [
+            "activate",
+            "deactivate",
+            "add_instance",
+            "remove_instance",
+            "pause_writes",
+            "resume_writes"
+        ]
+    );
+    for p in Pin::ALL {
+        assert_eq!(Pin::parse(p.as_str()), Some(p));
+    }
+    for l in [Level::Ok, Level::Strained, Level::Critical] {
+        assert_eq!(Level::parse(l.as_str()), Some(l));
+    }
+    assert!(Level::Ok < Level::Strained && Level::Strained < Level::Critical);
+}
+
+fn processor(id: i64, instances: u32, utilization: f64) -> ProcessorView {
+    ProcessorView {
+        processor_id: id,
+        name: format!("p{id}"),
+        instances,
+        min_instances: 1,
+        max_instances: 3,
+        utilization,
+    }
+}
+
+#[test]
+fn a_busy_processor_grows_to_its_maximum_one_step_at_a_time_only_while_healthy() {
+    let mut w = World::start(PolicyConfig::default(), vec![]);
+    w.processors = vec![processor(1, 1, 0.95), processor(2, 1, 0.97)];
+    for i in 0..30 {
+        w.feed(&healthy(T0 + i * TICK));
+    }
+    let adds: Vec<(i64, Option<i64>)> = w
+        .log
+        .iter()
+        .map(|d| (d.at - T0, d.action.processor_id()))
+        .collect();
+    // The busiest first; one step per 30 s; each stops at its maximum of 3.
+    assert_eq!(
+        adds,
+        [
+            (30_000, Some(2)),
+            (60_000, Some(2)),
+            (90_000, Some(1)),
+            (120_000, Some(1))
+        ]
+    );
+    assert!(w.log[0].reason.starts_with(
+        "processor `p2` 97% busy > 90% and all resources ok: add an instance (1 -> 2, max 3)"
+    ));
+    // Under strain nothing is added, though it is busy.
+    let mut w = World::start(PolicyConfig::default(), vec![]);
+    w.processors = vec![processor(1, 1, 0.95)];
+    for i in 0..30 {
+        w.feed(&Sample {
+            cpu_used: 95.0,
+            ..healthy(T0 + i * TICK)
+        });
+    }
+    assert!(w.log.is_empty(), "{}", w.dump());
+}
+
+#[test]
+fn an_idle_processor_shrinks_to_its_minimum() {
+    let mut w = World::start(PolicyConfig::default(), vec![]);
+    w.processors = vec![processor(1, 3, 0.02), processor(2, 2, 0.5)];
+    for i in 0..20 {
+        w.feed(&Sample {
+            cpu_used: 95.0, // idling is reason enough, whatever the health
+            ..healthy(T0 + i * TICK)
+        });
+    }
+    let removes: Vec<i64> = w.log.iter().map(|d| d.at - T0).collect();
+    assert_eq!(removes, [0, 30_000]);
+    assert_eq!(w.processors[0].instances, 1);
+    assert_eq!(w.processors[1].instances, 2);
+    assert_eq!(
+        w.log[0].reason,
+        "processor `p1` 2% busy < 10%: remove an instance (3 -> 2, min 1)"
+    );
+}
+
+#[test]
+fn a_clock_set_back_does_not_freeze_the_policy() {
+    let mut w = World::start(
+        PolicyConfig::default(),
+        (1..=4).map(|i| job(i, 10 * i)).collect(),
+    );
+    for i in 0..7 {
+        w.feed(&healthy(T0 + i * TICK));
+    }
+    assert_eq!(w.toggles().len(), 1);
+    // The clock jumps back an hour: within a step interval of the jump the next job comes.
+    let back = T0 - 3_600_000;
+    for i in 0..8 {
+        w.feed(&healthy(back + i * TICK));
+    }
+    assert_eq!(w.toggles().len(), 2, "{}", w.dump());
+    assert_eq!(w.toggles()[1].at, back + 30_000);
+}
+
+#[test]
+fn polling_twice_without_a_new_sample_decides_nothing_new() {
+    let mut p = Policy::new(PolicyConfig::default());
+    let mut jobs: Vec<JobView> = (1..=4)
+        .map(|i| JobView {
+            active: true,
+            ..job(i, i)
+        })
+        .collect();
+    jobs[0].pin = Some(Pin::Inactive);
+    for i in 0..2 {
+        p.handle_sample(&Sample {
+            cpu_used: 99.0,
+            ..healthy(T0 + i * TICK)
+        });
+    }
+    let first = p.poll_decisions(T0 + TICK, &jobs, &[]);
+    assert_eq!(
+        first.iter().map(|d| d.action).collect::<Vec<_>>(),
+        [
+            Action::Deactivate { job_id: 1 },
+            Action::Deactivate { job_id: 2 }
+        ]
+    );
+    // Not yet carried out: the pin is decided again (it holds whatever happens), the shed
+    // waits for the next sample.
+    let again = p.poll_decisions(T0 + TICK + 100, &jobs, &[]);
+    assert_eq!(
+        again.iter().map(|d| d.action).collect::<Vec<_>>(),
+        [Action::Deactivate { job_id: 1 }]
+    );
+}
