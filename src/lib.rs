@@ -11,6 +11,7 @@ pub mod config;
 pub mod diag;
 pub mod executor;
 pub mod jobconf;
+pub mod lease;
 pub mod model;
 pub mod node;
 pub mod policy;

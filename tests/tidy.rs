@@ -8,7 +8,7 @@
 use std::path::{Path, PathBuf};
 
 /// The pure core, relative to the crate root: directories are scanned recursively.
-const PURE_CORE: &[&str] = &["src/schedule", "src/sim.rs", "src/policy"];
+const PURE_CORE: &[&str] = &["src/schedule", "src/sim.rs", "src/policy", "src/lease.rs"];
 
 /// Entries of [`PURE_CORE`] that may be absent because they are not written yet. Every other
 /// entry must exist, so that moving a module cannot silently turn this test into a no-op.

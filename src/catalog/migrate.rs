@@ -70,7 +70,7 @@ pub(crate) fn apply(
     conn: &mut Connection,
     migrations: &[Migration],
 ) -> Result<usize, CatalogError> {
-    let tx = conn.transaction()?;
+    let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute_batch(CREATE_HISTORY)?;
     let mut applied = 0;
     for m in migrations {

@@ -108,6 +108,14 @@ pub fn apply_pragmas(conn: &Connection, s: &DbSettings) -> rusqlite::Result<()> 
     conn.execute_batch(&pragmas(s))
 }
 
+/// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`). A deferred
+/// transaction that reads first and writes later fails at once with `SQLITE_BUSY` when another
+/// process committed meanwhile (WAL cannot upgrade a stale read snapshot); taking the lock up
+/// front lets `busy_timeout` wait for it instead.
+pub fn write_tx(conn: &mut Connection) -> Result<Transaction<'_>, CatalogError> {
+    Ok(conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
+}
+
 /// An open catalog: one write connection and a pool of read connections.
 pub struct Catalog {
     path: PathBuf,
@@ -172,7 +180,7 @@ impl Catalog {
     /// whether it did; a catalog that was seeded before is never touched again, so operator
     /// edits survive restarts.
     pub fn seed_if_new(&mut self, file: &CatalogFile, source: &str) -> Result<bool, CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         let seeded: Option<String> = tx
             .query_row(SELECT_META, ["seeded_at"], |r| r.get(0))
             .optional()?;
@@ -192,7 +200,7 @@ impl Catalog {
         file: &CatalogFile,
         actor: &str,
     ) -> Result<ImportReport, CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         let report = import_in(&tx, file, actor, "import")?;
         tx.commit()?;
         Ok(report)
@@ -223,7 +231,7 @@ impl Catalog {
 
     /// Inserts or replaces one job (already validated against the catalog).
     pub fn put_job(&mut self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         let existed = tx
             .query_row(SELECT_JOB_ID, [name], |_| Ok(()))
             .optional()?
@@ -242,7 +250,7 @@ impl Catalog {
         enabled: bool,
         actor: &str,
     ) -> Result<(), CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         if tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])? == 0 {
             return Err(not_found("job", name));
         }
@@ -259,7 +267,7 @@ impl Catalog {
 
     /// Removes a job and its run history; refused while one of its runs is executing.
     pub fn remove_job(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         let running: i64 = tx
             .query_row(COUNT_RUNNING_OF_JOB, [name], |r| r.get(0))
             .optional()?
@@ -283,7 +291,7 @@ impl Catalog {
         params: Option<&Json>,
         actor: &str,
     ) -> Result<i64, CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         let (job_id, processor_id, priority) = queue::job_for_trigger(&tx, name)?;
         let now = now_ms();
         let run = queue::NewRun {
@@ -317,7 +325,7 @@ impl Catalog {
         pin: Option<crate::model::Pin>,
         actor: &str,
     ) -> Result<(), CatalogError> {
-        let tx = self.conn.transaction()?;
+        let tx = write_tx(&mut self.conn)?;
         let job_id: i64 = tx
             .query_row(SELECT_JOB_ID, [name], |r| r.get(0))
             .optional()?

@@ -554,6 +554,8 @@ pub struct Completion {
     pub outcome: Outcome,
     /// Captured output.
     pub log: Option<String>,
+    /// When it began executing (a claimed run may wait in its processor's buffer first).
+    pub started_at: i64,
     /// When it ended.
     pub finished_at: i64,
     /// When to retry, if it failed and attempts remain (decided by the processor).
@@ -574,7 +576,7 @@ const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.started_at, r.attempt, r.p
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     WHERE r.run_id = ?1 AND r.claim_token = ?2 AND r.status = 'running'";
 const FINISH_RUN: &str = "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
-    result = ?5, error = ?6, log = ?7, lease_until = NULL WHERE run_id = ?1";
+    result = ?5, error = ?6, log = ?7, started_at = ?8, lease_until = NULL WHERE run_id = ?1";
 const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = ?1";
 const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - 1, 0),
@@ -616,7 +618,7 @@ pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recor
         .optional()?;
     let Some((
         job_id,
-        started_at,
+        _claimed_at,
         attempt,
         processor_id,
         priority,
@@ -633,7 +635,7 @@ pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recor
         conn.prepare_cached(RELEASE_JOB)?.execute([job_id])?;
         return Ok(Recorded::Done(RunStatus::Queued, None));
     }
-    let elapsed = started_at.map(|s| (c.finished_at - s).max(0));
+    let elapsed = Some((c.finished_at - c.started_at).max(0));
     let retry = match (&c.outcome, c.retry_at) {
         (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if attempt < max_attempts => Some(at),
         _ => None,
@@ -654,7 +656,8 @@ pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recor
         elapsed,
         result,
         error,
-        c.log
+        c.log,
+        c.started_at
     ])?;
     let response: String = result
         .as_deref()

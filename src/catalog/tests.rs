@@ -411,6 +411,7 @@ payload = { function = "f" }
             claim_token: 100,
             outcome: Outcome::Succeeded(Json::Null),
             log: None,
+            started_at: 10,
             finished_at: 20,
             retry_at: None,
         };
@@ -454,6 +455,7 @@ payload = { function = "f" }
             claim_token: 6,
             outcome: Outcome::Succeeded(Json::Null),
             log: None,
+            started_at: 60_000,
             finished_at: 61_000,
             retry_at: None,
         };

@@ -135,7 +135,7 @@ impl EngineBuilder {
         let host = sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into());
         let pid = i64::from(std::process::id());
         let conn = catalog.writer();
-        let tx = conn.transaction().map_err(CatalogError::from)?;
+        let tx = crate::catalog::write_tx(conn)?;
         let stale = 3 * supervisor::HEARTBEAT.as_millis() as i64;
         let now = now_ms();
         let node_id = match queue::register_node(
@@ -299,6 +299,16 @@ impl Engine {
 
     /// Queues a run of `job` now, with `params` overlaying its payload; returns the run id.
     pub async fn trigger(&self, job: &str, params: Option<Json>) -> Result<i64, EngineError> {
+        let ids = self.trigger_many(job, vec![params]).await?;
+        ids.into_iter().next().ok_or(EngineError::Stopped)
+    }
+
+    /// Queues one run of `job` per parameter set, in one transaction; returns the run ids.
+    pub async fn trigger_many(
+        &self,
+        job: &str,
+        params: Vec<Option<Json>>,
+    ) -> Result<Vec<i64>, EngineError> {
         let msg = scheduler::Trigger {
             job: job.to_string(),
             params,

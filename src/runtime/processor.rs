@@ -1,13 +1,14 @@
 //! Processor is an actor. It owns one `job_processor` row's executions on this node: it claims
-//! queued runs for its processor id through the CatalogWriter (priority, then age), executes up
-//! to `instances` at a time, enforces timeouts, and reports completions; it talks to the
-//! Scheduler (run started / finished) and answers the Supervisor (pause, drain, instances).
+//! queued runs for its processor id through the CatalogWriter (priority, then age) in batches
+//! sized by `lease::ClaimSizer`, executes up to `instances` at a time, enforces timeouts, and
+//! records completions in batches; it talks to the Scheduler (run started / finished) and
+//! answers the Supervisor (pause, drain, instances, utilization).
 //!
 //! Invariant: at most `instances` runs execute at once; a run's result is recorded once, with
-//! its claim token; after `Drain` it claims nothing, and runs still executing at the grace
-//! deadline are cancelled and returned to the queue.
+//! its claim token; after `Drain` it claims nothing, claimed runs not yet started go back to the
+//! queue at once, and runs still executing at the grace deadline are cancelled and returned too.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::Duration;
@@ -19,6 +20,12 @@ use super::writer::{self, Writer};
 use crate::catalog::now_ms;
 use crate::catalog::queue::{self, ClaimedRun, Completion, Outcome, Recorded};
 use crate::executor::{self, ExecEnv, ExecResult};
+use crate::lease::ClaimSizer;
+
+/// Largest claim batch.
+const MAX_BATCH: usize = 512;
+/// A claim batch aims at this much work, ms.
+const TARGET_BATCH_MS: i64 = 50;
 
 /// Claim whatever is due now.
 #[derive(Message)]
@@ -131,6 +138,13 @@ pub struct Processor {
     busy_ms: i64,
     period_start: i64,
     started_at: HashMap<i64, i64>,
+    /// Claimed, not yet started (the next batch is claimed while these run: two deep).
+    local: VecDeque<ClaimedRun>,
+    sizer: ClaimSizer,
+    /// Completions waiting for the writer, and whether a batch of them is being written.
+    unrecorded: Vec<(ClaimedRun, Completion)>,
+    recording: bool,
+    record_failures: u32,
 }
 
 impl Processor {
@@ -161,6 +175,11 @@ impl Processor {
             busy_ms: 0,
             period_start: now_ms(),
             started_at: HashMap::new(),
+            local: VecDeque::new(),
+            sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS, now_ms()),
+            unrecorded: Vec::new(),
+            recording: false,
+            record_failures: 0,
         }
     }
 
@@ -174,16 +193,23 @@ impl Processor {
         self.cfg.instances.saturating_sub(self.running.len())
     }
 
-    /// Claims as many runs as there are free instances, unless busy claiming already.
+    /// Starts buffered runs on free instances, and claims the next batch when the buffer is
+    /// at most half a batch (unless a claim is in flight).
     fn pump(&mut self, ctx: &mut Context<Self>) {
         if self.paused || self.draining {
             return;
+        }
+        while self.running.len() < self.cfg.instances {
+            let Some(run) = self.local.pop_front() else {
+                break;
+            };
+            self.start(run, ctx);
         }
         if self.claiming {
             self.wake_again = true;
             return;
         }
-        let limit = self.free();
+        let limit = self.sizer.poll_claim(self.local.len(), self.free());
         if limit == 0 {
             return;
         }
@@ -208,13 +234,21 @@ impl Processor {
             match result {
                 Ok(claim) => {
                     let full = claim.runs.len() == limit;
-                    for run in claim.runs {
-                        act.start(run, ctx);
+                    if !full {
+                        act.sizer.handle_short_claim();
+                    }
+                    if claim.runs.is_empty() && act.running.is_empty() {
+                        act.sizer.handle_idle(now_ms());
+                    }
+                    act.local.extend(claim.runs);
+                    if act.draining {
+                        act.requeue_local(ctx);
+                        return;
                     }
                     if let Some(at) = claim.next_due {
                         act.arm(at, ctx);
                     }
-                    if full || act.wake_again {
+                    if full || act.wake_again || !act.local.is_empty() {
                         act.pump(ctx);
                     }
                 }
@@ -224,6 +258,24 @@ impl Processor {
                 }
             }
         }));
+    }
+
+    /// Returns claimed-but-unstarted runs to the queue (shutdown).
+    fn requeue_local(&mut self, ctx: &mut Context<Self>) {
+        let now = now_ms();
+        for run in std::mem::take(&mut self.local) {
+            let completion = Completion {
+                run_id: run.run_id,
+                claim_token: run.claim_token,
+                outcome: Outcome::Interrupted,
+                log: None,
+                started_at: now,
+                finished_at: now,
+                retry_at: None,
+            };
+            self.unrecorded.push((run, completion));
+        }
+        self.flush(ctx);
     }
 
     /// Wakes at `at` (epoch ms) to claim a run that becomes due then.
@@ -241,8 +293,10 @@ impl Processor {
     fn start(&mut self, run: ClaimedRun, ctx: &mut Context<Self>) {
         let (tx, rx) = watch::channel(false);
         let cancel = Arc::new(tx);
+        let mut run = run;
+        run.started_at = now_ms();
         self.running.insert(run.run_id, cancel.clone());
-        self.started_at.insert(run.run_id, now_ms());
+        self.started_at.insert(run.run_id, run.started_at);
         self.events
             .do_send(RunEvent::Started(run.job_id, run.started_at));
         let env = self.env.clone();
@@ -287,54 +341,89 @@ impl Processor {
             claim_token: run.claim_token,
             outcome,
             log,
+            started_at: run.started_at,
             finished_at,
             retry_at,
         };
-        self.record(run, completion, 0, ctx);
+        // The instance is free as soon as the work ends; the result is recorded in a batch.
+        self.running.remove(&run.run_id);
+        if let Some(start) = self.started_at.remove(&run.run_id) {
+            self.busy_ms += finished_at - start.max(self.period_start);
+        }
+        self.sizer.handle_completed(finished_at);
+        self.unrecorded.push((run, completion));
+        self.flush(ctx);
+        self.pump(ctx);
     }
 
-    /// Records a completion; if the write fails (disk full, lock timeout) it is tried again
-    /// with backoff, so a finished run is not left `running`.
-    fn record(
-        &mut self,
-        run: ClaimedRun,
-        completion: Completion,
-        tries: u32,
-        ctx: &mut Context<Self>,
-    ) {
+    /// Writes every completion waiting, in one writer operation; completions that arrive
+    /// meanwhile go in the next. A failed write is retried with backoff, so a finished run is
+    /// not left `running`.
+    fn flush(&mut self, ctx: &mut Context<Self>) {
+        if self.recording || self.unrecorded.is_empty() {
+            return;
+        }
+        self.recording = true;
+        let batch = std::mem::take(&mut self.unrecorded);
+        let completions: Vec<Completion> = batch.iter().map(|(_, c)| c.clone()).collect();
         let (node, writer) = (self.cfg.node_id, self.writer.clone());
-        let c = completion.clone();
-        let write =
-            async move { writer::call(&writer, move |conn| queue::complete(conn, node, &c)).await };
+        let write = async move {
+            writer::call(&writer, move |conn| {
+                completions
+                    .iter()
+                    .map(|c| queue::complete(conn, node, c))
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .await
+        };
         ctx.spawn(write.into_actor(self).map(move |recorded, act, ctx| {
+            act.recording = false;
             match recorded {
-                Ok(Recorded::Done(status, retry)) => {
-                    tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
-                }
-                Ok(Recorded::Stale) => {
-                    tracing::warn!(run = run.run_id, "completion with a stale claim token rejected");
+                Ok(results) => {
+                    for ((run, completion), result) in batch.into_iter().zip(results) {
+                        match result {
+                            Recorded::Done(status, retry) => {
+                                tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
+                            }
+                            Recorded::Stale => tracing::warn!(run = run.run_id, "completion with a stale claim token rejected"),
+                        }
+                        if completion.outcome != Outcome::Interrupted {
+                            act.completed += 1;
+                        }
+                        act.events.do_send(RunEvent::Finished(run.job_id, completion.finished_at));
+                    }
                 }
                 Err(e) => {
-                    let delay = Duration::from_millis(200u64 << tries.min(6));
-                    tracing::error!(run = run.run_id, tries, "recording a completion failed: {e}; retrying in {delay:?}");
-                    ctx.run_later(delay, move |act, ctx| act.record(run, completion, tries + 1, ctx));
+                    let tries = act.record_failures.min(6);
+                    act.record_failures += 1;
+                    let delay = Duration::from_millis(200u64 << tries);
+                    tracing::error!(processor = %act.cfg.name, runs = batch.len(), "recording completions failed: {e}; retrying in {delay:?}");
+                    // Put them back first, in order, ahead of anything newer.
+                    let newer = std::mem::replace(&mut act.unrecorded, batch);
+                    act.unrecorded.extend(newer);
+                    ctx.run_later(delay, |act, ctx| act.flush(ctx));
                     return;
                 }
             }
-            act.running.remove(&run.run_id);
-            if let Some(start) = act.started_at.remove(&run.run_id) {
-                act.busy_ms += completion.finished_at - start.max(act.period_start);
-            }
-            act.completed += 1;
-            act.events.do_send(RunEvent::Finished(run.job_id, completion.finished_at));
-            if act.draining && act.running.is_empty() {
-                for done in act.drained.drain(..) {
-                    let _ = done.send(());
-                }
-            }
-            // A retry queued by this completion reports its due time through the next claim.
+            act.record_failures = 0;
+            act.check_drained();
+            act.flush(ctx);
+            // Retries queued by these completions report their due time through the next claim.
             act.pump(ctx);
         }));
+    }
+
+    fn check_drained(&mut self) {
+        if self.draining
+            && self.running.is_empty()
+            && self.unrecorded.is_empty()
+            && !self.recording
+            && self.local.is_empty()
+        {
+            for done in self.drained.drain(..) {
+                let _ = done.send(());
+            }
+        }
     }
 
     /// Exponential backoff with "equal jitter": half the delay fixed, half random, so delays
@@ -472,11 +561,11 @@ impl Handler<Drain> for Processor {
         if let Some(h) = self.timer.take() {
             ctx.cancel_future(h);
         }
-        if self.running.is_empty() {
-            return Box::pin(async {});
-        }
+        // Claimed runs that have not started go straight back to the queue.
+        self.requeue_local(ctx);
         let (tx, rx) = oneshot::channel();
         self.drained.push(tx);
+        self.check_drained();
         ctx.run_later(msg.0, |act, _| {
             if !act.running.is_empty() {
                 tracing::info!(processor = %act.cfg.name, runs = act.running.len(), "grace period over: returning running jobs to the queue");

@@ -39,14 +39,14 @@ pub struct Reload;
 #[rtype(result = "()")]
 pub struct SetProcessors(pub HashMap<i64, Addr<Processor>>);
 
-/// Run a job now, with parameters; answers the new run's id.
+/// Queue runs of a job now, one per parameter set, in one transaction; answers their ids.
 #[derive(Message)]
-#[rtype(result = "Result<i64, CatalogError>")]
+#[rtype(result = "Result<Vec<i64>, CatalogError>")]
 pub struct Trigger {
     /// The job's name.
     pub job: String,
-    /// Parameters for the run (a JSON object), overlaying the payload.
-    pub params: Option<Json>,
+    /// Parameters for each run (a JSON object overlaying the payload, or none).
+    pub params: Vec<Option<Json>>,
 }
 
 /// Stop (true) or resume (false) firing schedules.
@@ -334,6 +334,10 @@ impl Handler<SetProcessors> for Scheduler {
     type Result = ();
     fn handle(&mut self, msg: SetProcessors, _: &mut Context<Self>) {
         self.processors = msg.0;
+        // Runs fired before a processor was known here were not announced to it.
+        for p in self.processors.values() {
+            p.do_send(Wake);
+        }
     }
 }
 
@@ -377,38 +381,47 @@ impl Handler<RunEvent> for Scheduler {
 }
 
 impl Handler<Trigger> for Scheduler {
-    type Result = ResponseActFuture<Self, Result<i64, CatalogError>>;
+    type Result = ResponseActFuture<Self, Result<Vec<i64>, CatalogError>>;
 
     fn handle(&mut self, msg: Trigger, _: &mut Context<Self>) -> Self::Result {
         let writer = self.writer.clone();
         let now = self.clock.now_ms();
-        let params = msg.params.map(|p| p.to_string());
+        let params: Vec<Option<String>> = msg
+            .params
+            .into_iter()
+            .map(|p| p.map(|p| p.to_string()))
+            .collect();
         let job = msg.job;
         let insert = async move {
             writer::call(&writer, move |c| {
                 let (job_id, processor_id, priority) = queue::job_for_trigger(c, &job)?;
-                let run = NewRun {
-                    job_id,
-                    processor_id,
-                    priority,
-                    scheduled_for: None,
-                    run_after: now,
-                    params,
-                    status: RunStatus::Queued,
-                    error: None,
-                };
-                let id = queue::enqueue(c, &run, now)?
-                    .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?;
-                Ok((id, processor_id))
+                let mut ids = Vec::with_capacity(params.len());
+                for params in params {
+                    let run = NewRun {
+                        job_id,
+                        processor_id,
+                        priority,
+                        scheduled_for: None,
+                        run_after: now,
+                        params,
+                        status: RunStatus::Queued,
+                        error: None,
+                    };
+                    ids.push(
+                        queue::enqueue(c, &run, now)?
+                            .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
+                    );
+                }
+                Ok((ids, processor_id))
             })
             .await
         };
         Box::pin(insert.into_actor(self).map(|result, act, _| {
-            let (id, processor_id) = result?;
+            let (ids, processor_id) = result?;
             if let Some(p) = act.processors.get(&processor_id) {
                 p.do_send(Wake);
             }
-            Ok(id)
+            Ok(ids)
         }))
     }
 }

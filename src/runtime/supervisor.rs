@@ -154,6 +154,8 @@ impl Supervisor {
             Ok(n) => {
                 tracing::info!(active = n, "start-up minimum activated");
                 act.activated = true;
+                // Plan the active jobs now rather than at the next change check.
+                act.scheduler.do_send(Reload);
             }
             Err(e) => tracing::error!("writing the start-up activation: {e}"),
         }));
@@ -270,6 +272,12 @@ impl Supervisor {
             .map(|(id, (row, _))| (*id, row.name.clone()))
             .collect();
         let (writer, node) = (self.writer.clone(), self.node_id);
+        let reload = decisions.iter().any(|d| {
+            matches!(
+                d.action,
+                Action::Activate { .. } | Action::Deactivate { .. }
+            )
+        });
         let write = async move {
             writer::call(&writer, move |c| {
                 queue::record_stats(c, node, at, &stats)?;
@@ -280,10 +288,12 @@ impl Supervisor {
             })
             .await
         };
-        ctx.spawn(write.into_actor(self).map(|result, act, _| {
+        ctx.spawn(write.into_actor(self).map(move |result, act, _| {
             act.evaluating = false;
             if let Err(e) = result {
                 tracing::error!("recording policy decisions: {e}");
+            } else if reload {
+                act.scheduler.do_send(Reload);
             }
         }));
     }

@@ -55,6 +55,11 @@ payload = { function = "debug.sleep", ms = 30 }
         (r.len() >= 5).then_some(r)
     });
     assert_eq!(node.stop(), Some(0));
+    let gaps: Vec<i64> = done
+        .windows(2)
+        .map(|p| p[1].started_at.unwrap() - p[0].finished_at.unwrap())
+        .collect();
+    println!("run_always, run_delay 200: end-to-start gaps {gaps:?} ms");
     for pair in done.windows(2) {
         let gap = pair[1].started_at.unwrap() - pair[0].finished_at.unwrap();
         assert!(
@@ -176,6 +181,7 @@ payload = { function = "debug.fail", message = "boom" }
         .windows(2)
         .map(|w| w[1].started_at.unwrap() - w[0].finished_at.unwrap())
         .collect();
+    println!("retry delays (backoff_base 100 ms): {delays:?} ms");
     // Equal jitter: attempt n waits between half and all of 100 ms × 2^(n-1).
     assert!(delays[0] >= 50, "{delays:?}");
     assert!(

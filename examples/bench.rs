@@ -1,0 +1,457 @@
+//! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
+//!
+//! `cargo run --release --example bench -- [all|floor|drain|latency|idle|scale] [--rounds 3] [--n 20000]`
+//!
+//! Every workload runs on a fresh database file on disk; figures are medians over the rounds,
+//! and drain figures are also printed as a ratio to the batched floor measured in the same run.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use jobvisor::catalog::queue::{self, Completion, NewRun, Outcome};
+use jobvisor::catalog::{Catalog, DbSettings, activation};
+use jobvisor::config::{Durability, NodeConfig};
+use jobvisor::jobconf::toml_format;
+use jobvisor::model::{ActivationState, RunStatus};
+use jobvisor::runtime::Engine;
+use rusqlite::{Connection, params};
+
+struct Args {
+    what: String,
+    rounds: usize,
+    n: usize,
+}
+
+fn args() -> Args {
+    let mut a = Args {
+        what: "all".into(),
+        rounds: 3,
+        n: 20_000,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        match arg.as_str() {
+            "--rounds" => a.rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
+            "--n" => a.n = it.next().and_then(|v| v.parse().ok()).unwrap_or(20_000),
+            other => a.what = other.to_string(),
+        }
+    }
+    a
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    v[v.len() / 2]
+}
+
+fn fresh_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "jobvisor-bench-{}-{tag}-{}",
+        std::process::id(),
+        jobvisor::catalog::now_ms()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+// ---------------------------------------------------------------- floor
+
+fn floor_conn(path: &Path) -> Connection {
+    let c = Connection::open(path).unwrap();
+    c.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 10000;",
+    )
+    .unwrap();
+    c
+}
+
+/// The hand-written loop: `per_tx` claims in one transaction, then their completions in one.
+fn floor(n: usize, per_tx: usize, workers: usize) -> f64 {
+    let dir = fresh_dir("floor");
+    let path = dir.join("floor.db");
+    let c = floor_conn(&path);
+    c.execute_batch(
+        "CREATE TABLE q (id INTEGER PRIMARY KEY, status INTEGER NOT NULL DEFAULT 0, worker INTEGER, result TEXT);
+         CREATE INDEX q_queued ON q (id) WHERE status = 0;",
+    )
+    .unwrap();
+    c.execute_batch("BEGIN").unwrap();
+    for _ in 0..n {
+        c.execute("INSERT INTO q (status) VALUES (0)", []).unwrap();
+    }
+    c.execute_batch("COMMIT").unwrap();
+    let t0 = Instant::now();
+    let handles: Vec<_> = (0..workers)
+        .map(|w| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let c = floor_conn(&path);
+                loop {
+                    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                    let ids: Vec<i64> = c
+                        .prepare_cached("UPDATE q SET status = 1, worker = ?1 WHERE id IN (SELECT id FROM q WHERE status = 0 ORDER BY id LIMIT ?2) RETURNING id")
+                        .unwrap()
+                        .query_map(params![w as i64, per_tx as i64], |r| r.get(0))
+                        .unwrap()
+                        .map(Result::unwrap)
+                        .collect();
+                    c.execute_batch("COMMIT").unwrap();
+                    if ids.is_empty() {
+                        break;
+                    }
+                    c.execute_batch("BEGIN IMMEDIATE").unwrap();
+                    for id in ids {
+                        c.prepare_cached("UPDATE q SET status = 2, result = '{}' WHERE id = ?1").unwrap().execute([id]).unwrap();
+                    }
+                    c.execute_batch("COMMIT").unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rate = n as f64 / t0.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    rate
+}
+
+// ---------------------------------------------------------------- engine helpers
+
+fn catalog_text(instances: usize, jobs: &str) -> String {
+    format!("[processor.bench]\ninstances = {instances}\n{jobs}")
+}
+
+const NOOP: &str = "[job.noop]\ntype = \"function\"\nprocessor = \"bench\"\npayload = { function = \"debug.noop\" }\n";
+
+fn node_config(dir: &Path, durability: Durability) -> NodeConfig {
+    let mut cfg = NodeConfig::default();
+    cfg.node.data_dir = dir.join("data").display().to_string();
+    cfg.node.name = "bench".into();
+    cfg.database.path = dir.join("catalog.db").display().to_string();
+    cfg.database.durability = durability;
+    // Every job is part of the minimum: the benchmark measures the engine, not the ramp.
+    cfg.policy.priority_floor = i64::MIN;
+    cfg
+}
+
+fn prepare(dir: &Path, cfg: &NodeConfig, text: &str) {
+    let mut catalog = Catalog::open(
+        Path::new(&cfg.database.path),
+        &DbSettings::from(&cfg.database),
+    )
+    .unwrap();
+    let file = toml_format::parse(text).unwrap_or_else(|d| panic!("{d:?}"));
+    catalog.seed_if_new(&file, "bench").unwrap();
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+}
+
+async fn completed(engine: &Engine) -> u64 {
+    engine
+        .status()
+        .await
+        .map(|s| s.processors.iter().map(|p| p.completed).sum())
+        .unwrap_or(0)
+}
+
+/// (single-API enqueue rate, batch-API enqueue rate, drain rate)
+fn drain(n: usize, instances: usize, durability: Durability) -> (f64, f64, f64) {
+    let dir = fresh_dir("drain");
+    let cfg = node_config(&dir, durability);
+    prepare(&dir, &cfg, &catalog_text(instances, NOOP));
+    let out = actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        engine.pause();
+        let single = 2_000.min(n);
+        let t0 = Instant::now();
+        for _ in 0..single {
+            engine.trigger("noop", None).await.unwrap();
+        }
+        let single_rate = single as f64 / t0.elapsed().as_secs_f64();
+        let rest = n - single;
+        let t0 = Instant::now();
+        let mut left = rest;
+        while left > 0 {
+            let k = left.min(1000);
+            engine.trigger_many("noop", vec![None; k]).await.unwrap();
+            left -= k;
+        }
+        let batch_rate = rest.max(1) as f64 / t0.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        engine.resume();
+        while completed(&engine).await < n as u64 {
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
+        let drain_rate = n as f64 / t0.elapsed().as_secs_f64();
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+        (single_rate, batch_rate, drain_rate)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+// ---------------------------------------------------------------- latency
+
+fn latency(jobs: usize, secs: u64) -> (f64, f64, usize) {
+    let dir = fresh_dir("latency");
+    let cfg = node_config(&dir, Durability::Normal);
+    // 1,000 recurring jobs spread over the seconds of a minute.
+    let mut text = String::new();
+    for i in 0..jobs {
+        text.push_str(&format!(
+            "[job.j{i}]\ntype = \"function\"\nprocessor = \"bench\"\ncron = \"{} * * * * *\"\npayload = {{ function = \"debug.noop\" }}\n",
+            i % 60
+        ));
+    }
+    prepare(&dir, &cfg, &catalog_text(2, &text));
+    let db = PathBuf::from(&cfg.database.path);
+    actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        actix_rt::time::sleep(Duration::from_secs(secs)).await;
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+    });
+    let conn = Connection::open(&db).unwrap();
+    let mut delays: Vec<f64> = conn
+        .prepare("SELECT started_at - scheduled_for FROM job_run WHERE status = 'succeeded' AND scheduled_for IS NOT NULL")
+        .unwrap()
+        .query_map([], |r| r.get::<_, i64>(0))
+        .unwrap()
+        .map(|d| d.unwrap() as f64)
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    delays.sort_by(|a, b| a.total_cmp(b));
+    if delays.is_empty() {
+        return (f64::NAN, f64::NAN, 0);
+    }
+    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
+    (pct(0.50), pct(0.99), delays.len())
+}
+
+// ---------------------------------------------------------------- idle
+
+fn proc_cpu_ticks() -> u64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    let rest = stat.rsplit_once(") ").unwrap().1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+fn rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let kb: f64 = status
+        .lines()
+        .find(|l| l.starts_with("VmRSS:"))
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0);
+    kb / 1024.0
+}
+
+fn idle(jobs: usize, secs: u64) -> (f64, f64) {
+    let dir = fresh_dir("idle");
+    let cfg = node_config(&dir, Durability::Normal);
+    let mut text = String::new();
+    for i in 0..jobs {
+        // Nothing due during the measurement: once a year.
+        text.push_str(&format!(
+            "[job.j{i}]\ntype = \"function\"\nprocessor = \"bench\"\ncron = \"0 0 1 1 *\"\npayload = {{ function = \"debug.noop\" }}\n"
+        ));
+    }
+    prepare(&dir, &cfg, &catalog_text(2, &text));
+    let out = actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        // Let start-up (activation, schedule load) settle first.
+        actix_rt::time::sleep(Duration::from_secs(3)).await;
+        let ticks0 = proc_cpu_ticks();
+        let t0 = Instant::now();
+        actix_rt::time::sleep(Duration::from_secs(secs)).await;
+        let ticks = proc_cpu_ticks() - ticks0;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        let cpu_pct = ticks as f64 / hz / t0.elapsed().as_secs_f64() * 100.0;
+        let rss = rss_mb();
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+        (cpu_pct, rss)
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    out
+}
+
+// ---------------------------------------------------------------- scale
+
+/// Median claim latency (µs) for one queued run with `history` finished runs in the table.
+fn claim_latency(history: usize) -> f64 {
+    let dir = fresh_dir("scale");
+    let path = dir.join("catalog.db");
+    let mut catalog = Catalog::open(&path, &DbSettings::default()).unwrap();
+    catalog
+        .import(
+            &toml_format::parse(&catalog_text(2, NOOP)).unwrap(),
+            "bench",
+        )
+        .unwrap();
+    let job_id = catalog.job("noop").unwrap().id;
+    let conn = catalog.writer();
+    let node = queue::register_node(conn, "bench", "h", 1, "v", 0, 15_000, |_| true)
+        .unwrap()
+        .unwrap();
+    activation::set_state(conn, node, job_id, ActivationState::Active, "bench", 0).unwrap();
+    let pid: i64 = conn
+        .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
+        .unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    {
+        let mut ins = conn
+            .prepare("INSERT INTO job_run (job_id, processor_id, status, scheduled_for, run_after, created_at, started_at, finished_at, elapsed, result)
+                      VALUES (?1, ?2, 'succeeded', ?3, ?3, ?3, ?3, ?3 + 1, 1, '{}')")
+            .unwrap();
+        for i in 0..history {
+            ins.execute(params![job_id, pid, i as i64]).unwrap();
+        }
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    let mut samples = Vec::new();
+    for i in 0..400 {
+        let run = NewRun {
+            job_id,
+            processor_id: pid,
+            priority: 0,
+            scheduled_for: None,
+            run_after: 0,
+            params: None,
+            status: RunStatus::Queued,
+            error: None,
+        };
+        queue::enqueue(conn, &run, 0).unwrap();
+        let t0 = Instant::now();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let claim = queue::claim(conn, pid, node, 1, 1, 1000, i, false).unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        samples.push(t0.elapsed().as_secs_f64() * 1e6);
+        let r = &claim.runs[0];
+        let c = Completion {
+            run_id: r.run_id,
+            claim_token: r.claim_token,
+            outcome: Outcome::Succeeded(serde_json::Value::Null),
+            log: None,
+            started_at: 1,
+            finished_at: 2,
+            retry_at: None,
+        };
+        queue::complete(conn, node, &c).unwrap();
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    median(samples)
+}
+
+// ---------------------------------------------------------------- main
+
+fn main() {
+    let a = args();
+    let all = a.what == "all";
+    let rounds = a.rounds.max(1);
+    println!(
+        "jobvisor bench: N = {}, median of {rounds} round(s), release = {}",
+        a.n,
+        !cfg!(debug_assertions)
+    );
+    println!("{:<52} {:>14} {:>10}", "workload", "figure", "vs floor");
+    let mut batched_floor = f64::NAN;
+    if all || a.what == "floor" || a.what == "drain" {
+        let single = median((0..rounds).map(|_| floor(a.n, 1, 2)).collect());
+        batched_floor = median((0..rounds).map(|_| floor(a.n, 100, 2)).collect());
+        println!(
+            "{:<52} {:>10.0} j/s {:>9.2}x",
+            "floor: rusqlite loop, 1 per tx, 2 workers",
+            single,
+            single / batched_floor
+        );
+        println!(
+            "{:<52} {:>10.0} j/s {:>9.2}x",
+            "floor: rusqlite loop, 100 per tx, 2 workers", batched_floor, 1.0
+        );
+    }
+    if all || a.what == "drain" {
+        for (label, instances, durability) in [
+            ("drain: 2 executions", 2, Durability::Normal),
+            ("drain: 8 executions", 8, Durability::Normal),
+            (
+                "drain: 2 executions, durability = full",
+                2,
+                Durability::Full,
+            ),
+        ] {
+            let results: Vec<(f64, f64, f64)> = (0..rounds)
+                .map(|_| drain(a.n, instances, durability))
+                .collect();
+            let single = median(results.iter().map(|r| r.0).collect());
+            let batch = median(results.iter().map(|r| r.1).collect());
+            let rate = median(results.iter().map(|r| r.2).collect());
+            if instances == 2 && durability == Durability::Normal {
+                println!(
+                    "{:<52} {:>10.0} r/s",
+                    "enqueue: single API (trigger)", single
+                );
+                println!(
+                    "{:<52} {:>10.0} r/s",
+                    "enqueue: batch API (trigger_many, 1000 per call)", batch
+                );
+            }
+            println!(
+                "{:<52} {:>10.0} j/s {:>9.2}x",
+                label,
+                rate,
+                rate / batched_floor
+            );
+        }
+    }
+    if all || a.what == "latency" {
+        let results: Vec<(f64, f64, usize)> = (0..rounds).map(|_| latency(1000, 12)).collect();
+        let p50 = median(results.iter().map(|r| r.0).collect());
+        let p99 = median(results.iter().map(|r| r.1).collect());
+        println!(
+            "{:<52} {:>11.1} ms",
+            "latency: 1,000 recurring jobs, due-to-start p50", p50
+        );
+        println!(
+            "{:<52} {:>11.1} ms",
+            "latency: 1,000 recurring jobs, due-to-start p99", p99
+        );
+        println!(
+            "{:<52} {:>14}",
+            "  (runs measured per round)",
+            results
+                .iter()
+                .map(|r| r.2.to_string())
+                .collect::<Vec<_>>()
+                .join("/")
+        );
+    }
+    if all || a.what == "idle" {
+        let results: Vec<(f64, f64)> = (0..rounds).map(|_| idle(1000, 30)).collect();
+        println!(
+            "{:<52} {:>12.2} %",
+            "idle: 1,000 recurring jobs, 30 s, CPU of one core",
+            median(results.iter().map(|r| r.0).collect())
+        );
+        println!(
+            "{:<52} {:>11.1} MB",
+            "idle: 1,000 recurring jobs, RSS",
+            median(results.iter().map(|r| r.1).collect())
+        );
+    }
+    if all || a.what == "scale" {
+        let small = median((0..rounds).map(|_| claim_latency(10_000)).collect());
+        let large = median((0..rounds).map(|_| claim_latency(1_000_000)).collect());
+        println!(
+            "{:<52} {:>11.1} µs",
+            "scale: claim latency, 10,000 history rows", small
+        );
+        println!(
+            "{:<52} {:>11.1} µs {:>9.2}x",
+            "scale: claim latency, 1,000,000 history rows",
+            large,
+            large / small
+        );
+    }
+}
