@@ -171,7 +171,15 @@ impl EngineBuilder {
             queue::load_written_objects(&conn)?
         };
         let (conn, pool) = catalog.into_parts();
-        let catalog_writer = writer::Writer::new("catalog", db_path.clone(), conn).start();
+        let catalog_settings = settings.clone();
+        let catalog_path = db_path.clone();
+        let mut catalog_conn = Some(conn);
+        let catalog_writer = actix::Supervisor::start(move |_| {
+            let conn = catalog_conn
+                .take()
+                .expect("the supervisor builds its child once");
+            writer::Writer::new("catalog", catalog_path, conn, catalog_settings)
+        });
         let mut object_writers = HashMap::new();
         for object in objects {
             let Some(path) = object
@@ -182,12 +190,16 @@ impl EngineBuilder {
             };
             let conn = rusqlite::Connection::open(&path).map_err(CatalogError::from)?;
             apply_pragmas(&conn, &settings).map_err(CatalogError::from)?;
-            let addr = writer::Writer::new(
+            let (label, path, object_settings) = (
                 format!("object {}", object.name),
                 PathBuf::from(&path),
-                conn,
-            )
-            .start();
+                settings.clone(),
+            );
+            let mut conn = Some(conn);
+            let addr = actix::Supervisor::start(move |_| {
+                let conn = conn.take().expect("the supervisor builds its child once");
+                writer::Writer::new(label, path, conn, object_settings)
+            });
             object_writers.insert(object.name, addr);
         }
         let data_dir = PathBuf::from(&cfg.node.data_dir);

@@ -26,6 +26,8 @@ use crate::lease::ClaimSizer;
 const MAX_BATCH: usize = 512;
 /// A claim batch aims at this much work, ms.
 const TARGET_BATCH_MS: i64 = 50;
+/// Claims failing in a row before the processor stops to be restarted by its supervisor.
+const CLAIM_FAILURES_BEFORE_RESTART: u32 = 5;
 
 /// Claim whatever is due now.
 #[derive(Message)]
@@ -145,6 +147,10 @@ pub struct Processor {
     unrecorded: Vec<(ClaimedRun, Completion)>,
     recording: bool,
     record_failures: u32,
+    claim_failures: u32,
+    restarts: u32,
+    last_error: Option<String>,
+    requeue_pending: bool,
 }
 
 impl Processor {
@@ -180,6 +186,10 @@ impl Processor {
             unrecorded: Vec::new(),
             recording: false,
             record_failures: 0,
+            claim_failures: 0,
+            restarts: 0,
+            last_error: None,
+            requeue_pending: false,
         }
     }
 
@@ -233,6 +243,7 @@ impl Processor {
             act.claiming = false;
             match result {
                 Ok(claim) => {
+                    act.claim_failures = 0;
                     let full = claim.runs.len() == limit;
                     if !full {
                         act.sizer.handle_short_claim();
@@ -253,7 +264,15 @@ impl Processor {
                     }
                 }
                 Err(e) => {
-                    tracing::error!(processor = %act.cfg.name, "claim failed: {e}");
+                    act.claim_failures += 1;
+                    tracing::error!(processor = %act.cfg.name, failures = act.claim_failures, "claim failed: {e}");
+                    if act.claim_failures >= CLAIM_FAILURES_BEFORE_RESTART && act.running.is_empty() && act.unrecorded.is_empty() {
+                        // Something is wrong beyond one transaction: stop, and let the
+                        // supervisor restart this processor with backoff.
+                        act.last_error = Some(e.to_string());
+                        ctx.stop();
+                        return;
+                    }
                     ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
                 }
             }
@@ -300,16 +319,21 @@ impl Processor {
         self.events
             .do_send(RunEvent::Started(run.job_id, run.started_at));
         let env = self.env.clone();
-        let exec = async move {
-            let outcome = execute_with_timeout(&run, &env, rx, cancel).await;
-            (run, outcome)
-        };
-        ctx.spawn(
-            exec.into_actor(self)
-                .map(|(run, (result, log, timed_out)), act, ctx| {
-                    act.finish(run, result, log, timed_out, ctx);
-                }),
-        );
+        let meta = run.clone();
+        // A task of its own: a panicking executor fails its run, not this processor.
+        let exec =
+            actix_rt::spawn(async move { execute_with_timeout(&run, &env, rx, cancel).await });
+        ctx.spawn(exec.into_actor(self).map(move |joined, act, ctx| {
+            let (result, log, timed_out) = match joined {
+                Ok(outcome) => outcome,
+                Err(e) => (
+                    ExecResult::Err(format!("the executor panicked: {e}")),
+                    None,
+                    false,
+                ),
+            };
+            act.finish(meta, result, log, timed_out, ctx);
+        }));
     }
 
     fn finish(
@@ -472,15 +496,34 @@ impl Actor for Processor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        tracing::info!(processor = %self.cfg.name, instances = self.cfg.instances, "processor started");
-        self.pump(ctx);
+        if self.restarts == 0 {
+            tracing::info!(processor = %self.cfg.name, instances = self.cfg.instances, "processor started");
+            self.pump(ctx);
+            return;
+        }
+        if std::mem::take(&mut self.requeue_pending) {
+            self.requeue_local(ctx);
+        }
+        // Exponential backoff between restarts: 200 ms, 400 ms, … at most 30 s.
+        let delay = Duration::from_millis((100u64 << self.restarts.min(8)).min(30_000));
+        tracing::info!(processor = %self.cfg.name, ?delay, "processor restarted; claiming after a pause");
+        ctx.run_later(delay, |act, ctx| act.pump(ctx));
     }
 }
 
 impl Supervised for Processor {
     fn restarting(&mut self, _: &mut Context<Self>) {
-        tracing::warn!(processor = %self.cfg.name, "processor restarting");
+        self.restarts += 1;
+        tracing::warn!(
+            processor = %self.cfg.name,
+            restarts = self.restarts,
+            why = self.last_error.as_deref().unwrap_or("stopped"),
+            "processor restarting"
+        );
         self.claiming = false;
+        self.claim_failures = 0;
+        // Claimed runs not started are still `running` for this node: give them back.
+        self.requeue_pending = true;
     }
 }
 

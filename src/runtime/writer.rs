@@ -29,6 +29,7 @@ const MAX_BATCH: usize = 2048;
 /// The writer of one database file.
 pub struct Writer {
     label: String,
+    settings: crate::catalog::DbSettings,
     path: PathBuf,
     conn: Option<Connection>,
     pending: Vec<Op>,
@@ -37,9 +38,15 @@ pub struct Writer {
 
 impl Writer {
     /// A writer that owns `conn` (already configured with the pragmas).
-    pub fn new(label: impl Into<String>, path: PathBuf, conn: Connection) -> Self {
+    pub fn new(
+        label: impl Into<String>,
+        path: PathBuf,
+        conn: Connection,
+        settings: crate::catalog::DbSettings,
+    ) -> Self {
         Self {
             label: label.into(),
+            settings,
             path,
             conn: Some(conn),
             pending: Vec::new(),
@@ -125,6 +132,26 @@ fn op_failed(op: Op, conn: &Connection) -> Reply {
     let (_, reply) = op(conn);
     let _ = conn.execute_batch("ROLLBACK TO dead; RELEASE dead");
     reply
+}
+
+impl Supervised for Writer {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // The connection died with a panicking batch: open a new one. Pending operations stay
+        // queued and go in the next transaction.
+        self.flushing = false;
+        match Connection::open(&self.path).and_then(|c| {
+            crate::catalog::apply_pragmas(&c, &self.settings)?;
+            Ok(c)
+        }) {
+            Ok(conn) => {
+                tracing::warn!(writer = %self.label, "writer restarted with a new connection");
+                self.conn = Some(conn);
+            }
+            Err(e) => {
+                tracing::error!(writer = %self.label, "writer cannot reopen {}: {e}", self.path.display())
+            }
+        }
+    }
 }
 
 impl Actor for Writer {
