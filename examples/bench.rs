@@ -122,7 +122,8 @@ fn catalog_text(instances: usize, jobs: &str) -> String {
     format!("[processor.bench]\ninstances = {instances}\n{jobs}")
 }
 
-const NOOP: &str = "[job.noop]\ntype = \"function\"\nprocessor = \"bench\"\npayload = { function = \"debug.noop\" }\n";
+// Runs of one job may overlap: each is an independent task, as in a queue.
+const NOOP: &str = "[job.noop]\ntype = \"function\"\nprocessor = \"bench\"\noverlap_policy = \"allow\"\nmax_overlap = 1000000\npayload = { function = \"debug.noop\" }\n";
 
 fn node_config(dir: &Path, durability: Durability) -> NodeConfig {
     let mut cfg = NodeConfig::default();
