@@ -39,6 +39,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_policy.sql",
         sql: include_str!("../../migrations/0004_policy.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_hot_path_indexes.sql",
+        sql: include_str!("../../migrations/0005_hot_path_indexes.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

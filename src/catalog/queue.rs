@@ -157,7 +157,8 @@ pub struct ScheduledJob {
 const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
     j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
     j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
-    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id AND r.retry_of IS NULL),
+    -- Retries carry no slot, so the unique (job_id, scheduled_for) index answers this.
+    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
     j.create_date * 1000, j.last_date_begin, j.last_date_end,
     (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
     (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'queued')
