@@ -121,6 +121,10 @@ payload = { argv = ["/bin/sh", "-c", "sleep 30 & echo child=$!; wait"] }
     for run in finished {
         assert_eq!(run.status, "timed_out", "{run:?}");
         let elapsed = run.finished_at.unwrap() - run.started_at.unwrap();
+        println!(
+            "{}: timed_out recorded {elapsed} ms after start (timeout 300 ms)",
+            run.job
+        );
         assert!(
             (300..1000).contains(&elapsed),
             "{}: recorded after {elapsed} ms",
@@ -249,6 +253,14 @@ payload = { function = "debug.sleep", ms = 150 }
     let concurrent = on_a
         .iter()
         .any(|x| b.iter().any(|y| x.0 < y.1 && y.0 < x.1));
+    let overlapping = on_a
+        .iter()
+        .filter(|x| b.iter().any(|y| x.0 < y.1 && y.0 < x.1))
+        .count();
+    println!(
+        "object a: {} runs, pairwise disjoint; {overlapping} of them overlapped a run on object b",
+        on_a.len()
+    );
     assert!(
         concurrent,
         "a job on object b never ran while one on object a did"
