@@ -85,17 +85,7 @@ fn a_node_under_cpu_load_sheds_its_lowest_priority_job_and_restores_it() {
     ws.set_node_env("JOBVISOR__POLICY__COOLDOWN", "5000");
     let file = ws.write("jobs.conf", CATALOG);
     ws.ok(&["import", &file.display().to_string()]);
-    for job in [
-        "catalog_backup",
-        "db_maintenance",
-        "device_stats",
-        "job_state_reset",
-        "object_prune",
-        "object_record_count",
-        "run_history_prune",
-    ] {
-        ws.ok(&["jobs", "disable", job]);
-    }
+    ws.disable_seeded_jobs();
     let node = ws.start_node("tuned");
     // Ramp-up: middle, then victim, in priority order.
     wait_for(40.0, "the victim to be activated", || {

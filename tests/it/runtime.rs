@@ -19,18 +19,7 @@ fn workspace(jobs: &str) -> Workspace {
     let ws = Workspace::new();
     let file = ws.write("jobs.conf", &format!("{BASE}{jobs}"));
     ws.ok(&["import", &file.display().to_string()]);
-    // Leave only the test's jobs enabled: the seeded housekeeping jobs would add noise.
-    for job in [
-        "catalog_backup",
-        "db_maintenance",
-        "device_stats",
-        "job_state_reset",
-        "object_prune",
-        "object_record_count",
-        "run_history_prune",
-    ] {
-        ws.ok(&["jobs", "disable", job]);
-    }
+    ws.disable_seeded_jobs();
     ws
 }
 

@@ -25,6 +25,16 @@ impl Workspace {
         ws
     }
 
+    /// Disables the jobs the default catalog seeds, so that only a test's own jobs run: the
+    /// housekeeping jobs would add noise. Seeds the catalog first if it is new.
+    pub fn disable_seeded_jobs(&self) {
+        let file =
+            jobvisor::jobconf::toml_format::parse(jobvisor::jobconf::DEFAULT_JOB_CONF).unwrap();
+        for job in file.jobs.keys() {
+            self.ok(&["jobs", "disable", job]);
+        }
+    }
+
     /// Sets an environment variable for nodes started from here.
     pub fn set_node_env(&self, key: &str, value: &str) {
         let mut env = self.node_env.borrow_mut();
