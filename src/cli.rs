@@ -1107,31 +1107,17 @@ fn job_view(j: &JobRecord) -> JobView<'_> {
     }
 }
 
-/// A short schedule description for tables.
+/// The schedule in words, from the schedule core (the zone does not change the words).
 fn schedule_summary(s: &ScheduleSpec) -> String {
-    let mut parts = Vec::new();
-    if s.run_always {
-        parts.push(format!("always, {} ms after each end", s.run_delay));
-    }
-    if let Some(n) = s.run_every {
-        parts.push(format!("every {n} min"));
-    }
-    if let Some(m) = s.run_on_the {
-        parts.push(format!("at minute {m} of every hour"));
-    }
-    if let Some(t) = &s.run_at {
-        parts.push(format!("at {t}"));
-    }
-    if let Some(c) = &s.cron {
-        parts.push(format!("cron `{c}`"));
-    }
-    if let Some(d) = &s.run_date {
-        parts.push(format!("on {d}"));
-    }
-    if parts.is_empty() {
-        "on demand".into()
-    } else {
-        parts.join(", ")
+    match Schedule::parse(s, chrono_tz::UTC) {
+        Ok(schedule) => schedule.describe(),
+        Err(errors) => {
+            let why: Vec<String> = errors
+                .iter()
+                .map(|e| format!("{}: {}", e.field, e.reason))
+                .collect();
+            format!("invalid schedule ({})", why.join("; "))
+        }
     }
 }
 

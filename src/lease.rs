@@ -75,9 +75,7 @@ impl ClaimSizer {
             (r * self.target_ms).ceil().max(1.0) as usize
         });
         self.size = (self.size * 2).min(by_rate).clamp(1, self.max);
-        (self.size.max(free))
-            .saturating_sub(buffered)
-            .max(free.saturating_sub(buffered))
+        self.size.max(free).saturating_sub(buffered)
     }
 
     /// A claim came back with fewer runs than asked: the queue is drained, shrink to restart

@@ -572,7 +572,7 @@ pub enum Recorded {
     Stale,
 }
 
-const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.started_at, r.attempt, r.processor_id,
+const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id,
     r.priority, r.params, coalesce(r.retry_of, r.run_id), j.max_attempts
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     WHERE r.run_id = ?1 AND r.claim_token = ?2 AND r.status = 'running'";
@@ -588,17 +588,8 @@ const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority,
 const COUNT_STALE: &str =
     "UPDATE node SET stale_completions = stale_completions + 1 WHERE node_id = ?1";
 
-/// (job_id, started_at, attempt, processor_id, priority, params, first attempt, max_attempts).
-type CompleteRow = (
-    i64,
-    Option<i64>,
-    i64,
-    Option<i64>,
-    i64,
-    Option<String>,
-    i64,
-    i64,
-);
+/// (job_id, attempt, processor_id, priority, params, first attempt, max_attempts).
+type CompleteRow = (i64, i64, Option<i64>, i64, Option<String>, i64, i64);
 
 /// Records a completion if its claim token still holds; otherwise counts it as stale.
 pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recorded, CatalogError> {
@@ -613,20 +604,10 @@ pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recor
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
-                r.get(7)?,
             ))
         })
         .optional()?;
-    let Some((
-        job_id,
-        _claimed_at,
-        attempt,
-        processor_id,
-        priority,
-        params_text,
-        first_run,
-        max_attempts,
-    )) = row
+    let Some((job_id, attempt, processor_id, priority, params_text, first_run, max_attempts)) = row
     else {
         conn.prepare_cached(COUNT_STALE)?.execute([node_id])?;
         return Ok(Recorded::Stale);

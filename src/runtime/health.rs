@@ -15,39 +15,22 @@ use sysinfo::{Disks, Networks, Pid, ProcessRefreshKind, ProcessesToUpdate, Syste
 use super::writer::{self, Writer};
 use crate::catalog::now_ms;
 use crate::catalog::queue::{self, StatSample};
+use crate::policy::Sample;
 
-/// A health sample, sent to the Supervisor.
+/// A health sample, sent to the Supervisor: what the policy judges (`sample`), plus what is
+/// only recorded.
 #[derive(Message, Debug, Clone, Serialize, PartialEq)]
 #[rtype(result = "()")]
 pub struct HealthReport {
-    /// Epoch ms.
-    pub at: i64,
-    /// Device CPU in use, % of all cores.
-    pub cpu_used: f64,
-    /// Memory available, bytes.
-    pub memory_available: u64,
-    /// Memory installed, bytes.
-    pub memory_total: u64,
-    /// Swap in use, bytes.
-    pub swap_used: u64,
-    /// Swap configured, bytes.
-    pub swap_total: u64,
-    /// Free space on the data folder's filesystem, bytes.
-    pub disk_available: u64,
-    /// Size of that filesystem, bytes.
-    pub disk_total: u64,
+    /// The resources the policy classifies (time, CPU, memory, swap, disk, network, PSI).
+    #[serde(flatten)]
+    pub sample: Sample,
     /// Bytes/s received over all interfaces since the previous sample.
     pub net_rx_per_s: f64,
     /// Bytes/s sent.
     pub net_tx_per_s: f64,
     /// 1-minute load average.
     pub load_1: f64,
-    /// PSI `some avg10` for cpu, memory and io (Linux), when present.
-    pub psi_cpu: Option<f64>,
-    /// PSI memory.
-    pub psi_memory: Option<f64>,
-    /// PSI io.
-    pub psi_io: Option<f64>,
     /// This process's CPU, % of one core.
     pub process_cpu: f64,
     /// This process's resident memory, bytes.
@@ -55,24 +38,6 @@ pub struct HealthReport {
 }
 
 impl HealthReport {
-    /// The sample as the policy core takes it.
-    pub fn to_sample(&self) -> crate::policy::Sample {
-        crate::policy::Sample {
-            at: self.at,
-            cpu_used: self.cpu_used,
-            memory_available: self.memory_available,
-            memory_total: self.memory_total,
-            swap_used: self.swap_used,
-            swap_total: self.swap_total,
-            disk_available: self.disk_available,
-            disk_total: self.disk_total,
-            net_bytes_per_s: self.net_rx_per_s + self.net_tx_per_s,
-            psi_cpu: self.psi_cpu,
-            psi_memory: self.psi_memory,
-            psi_io: self.psi_io,
-        }
-    }
-
     /// The sample as `stat` rows.
     pub fn stats(&self) -> Vec<StatSample> {
         let mut out = Vec::new();
@@ -84,21 +49,25 @@ impl HealthReport {
                 value: v,
             });
         };
-        push("device.cpu_used", "%", self.cpu_used);
+        push("device.cpu_used", "%", self.sample.cpu_used);
         push(
             "device.memory_available",
             "bytes",
-            self.memory_available as f64,
+            self.sample.memory_available as f64,
         );
-        push("device.swap_used", "bytes", self.swap_used as f64);
-        push("device.disk_available", "bytes", self.disk_available as f64);
+        push("device.swap_used", "bytes", self.sample.swap_used as f64);
+        push(
+            "device.disk_available",
+            "bytes",
+            self.sample.disk_available as f64,
+        );
         push("device.network_rx", "bytes/s", self.net_rx_per_s);
         push("device.network_tx", "bytes/s", self.net_tx_per_s);
         push("device.load_1", "load", self.load_1);
         for (name, v) in [
-            ("device.psi_cpu", self.psi_cpu),
-            ("device.psi_memory", self.psi_memory),
-            ("device.psi_io", self.psi_io),
+            ("device.psi_cpu", self.sample.psi_cpu),
+            ("device.psi_memory", self.sample.psi_memory),
+            ("device.psi_io", self.sample.psi_io),
         ] {
             if let Some(v) = v {
                 push(name, "%", v);
@@ -117,7 +86,8 @@ pub struct Sampler {
     networks: Option<Networks>,
     data_dir: PathBuf,
     pid: Option<Pid>,
-    last_net: Option<(Instant, u64, u64)>,
+    /// When the network counters were last read (`received()` counts since then).
+    last_net: Option<Instant>,
 }
 
 impl Sampler {
@@ -136,31 +106,34 @@ impl Sampler {
     /// Takes a sample. CPU figures are relative to the previous call.
     pub fn sample(&mut self) -> HealthReport {
         let mut r = HealthReport {
-            at: now_ms(),
-            cpu_used: 0.0,
-            memory_available: 0,
-            memory_total: 0,
-            swap_used: 0,
-            swap_total: 0,
-            disk_available: 0,
-            disk_total: 0,
+            sample: Sample {
+                at: now_ms(),
+                cpu_used: 0.0,
+                memory_available: 0,
+                memory_total: 0,
+                swap_used: 0,
+                swap_total: 0,
+                disk_available: 0,
+                disk_total: 0,
+                net_bytes_per_s: 0.0,
+                psi_cpu: psi("cpu"),
+                psi_memory: psi("memory"),
+                psi_io: psi("io"),
+            },
             net_rx_per_s: 0.0,
             net_tx_per_s: 0.0,
             load_1: System::load_average().map(|l| l.one).unwrap_or(0.0),
-            psi_cpu: psi("cpu"),
-            psi_memory: psi("memory"),
-            psi_io: psi("io"),
             process_cpu: 0.0,
             process_rss: 0,
         };
         if let Some(sys) = &mut self.system {
             sys.refresh_cpu_usage();
             sys.refresh_memory();
-            r.cpu_used = f64::from(sys.global_cpu_usage());
-            r.memory_available = sys.available_memory();
-            r.memory_total = sys.total_memory();
-            r.swap_used = sys.used_swap();
-            r.swap_total = sys.total_swap();
+            r.sample.cpu_used = f64::from(sys.global_cpu_usage());
+            r.sample.memory_available = sys.available_memory();
+            r.sample.memory_total = sys.total_memory();
+            r.sample.swap_used = sys.used_swap();
+            r.sample.swap_total = sys.total_swap();
             if let Some(pid) = self.pid {
                 sys.refresh_processes_specifics(
                     ProcessesToUpdate::Some(&[pid]),
@@ -181,8 +154,8 @@ impl Sampler {
                 .filter(|d| self.data_dir.starts_with(d.mount_point()))
                 .max_by_key(|d| d.mount_point().as_os_str().len())
             {
-                r.disk_available = d.available_space();
-                r.disk_total = d.total_space();
+                r.sample.disk_available = d.available_space();
+                r.sample.disk_total = d.total_space();
             }
         }
         if let Some(nets) = &mut self.networks {
@@ -191,13 +164,14 @@ impl Sampler {
                 (rx + n.received(), tx + n.transmitted())
             });
             let now = Instant::now();
-            if let Some((then, _, _)) = self.last_net {
+            if let Some(then) = self.last_net {
                 let secs = now.duration_since(then).as_secs_f64().max(0.001);
                 // `received()` is the amount since the previous refresh.
                 r.net_rx_per_s = rx as f64 / secs;
                 r.net_tx_per_s = tx as f64 / secs;
+                r.sample.net_bytes_per_s = r.net_rx_per_s + r.net_tx_per_s;
             }
-            self.last_net = Some((now, rx, tx));
+            self.last_net = Some(now);
         }
         r
     }
@@ -255,7 +229,7 @@ impl Health {
         ctx.spawn(
             async move {
                 if let Err(e) = writer::call(&writer, move |c| {
-                    queue::record_stats(c, node, report.at, &stats)
+                    queue::record_stats(c, node, report.sample.at, &stats)
                 })
                 .await
                 {

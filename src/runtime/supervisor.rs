@@ -1,6 +1,7 @@
 //! Supervisor is an actor. It owns the node's children: the Scheduler, one Processor per active
 //! local `job_processor` row, the Health actor (and, through the Engine, the Writers); it
-//! restarts children that stop (actix `Supervisor`, with each child's own backoff), keeps the
+//! restarts children that stop (actix `Supervisor`; a restarted processor waits with exponential
+//! backoff before it claims, a restarted writer reopens its connection), keeps the
 //! node's heartbeat, receives health reports, and drains everything at shutdown.
 //!
 //! Invariant: a processor exists for every enabled local processor row and for no other; at
@@ -199,7 +200,7 @@ impl Supervisor {
                     return tracing::error!("loading activations panicked: {e}");
                 }
             };
-            act.policy.handle_sample(&report.to_sample());
+            act.policy.handle_sample(&report.sample);
             let views: Vec<JobView> = jobs.iter().map(job_view).collect();
             let procs: Vec<ProcessorView> = utils
                 .iter()
@@ -214,7 +215,7 @@ impl Supervisor {
                     },
                 )
                 .collect();
-            let decisions = act.policy.poll_decisions(report.at, &views, &procs);
+            let decisions = act.policy.poll_decisions(report.sample.at, &views, &procs);
             let stats: Vec<StatSample> = utils
                 .iter()
                 .map(|(_, row, u)| StatSample {
@@ -224,7 +225,7 @@ impl Supervisor {
                     value: u.busy_ms as f64,
                 })
                 .collect();
-            act.apply(decisions, jobs, stats, report.at, ctx);
+            act.apply(decisions, jobs, stats, report.sample.at, ctx);
         }));
     }
 
@@ -455,9 +456,9 @@ impl Handler<HealthReport> for Supervisor {
     type Result = ();
     fn handle(&mut self, msg: HealthReport, ctx: &mut Context<Self>) {
         tracing::debug!(
-            cpu = msg.cpu_used,
-            mem_avail = msg.memory_available,
-            disk_avail = msg.disk_available,
+            cpu = msg.sample.cpu_used,
+            mem_avail = msg.sample.memory_available,
+            disk_avail = msg.sample.disk_available,
             "health"
         );
         self.last_health = Some(msg.clone());

@@ -122,12 +122,10 @@ fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), Stri
     }
 }
 
-/// Runs an op only to obtain its reply when the batch could not even begin. The op's SQL fails
-/// (no transaction is open for writes that would need one is not guaranteed), so it runs in
-/// autocommit mode; its reply then receives the begin error regardless of what it did.
+/// Obtains an op's reply when its batch could not begin. An op hands out its reply only by
+/// running, so it runs inside a savepoint that is rolled back: nothing it did is kept, and its
+/// reply receives the begin error.
 fn op_failed(op: Op, conn: &Connection) -> Reply {
-    // Running it would write outside a transaction: instead drop its work by running it inside
-    // a savepoint we roll back.
     let _ = conn.execute_batch("SAVEPOINT dead");
     let (_, reply) = op(conn);
     let _ = conn.execute_batch("ROLLBACK TO dead; RELEASE dead");
