@@ -332,6 +332,7 @@ fn claim_latency(history: usize) -> f64 {
         let r = &claim.runs[0];
         let c = Completion {
             run_id: r.run_id,
+            job_id: r.job_id,
             claim_token: r.claim_token,
             outcome: Outcome::Succeeded(serde_json::Value::Null),
             log: None,
@@ -343,6 +344,88 @@ fn claim_latency(history: usize) -> f64 {
     }
     let _ = std::fs::remove_dir_all(&dir);
     median(samples)
+}
+
+// ---------------------------------------------------------------- sql
+
+/// The engine's own claim and completion SQL (`queue::claim`, `queue::complete_all`) in one
+/// thread, `per_tx` runs per transaction, without the actors: what the writer thread costs.
+fn engine_sql(n: usize, per_tx: usize) -> f64 {
+    let dir = fresh_dir("sql");
+    let path = dir.join("catalog.db");
+    let mut catalog = Catalog::open(&path, &DbSettings::default()).unwrap();
+    catalog
+        .import(
+            &toml_format::parse(&catalog_text(2, NOOP)).unwrap(),
+            "bench",
+        )
+        .unwrap();
+    let job_id = catalog.job("noop").unwrap().id;
+    let conn = catalog.writer();
+    let node = queue::register_node(conn, "bench", "h", 1, "v", 0, 15_000, |_| true)
+        .unwrap()
+        .unwrap();
+    let pid: i64 = conn
+        .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
+        .unwrap();
+    conn.execute_batch("BEGIN").unwrap();
+    for _ in 0..n {
+        let run = NewRun {
+            job_id,
+            processor_id: pid,
+            priority: 0,
+            scheduled_for: None,
+            run_after: 0,
+            params: None,
+            status: RunStatus::Queued,
+            error: None,
+        };
+        queue::enqueue(conn, &run, 0).unwrap();
+    }
+    conn.execute_batch("COMMIT").unwrap();
+    let t0 = Instant::now();
+    let mut token = 1;
+    let (mut claiming, mut completing) = (Duration::ZERO, Duration::ZERO);
+    loop {
+        let tc = Instant::now();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        let claim = queue::claim(conn, pid, node, per_tx, 1, 1000, token, false).unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        claiming += tc.elapsed();
+        if claim.runs.is_empty() {
+            break;
+        }
+        token += per_tx as i64;
+        let done: Vec<Completion> = claim
+            .runs
+            .iter()
+            .map(|r| Completion {
+                run_id: r.run_id,
+                job_id: r.job_id,
+                claim_token: r.claim_token,
+                outcome: Outcome::Succeeded(serde_json::json!({})),
+                log: None,
+                started_at: 1,
+                finished_at: 2,
+                retry_at: None,
+            })
+            .collect();
+        let tc = Instant::now();
+        conn.execute_batch("BEGIN IMMEDIATE").unwrap();
+        queue::complete_all(conn, node, &done).unwrap();
+        conn.execute_batch("COMMIT").unwrap();
+        completing += tc.elapsed();
+    }
+    if std::env::var_os("BENCH_PHASES").is_some() {
+        eprintln!(
+            "claim {:.1} µs/run, complete {:.1} µs/run",
+            claiming.as_secs_f64() * 1e6 / n as f64,
+            completing.as_secs_f64() * 1e6 / n as f64
+        );
+    }
+    let rate = n as f64 / t0.elapsed().as_secs_f64();
+    let _ = std::fs::remove_dir_all(&dir);
+    rate
 }
 
 // ---------------------------------------------------------------- main
@@ -405,6 +488,20 @@ fn main() {
                 rate / batched_floor
             );
         }
+    }
+    if all || a.what == "drain" || a.what == "sql" {
+        let rate = median((0..rounds).map(|_| engine_sql(a.n, 256)).collect());
+        println!(
+            "{:<52} {:>10.0} j/s {:>9.2}x",
+            "engine SQL alone: claim + complete, 256 per tx",
+            rate,
+            rate / batched_floor
+        );
+    }
+    if a.what == "profile" {
+        // One drain with 2 executions and nothing else: for `perf record`.
+        let (_, _, rate) = drain(a.n, 2, Durability::Normal);
+        println!("{:<52} {:>10.0} j/s", "drain: 2 executions", rate);
     }
     if all || a.what == "latency" {
         let results: Vec<(f64, f64, usize)> = (0..rounds).map(|_| latency(1000, 12)).collect();

@@ -31,7 +31,7 @@ pub fn register(r: &mut Registry) {
     r.register("run_history_prune", run_history_prune);
     r.register("db_maintenance", db_maintenance);
     r.register("catalog_backup", catalog_backup);
-    r.register("debug.noop", |_, _| Ok(json!({})));
+    r.register_async("debug.noop", |_, _| std::future::ready(Ok(json!({}))));
     r.register("debug.echo", |_, input| Ok(input));
     r.register("debug.fail", |_, input| {
         Err(input

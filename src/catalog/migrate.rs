@@ -44,6 +44,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_hot_path_indexes.sql",
         sql: include_str!("../../migrations/0005_hot_path_indexes.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_job_run_rebuild.sql",
+        sql: include_str!("../../migrations/0006_job_run_rebuild.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (
@@ -71,10 +76,26 @@ pub fn migrate(conn: &mut Connection) -> Result<usize, CatalogError> {
     apply(conn, MIGRATIONS)
 }
 
+/// Applies pending migrations with foreign keys off, as SQLite's procedure for rebuilding a
+/// table requires (a `DROP TABLE` would otherwise delete or check rows of other tables); the
+/// whole schema is checked with `foreign_key_check` before the commit, and the setting is
+/// restored after.
 pub(crate) fn apply(
     conn: &mut Connection,
     migrations: &[Migration],
 ) -> Result<usize, CatalogError> {
+    let fk: bool = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+    conn.execute_batch("PRAGMA foreign_keys = OFF")?;
+    let applied = apply_in_tx(conn, migrations);
+    conn.execute_batch(if fk {
+        "PRAGMA foreign_keys = ON"
+    } else {
+        "PRAGMA foreign_keys = OFF"
+    })?;
+    applied
+}
+
+fn apply_in_tx(conn: &mut Connection, migrations: &[Migration]) -> Result<usize, CatalogError> {
     let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
     tx.execute_batch(CREATE_HISTORY)?;
     let mut applied = 0;
@@ -97,6 +118,18 @@ pub(crate) fn apply(
                 tx.execute(INSERT_APPLIED, params![m.version, m.name, sum])?;
                 applied += 1;
             }
+        }
+    }
+    if applied > 0 {
+        let broken: Option<(String, i64)> = tx
+            .query_row("PRAGMA foreign_key_check", [], |r| {
+                Ok((r.get(0)?, r.get(1)?))
+            })
+            .optional()?;
+        if let Some((table, rowid)) = broken {
+            return Err(CatalogError::Migration(format!(
+                "after migrating, row {rowid} of `{table}` refers to a row that does not exist"
+            )));
         }
     }
     tx.commit()?;

@@ -98,6 +98,7 @@ fn pragmas(s: &DbSettings) -> String {
         "PRAGMA journal_mode = WAL;
          PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = ON;
+         PRAGMA temp_store = MEMORY;
          PRAGMA busy_timeout = {};",
         s.busy_timeout.as_millis()
     )

@@ -5,7 +5,8 @@
 //! (or a read connection for `load_*`), never opens one, and reads no clock: `now` is an
 //! argument. A completion is recorded only with the claim token it was claimed with.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
@@ -320,7 +321,8 @@ pub fn job_for_trigger(conn: &Connection, name: &str) -> Result<(i64, i64, i64),
     })
 }
 
-/// A run handed to a processor.
+/// A run handed to a processor. The job's fields are shared by every run of the job claimed in
+/// the same batch.
 #[derive(Debug, Clone)]
 pub struct ClaimedRun {
     /// `run_id`.
@@ -330,11 +332,11 @@ pub struct ClaimedRun {
     /// The job.
     pub job_id: i64,
     /// The job's name.
-    pub job_name: String,
+    pub job_name: Arc<str>,
     /// The executor.
     pub job_type: JobType,
     /// The job's payload (JSON object).
-    pub payload: Json,
+    pub payload: Arc<Json>,
     /// The run's parameters (JSON), if any.
     pub params: Option<Json>,
     /// 1 for the first attempt.
@@ -352,26 +354,39 @@ pub struct ClaimedRun {
     /// Claim order.
     pub priority: i64,
     /// Ids of the objects the job writes.
-    pub objects: Vec<i64>,
+    pub objects: Arc<[i64]>,
     /// When it was claimed.
     pub started_at: i64,
 }
 
-const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, j.job_name, t.job_type, j.job_payload,
-    r.params, r.attempt, j.max_attempts, j.backoff_base, j.backoff_max, j.timeout,
-    j.overlap_policy, j.max_overlap, r.scheduled_for, r.priority
+/// What a claim needs of a job, read once per job per claim.
+struct JobMeta {
+    name: Arc<str>,
+    job_type: JobType,
+    payload: Arc<Json>,
+    /// max_attempts, backoff_base, backoff_max, timeout.
+    nums: [i64; 4],
+    /// How many of its runs may run at once.
+    cap: i64,
+    objects: Arc<[i64]>,
+}
+
+const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for,
+    r.priority
     FROM job_run r
-    JOIN job j ON j.job_id = r.job_id
-    JOIN job_type t ON t.job_type_id = j.job_type_id
     WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2
       -- Scheduled slots run only while the job is active here; on-demand runs and retries always.
       AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
            WHERE a.job_id = r.job_id AND a.node_id = ?4 AND a.state = 'active'))
       -- With writes paused (disk critical), only jobs that write no object, or maintenance jobs.
       AND (?5 = 0 OR NOT EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = r.job_id)
-           OR EXISTS (SELECT 1 FROM job_group g WHERE g.job_group_id = j.job_group_id AND g.maintenance = 1))
+           OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
+                      WHERE j.job_id = r.job_id AND g.maintenance = 1))
     ORDER BY r.priority DESC, r.run_after, r.run_id
     LIMIT ?3";
+const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
+    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap
+    FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1";
 const SELECT_RUNNING_JOBS: &str =
     "SELECT job_id, count(*) FROM job_run WHERE status = 'running' GROUP BY job_id";
 const SELECT_BUSY_OBJECTS: &str = "SELECT DISTINCT jo.object_id FROM job_run r
@@ -380,7 +395,7 @@ const SELECT_JOB_OBJECTS: &str = "SELECT object_id FROM job_object WHERE job_id 
 const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2, claim_token = ?3,
     started_at = ?4, lease_until = ?5 WHERE run_id = ?1 AND status = 'queued'";
 const MARK_JOB_BEGIN: &str =
-    "UPDATE job SET in_progress = in_progress + 1, last_date_begin = ?2 WHERE job_id = ?1";
+    "UPDATE job SET in_progress = in_progress + ?2, last_date_begin = ?3 WHERE job_id = ?1";
 const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
     WHERE status = 'queued' AND processor_id = ?1 AND run_after > ?2";
 
@@ -395,10 +410,51 @@ pub struct Claim {
     pub blocked: bool,
 }
 
+/// Reads what a claim needs of job `job_id`; `None` when the job is gone.
+fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogError> {
+    type Row = (String, String, String, [i64; 4], String, i64);
+    let row: Option<Row> = conn
+        .prepare_cached(SELECT_JOB_META)?
+        .query_row([job_id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                [r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?],
+                r.get(7)?,
+                r.get(8)?,
+            ))
+        })
+        .optional()?;
+    let Some((name, job_type, payload, nums, overlap, max_overlap)) = row else {
+        return Ok(None);
+    };
+    let corrupt = |what: &str| CatalogError::Corrupt(format!("job {name}: {what}"));
+    let objects: Arc<[i64]> = conn
+        .prepare_cached(SELECT_JOB_OBJECTS)?
+        .query_map([job_id], |r| r.get(0))?
+        .collect::<Result<_, _>>()?;
+    Ok(Some(JobMeta {
+        job_type: JobType::parse(&job_type).ok_or_else(|| corrupt("job type"))?,
+        payload: Arc::new(serde_json::from_str(&payload).map_err(|_| corrupt("payload"))?),
+        nums,
+        cap: if overlap == OverlapPolicy::Allow.as_str() {
+            max_overlap
+        } else {
+            1
+        },
+        objects,
+        name: name.into(),
+    }))
+}
+
 /// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
 /// never overlaps itself unless its overlap policy allows, and two jobs that write a common
 /// object never run at once. Each claimed run gets token `first_token + i`. With
 /// `writes_paused`, jobs that write data objects wait unless their group is maintenance.
+///
+/// The queue is scanned first (at most 8 × `limit` candidates, fewer when enough are
+/// claimable), then the chosen runs are marked; each job's row is updated once per claim.
 #[allow(clippy::too_many_arguments)]
 pub fn claim(
     conn: &Connection,
@@ -413,115 +469,105 @@ pub fn claim(
     let mut claim = Claim::default();
     let mut running: HashMap<i64, i64> = HashMap::new();
     let mut busy: HashSet<i64> = HashSet::new();
+    let mut jobs: HashMap<i64, Option<Arc<JobMeta>>> = HashMap::new();
     let mut loaded_busy = false;
-    let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
-    // Over-fetch: some candidates may be blocked by overlap or object rules.
-    let fetch = (limit * 4).max(16) as i64;
-    let candidates = stmt
-        .query_map(
-            params![processor_id, now, fetch, node_id, writes_paused],
-            |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, i64>(1)?,
-                    r.get::<_, String>(2)?,
-                    r.get::<_, String>(3)?,
-                    r.get::<_, String>(4)?,
-                    r.get::<_, Option<String>>(5)?,
-                    [
-                        r.get::<_, i64>(6)?,
-                        r.get(7)?,
-                        r.get(8)?,
-                        r.get(9)?,
-                        r.get(10)?,
-                    ],
-                    r.get::<_, String>(11)?,
-                    r.get::<_, i64>(12)?,
-                    r.get::<_, Option<i64>>(13)?,
-                    r.get::<_, i64>(14)?,
-                ))
-            },
-        )?
-        .collect::<Result<Vec<_>, _>>()?;
-    for (
-        run_id,
-        job_id,
-        job_name,
-        job_type,
-        payload,
-        params,
-        nums,
-        overlap,
-        max_overlap,
-        slot,
-        priority,
-    ) in candidates
+    // (run_id, job, params, attempt, slot, priority)
+    let mut chosen: Vec<(
+        i64,
+        Arc<JobMeta>,
+        i64,
+        Option<String>,
+        i64,
+        Option<i64>,
+        i64,
+    )> = Vec::new();
     {
-        if claim.runs.len() >= limit {
-            break;
+        let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
+        // Over-fetch: some candidates may be blocked by overlap or object rules.
+        let fetch = (limit * 8).max(16) as i64;
+        let mut rows = stmt.query(params![processor_id, now, fetch, node_id, writes_paused])?;
+        while let Some(r) = rows.next()? {
+            if chosen.len() >= limit {
+                break;
+            }
+            let job_id: i64 = r.get(1)?;
+            if !loaded_busy {
+                // Read lazily: an empty queue costs one indexed query.
+                let mut s = conn.prepare_cached(SELECT_RUNNING_JOBS)?;
+                running = s
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                let mut s = conn.prepare_cached(SELECT_BUSY_OBJECTS)?;
+                busy = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
+                loaded_busy = true;
+            }
+            let meta = match jobs.get(&job_id) {
+                Some(m) => m.clone(),
+                None => {
+                    let m = job_meta(conn, job_id)?.map(Arc::new);
+                    jobs.insert(job_id, m.clone());
+                    m
+                }
+            };
+            let Some(meta) = meta else { continue };
+            let count = running.entry(job_id).or_default();
+            if *count >= meta.cap {
+                claim.blocked = true;
+                continue;
+            }
+            // Runs writing a common object never run at once, even runs of one job.
+            if meta.objects.iter().any(|o| busy.contains(o)) {
+                claim.blocked = true;
+                continue;
+            }
+            *count += 1;
+            busy.extend(meta.objects.iter().copied());
+            chosen.push((
+                r.get(0)?,
+                meta,
+                job_id,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ));
         }
-        if !loaded_busy {
-            // Read lazily: an empty queue costs one indexed query.
-            let mut s = conn.prepare_cached(SELECT_RUNNING_JOBS)?;
-            running = s
-                .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                .collect::<Result<_, _>>()?;
-            let mut s = conn.prepare_cached(SELECT_BUSY_OBJECTS)?;
-            busy = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-            loaded_busy = true;
-        }
-        let cap = if overlap == OverlapPolicy::Allow.as_str() {
-            max_overlap
-        } else {
-            1
-        };
-        if running.get(&job_id).copied().unwrap_or(0) >= cap {
-            claim.blocked = true;
-            continue;
-        }
-        let mut s = conn.prepare_cached(SELECT_JOB_OBJECTS)?;
-        let objects: Vec<i64> = s
-            .query_map([job_id], |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        if objects.iter().any(|o| busy.contains(o)) {
-            claim.blocked = true;
-            continue;
-        }
+    }
+    let mut begun: HashMap<i64, i64> = HashMap::new();
+    let mut mark = conn.prepare_cached(MARK_RUNNING)?;
+    for (run_id, meta, job_id, params, attempt, slot, priority) in chosen {
         let token = first_token + claim.runs.len() as i64;
-        let lease = if nums[4] > 0 {
-            now + nums[4] + lease_ms
-        } else {
-            now + lease_ms
-        };
-        conn.prepare_cached(MARK_RUNNING)?
-            .execute(params![run_id, node_id, token, now, lease])?;
-        conn.prepare_cached(MARK_JOB_BEGIN)?
-            .execute(params![job_id, now])?;
-        *running.entry(job_id).or_default() += 1;
-        busy.extend(objects.iter().copied());
-        let corrupt = |what: &str| CatalogError::Corrupt(format!("run {run_id}: {what}"));
+        let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
+        let lease = now + timeout.max(0) + lease_ms;
+        mark.execute(params![run_id, node_id, token, now, lease])?;
+        *begun.entry(job_id).or_default() += 1;
+        let params = params
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|_| CatalogError::Corrupt(format!("run {run_id}: params")))?;
         claim.runs.push(ClaimedRun {
             run_id,
             claim_token: token,
             job_id,
-            job_name,
-            job_type: JobType::parse(&job_type).ok_or_else(|| corrupt("job type"))?,
-            payload: serde_json::from_str(&payload).map_err(|_| corrupt("payload"))?,
-            params: params
-                .as_deref()
-                .map(serde_json::from_str)
-                .transpose()
-                .map_err(|_| corrupt("params"))?,
-            attempt: nums[0],
-            max_attempts: nums[1],
-            backoff_base: nums[2],
-            backoff_max: nums[3],
-            timeout: nums[4],
+            job_name: meta.name.clone(),
+            job_type: meta.job_type,
+            payload: meta.payload.clone(),
+            params,
+            attempt,
+            max_attempts,
+            backoff_base,
+            backoff_max,
+            timeout,
             scheduled_for: slot,
             priority,
-            objects,
+            objects: meta.objects.clone(),
             started_at: now,
         });
+    }
+    let mut job_begin = conn.prepare_cached(MARK_JOB_BEGIN)?;
+    for (job_id, n) in begun {
+        job_begin.execute(params![job_id, n, now])?;
     }
     if claim.runs.len() < limit {
         claim.next_due = conn
@@ -549,6 +595,8 @@ pub enum Outcome {
 pub struct Completion {
     /// The run.
     pub run_id: i64,
+    /// Its job.
+    pub job_id: i64,
     /// The token it was claimed with.
     pub claim_token: i64,
     /// How it ended.
@@ -576,23 +624,113 @@ const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id,
     r.priority, r.params, coalesce(r.retry_of, r.run_id), j.max_attempts
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     WHERE r.run_id = ?1 AND r.claim_token = ?2 AND r.status = 'running'";
+const FINISH_SUCCEEDED: &str = "UPDATE job_run SET status = 'succeeded', finished_at = ?3,
+    elapsed = ?4, result = ?5, error = NULL, log = ?6, started_at = ?7, lease_until = NULL
+    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'";
 const FINISH_RUN: &str = "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
     result = ?5, error = ?6, log = ?7, started_at = ?8, lease_until = NULL WHERE run_id = ?1";
 const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = ?1";
-const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - 1, 0),
-    last_date_end = ?2, last_elapse = ?3, last_response = ?4 WHERE job_id = ?1";
-const RELEASE_JOB: &str = "UPDATE job SET in_progress = max(in_progress - 1, 0) WHERE job_id = ?1";
+const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - ?2, 0),
+    last_date_end = coalesce(?3, last_date_end), last_elapse = coalesce(?4, last_elapse),
+    last_response = coalesce(?5, last_response) WHERE job_id = ?1";
 const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after, params,
     status, attempt, retry_of, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8)";
 const COUNT_STALE: &str =
-    "UPDATE node SET stale_completions = stale_completions + 1 WHERE node_id = ?1";
+    "UPDATE node SET stale_completions = stale_completions + ?2 WHERE node_id = ?1";
 
 /// (job_id, attempt, processor_id, priority, params, first attempt, max_attempts).
 type CompleteRow = (i64, i64, Option<i64>, i64, Option<String>, i64, i64);
 
+/// What a batch of completions does to one job's row: runs no longer in progress, and the
+/// latest end (instant, elapsed, response) among them.
+#[derive(Default)]
+struct JobEnd {
+    ended: i64,
+    last: Option<(i64, i64, String)>,
+}
+
+impl JobEnd {
+    fn finished(&mut self, at: i64, elapsed: i64, response: &str) {
+        self.ended += 1;
+        if self.last.as_ref().is_none_or(|(t, _, _)| at >= *t) {
+            self.last = Some((at, elapsed, response.chars().take(1000).collect()));
+        }
+    }
+}
+
 /// Records a completion if its claim token still holds; otherwise counts it as stale.
 pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recorded, CatalogError> {
+    Ok(complete_all(conn, node_id, std::slice::from_ref(c))?[0])
+}
+
+/// Records completions, each only if its claim token still holds (the others are counted as
+/// stale); each job's row is updated once for the whole batch.
+pub fn complete_all(
+    conn: &Connection,
+    node_id: i64,
+    completions: &[Completion],
+) -> Result<Vec<Recorded>, CatalogError> {
+    let mut ends: BTreeMap<i64, JobEnd> = BTreeMap::new();
+    let mut stale = 0;
+    let mut recorded = Vec::with_capacity(completions.len());
+    for c in completions {
+        let r = match &c.outcome {
+            Outcome::Succeeded(v) => complete_succeeded(conn, c, v, &mut ends)?,
+            _ => complete_other(conn, c, &mut ends)?,
+        };
+        stale += i64::from(r == Recorded::Stale);
+        recorded.push(r);
+    }
+    let mut finish_job = conn.prepare_cached(FINISH_JOB)?;
+    for (job_id, end) in ends {
+        let (at, elapsed, response) = match end.last {
+            Some((at, elapsed, response)) => (Some(at), Some(elapsed), Some(response)),
+            None => (None, None, None),
+        };
+        finish_job.execute(params![job_id, end.ended, at, elapsed, response])?;
+    }
+    if stale > 0 {
+        conn.prepare_cached(COUNT_STALE)?
+            .execute(params![node_id, stale])?;
+    }
+    Ok(recorded)
+}
+
+/// The common case in one statement: the token check and the update together.
+fn complete_succeeded(
+    conn: &Connection,
+    c: &Completion,
+    value: &Json,
+    ends: &mut BTreeMap<i64, JobEnd>,
+) -> Result<Recorded, CatalogError> {
+    let elapsed = (c.finished_at - c.started_at).max(0);
+    let result = value.to_string();
+    // No RETURNING: SQLite would build an ephemeral table for it on every call.
+    let changed = conn.prepare_cached(FINISH_SUCCEEDED)?.execute(params![
+        c.run_id,
+        c.claim_token,
+        c.finished_at,
+        elapsed,
+        result,
+        c.log,
+        c.started_at
+    ])?;
+    if changed == 0 {
+        return Ok(Recorded::Stale);
+    }
+    ends.entry(c.job_id)
+        .or_default()
+        .finished(c.finished_at, elapsed, &result);
+    Ok(Recorded::Done(RunStatus::Succeeded, None))
+}
+
+/// Failures, timeouts (with their retry) and interruptions.
+fn complete_other(
+    conn: &Connection,
+    c: &Completion,
+    ends: &mut BTreeMap<i64, JobEnd>,
+) -> Result<Recorded, CatalogError> {
     let row: Option<CompleteRow> = conn
         .prepare_cached(SELECT_FOR_COMPLETE)?
         .query_row(params![c.run_id, c.claim_token], |r| {
@@ -609,15 +747,14 @@ pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recor
         .optional()?;
     let Some((job_id, attempt, processor_id, priority, params_text, first_run, max_attempts)) = row
     else {
-        conn.prepare_cached(COUNT_STALE)?.execute([node_id])?;
         return Ok(Recorded::Stale);
     };
     if c.outcome == Outcome::Interrupted {
         conn.prepare_cached(REQUEUE_RUN)?.execute([c.run_id])?;
-        conn.prepare_cached(RELEASE_JOB)?.execute([job_id])?;
+        ends.entry(job_id).or_default().ended += 1;
         return Ok(Recorded::Done(RunStatus::Queued, None));
     }
-    let elapsed = Some((c.finished_at - c.started_at).max(0));
+    let elapsed = (c.finished_at - c.started_at).max(0);
     let retry = match (&c.outcome, c.retry_at) {
         (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if attempt < max_attempts => Some(at),
         _ => None,
@@ -641,15 +778,10 @@ pub fn complete(conn: &Connection, node_id: i64, c: &Completion) -> Result<Recor
         c.log,
         c.started_at
     ])?;
-    let response: String = result
-        .as_deref()
-        .or(error.as_deref())
-        .unwrap_or("")
-        .chars()
-        .take(1000)
-        .collect();
-    conn.prepare_cached(FINISH_JOB)?
-        .execute(params![job_id, c.finished_at, elapsed, response])?;
+    let response = result.as_deref().or(error.as_deref()).unwrap_or("");
+    ends.entry(job_id)
+        .or_default()
+        .finished(c.finished_at, elapsed, response);
     let retry_id = match retry {
         Some(at) => {
             conn.prepare_cached(INSERT_RETRY)?.execute(params![

@@ -38,6 +38,8 @@ fn pragmas_read_back() {
         for conn in [&*read, catalog.writer() as &Connection] {
             assert_eq!(pragma(conn, "journal_mode"), "wal");
             assert_eq!(pragma(conn, "foreign_keys"), "1");
+            // Savepoint sub-journals stay in memory (every writer operation has a savepoint).
+            assert_eq!(pragma(conn, "temp_store"), "2");
             assert_eq!(pragma(conn, "busy_timeout"), "4321");
             assert_eq!(pragma(conn, "synchronous"), synchronous);
         }
@@ -397,7 +399,7 @@ payload = { function = "f" }
         enqueue(conn, free, pid, 0, None);
         enqueue(conn, high, pid, 9, None);
         let claim = queue::claim(conn, pid, node, 4, 10, 1000, 100, false).unwrap();
-        let names: Vec<&str> = claim.runs.iter().map(|r| r.job_name.as_str()).collect();
+        let names: Vec<&str> = claim.runs.iter().map(|r| &*r.job_name).collect();
         // `low` shares object `o` with `high`, which outranks it: it must wait.
         assert_eq!(names, ["high", "free"]);
         assert!(claim.blocked);
@@ -408,6 +410,7 @@ payload = { function = "f" }
         // Once `high` completes, `low` is claimable.
         let done = Completion {
             run_id: claim.runs[0].run_id,
+            job_id: claim.runs[0].job_id,
             claim_token: 100,
             outcome: Outcome::Succeeded(Json::Null),
             log: None,
@@ -421,10 +424,7 @@ payload = { function = "f" }
         );
         let next = queue::claim(conn, pid, node, 4, 30, 1000, 200, false).unwrap();
         assert_eq!(
-            next.runs
-                .iter()
-                .map(|r| r.job_name.as_str())
-                .collect::<Vec<_>>(),
+            next.runs.iter().map(|r| &*r.job_name).collect::<Vec<_>>(),
             ["low"]
         );
     }
@@ -452,6 +452,7 @@ payload = { function = "f" }
         let run = &claim.runs[0];
         let stale = Completion {
             run_id: run.run_id,
+            job_id: run.job_id,
             claim_token: 6,
             outcome: Outcome::Succeeded(Json::Null),
             log: None,

@@ -64,7 +64,7 @@ pub async fn run(
         }
     }
     cmd.env("JOBVISOR_RUN_ID", run.run_id.to_string())
-        .env("JOBVISOR_JOB", &run.job_name);
+        .env("JOBVISOR_JOB", &*run.job_name);
     if let Some(params) = &run.params {
         cmd.env("JOBVISOR_PARAMS", params.to_string());
     }

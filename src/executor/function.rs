@@ -1,9 +1,13 @@
-//! Function jobs: a registry of named Rust functions taking JSON and returning JSON.
+//! Function jobs: a registry of named Rust functions taking JSON and returning JSON, either
+//! blocking (plain `fn`) or async.
 //!
-//! Invariant: functions run on the blocking pool, never on an actor thread; a panic is a
-//! failure of that run, not of the node.
+//! Invariant: blocking functions run on the blocking pool, never on an actor thread; async
+//! functions run as tasks on their processor's thread and must not block it; either way a panic
+//! is a failure of that run, not of the node.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -16,10 +20,25 @@ use crate::catalog::queue::ClaimedRun;
 /// A job function: gets its context and input, returns a JSON result or an error message.
 pub type JobFn = Arc<dyn Fn(&FnContext, Json) -> Result<Json, String> + Send + Sync>;
 
+/// What an async job function returns.
+pub type JobFuture = Pin<Box<dyn Future<Output = Result<Json, String>>>>;
+
+/// An async job function: gets its context and input, returns a future of the result.
+pub type AsyncJobFn = Arc<dyn Fn(FnContext, Json) -> JobFuture + Send + Sync>;
+
+/// A registered function.
+#[derive(Clone)]
+pub enum Function {
+    /// Runs on the blocking pool.
+    Blocking(JobFn),
+    /// Runs on the processor's thread; must not block.
+    Async(AsyncJobFn),
+}
+
 /// Named functions.
 #[derive(Default, Clone)]
 pub struct Registry {
-    functions: BTreeMap<String, JobFn>,
+    functions: BTreeMap<String, Function>,
 }
 
 impl Registry {
@@ -33,12 +52,24 @@ impl Registry {
     where
         F: Fn(&FnContext, Json) -> Result<Json, String> + Send + Sync + 'static,
     {
-        self.functions.insert(name.into(), Arc::new(f));
+        self.functions
+            .insert(name.into(), Function::Blocking(Arc::new(f)));
+    }
+
+    /// Registers the async function `f` under `name`, replacing any earlier one. Its future runs
+    /// on the processor's thread: await I/O, never block (use [`Registry::register`] for that).
+    pub fn register_async<F, Fut>(&mut self, name: impl Into<String>, f: F)
+    where
+        F: Fn(FnContext, Json) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<Json, String>> + 'static,
+    {
+        let f: AsyncJobFn = Arc::new(move |ctx, input| Box::pin(f(ctx, input)));
+        self.functions.insert(name.into(), Function::Async(f));
     }
 
     /// The function called `name`.
-    pub fn get(&self, name: &str) -> Option<JobFn> {
-        self.functions.get(name).cloned()
+    pub fn get(&self, name: &str) -> Option<&Function> {
+        self.functions.get(name)
     }
 
     /// Every registered name.
@@ -68,7 +99,8 @@ impl FnContext {
     }
 }
 
-/// Runs a function job on the blocking pool.
+/// Runs a function job: a blocking one on the blocking pool, an async one right here (the
+/// processor runs each execution in a task of its own, which contains a panic).
 pub async fn run(run: &ClaimedRun, env: &ExecEnv, mut cancel: watch::Receiver<bool>) -> ExecResult {
     let Some(name) = run.payload.get("function").and_then(Json::as_str) else {
         return ExecResult::Err("payload.function is missing".into());
@@ -79,23 +111,41 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv, mut cancel: watch::Receiver<bo
     let cancelled = Arc::new(AtomicBool::new(false));
     let ctx = FnContext {
         run_id: run.run_id,
-        job_name: run.job_name.clone(),
+        job_name: run.job_name.to_string(),
         attempt: run.attempt,
         env: env.clone(),
         cancelled: cancelled.clone(),
     };
     let input = job_input(run, &["function"]);
-    let task = actix_rt::task::spawn_blocking(move || f(&ctx, input));
-    tokio::select! {
-        joined = task => match joined {
-            Ok(Ok(v)) => ExecResult::Ok(v),
-            Ok(Err(e)) => ExecResult::Err(e),
-            Err(e) => ExecResult::Err(format!("function `{name}` panicked: {e}")),
-        },
-        _ = cancel.wait_for(|c| *c) => {
-            // A blocking thread cannot be interrupted: tell the function and stop waiting.
-            cancelled.store(true, Ordering::Relaxed);
-            ExecResult::Cancelled
+    let result = match f {
+        Function::Async(f) => {
+            let work = f(ctx, input);
+            tokio::select! {
+                result = work => result,
+                _ = cancel.wait_for(|c| *c) => {
+                    cancelled.store(true, Ordering::Relaxed);
+                    return ExecResult::Cancelled;
+                }
+            }
         }
+        Function::Blocking(f) => {
+            let f = f.clone();
+            let task = actix_rt::task::spawn_blocking(move || f(&ctx, input));
+            tokio::select! {
+                joined = task => match joined {
+                    Ok(result) => result,
+                    Err(e) => return ExecResult::Err(format!("function `{name}` panicked: {e}")),
+                },
+                _ = cancel.wait_for(|c| *c) => {
+                    // A blocking thread cannot be interrupted: tell the function and stop waiting.
+                    cancelled.store(true, Ordering::Relaxed);
+                    return ExecResult::Cancelled;
+                }
+            }
+        }
+    };
+    match result {
+        Ok(v) => ExecResult::Ok(v),
+        Err(e) => ExecResult::Err(e),
     }
 }

@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map as JsonMap, Value as Json};
 use tokio::sync::watch;
 
-pub use function::{FnContext, JobFn, Registry};
+pub use function::{AsyncJobFn, FnContext, Function, JobFn, JobFuture, Registry};
 
 use crate::catalog::queue::ClaimedRun;
 use crate::model::JobType;

@@ -116,6 +116,17 @@ impl EngineBuilder {
         self
     }
 
+    /// Registers an async function that `function` jobs can name (`payload.function`). It runs
+    /// on its processor's thread, so it must await rather than block; a panic fails its run.
+    pub fn async_function<F, Fut>(mut self, name: impl Into<String>, f: F) -> Self
+    where
+        F: Fn(FnContext, Json) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Result<Json, String>> + 'static,
+    {
+        self.registry.register_async(name, f);
+        self
+    }
+
     /// Use this clock for schedules (tests).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;

@@ -91,9 +91,13 @@ pub struct ProcessorStatus {
     pub paused: bool,
 }
 
-/// Tells the Scheduler about a job's runs.
-#[derive(Message, Debug, Clone, Copy)]
+/// Tells the Scheduler about runs that started or finished, in order (one message per batch).
+#[derive(Message, Debug, Clone)]
 #[rtype(result = "()")]
+pub struct RunEvents(pub Vec<RunEvent>);
+
+/// A job's run started or finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RunEvent {
     /// A run of the job began at the instant.
     Started(i64, i64),
@@ -123,7 +127,9 @@ pub struct Processor {
     cfg: ProcessorConfig,
     env: ExecEnv,
     writer: Addr<Writer>,
-    events: Recipient<RunEvent>,
+    events: Recipient<RunEvents>,
+    /// Run starts not yet told to the Scheduler (sent at the end of each pump).
+    started_events: Vec<RunEvent>,
     running: HashMap<i64, Arc<watch::Sender<bool>>>,
     claiming: bool,
     paused: bool,
@@ -159,7 +165,7 @@ impl Processor {
         cfg: ProcessorConfig,
         env: ExecEnv,
         writer: Addr<Writer>,
-        events: Recipient<RunEvent>,
+        events: Recipient<RunEvents>,
     ) -> Self {
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (now_ms() as u64);
         Self {
@@ -167,6 +173,7 @@ impl Processor {
             env,
             writer,
             events,
+            started_events: Vec::new(),
             running: HashMap::new(),
             claiming: false,
             paused: false,
@@ -214,6 +221,10 @@ impl Processor {
                 break;
             };
             self.start(run, ctx);
+        }
+        if !self.started_events.is_empty() {
+            self.events
+                .do_send(RunEvents(std::mem::take(&mut self.started_events)));
         }
         if self.claiming {
             self.wake_again = true;
@@ -285,6 +296,7 @@ impl Processor {
         for run in std::mem::take(&mut self.local) {
             let completion = Completion {
                 run_id: run.run_id,
+                job_id: run.job_id,
                 claim_token: run.claim_token,
                 outcome: Outcome::Interrupted,
                 log: None,
@@ -316,8 +328,8 @@ impl Processor {
         run.started_at = now_ms();
         self.running.insert(run.run_id, cancel.clone());
         self.started_at.insert(run.run_id, run.started_at);
-        self.events
-            .do_send(RunEvent::Started(run.job_id, run.started_at));
+        self.started_events
+            .push(RunEvent::Started(run.job_id, run.started_at));
         let env = self.env.clone();
         let meta = run.clone();
         // A task of its own: a panicking executor fails its run, not this processor.
@@ -362,6 +374,7 @@ impl Processor {
         };
         let completion = Completion {
             run_id: run.run_id,
+            job_id: run.job_id,
             claim_token: run.claim_token,
             outcome,
             log,
@@ -393,10 +406,7 @@ impl Processor {
         let (node, writer) = (self.cfg.node_id, self.writer.clone());
         let write = async move {
             writer::call(&writer, move |conn| {
-                completions
-                    .iter()
-                    .map(|c| queue::complete(conn, node, c))
-                    .collect::<Result<Vec<_>, _>>()
+                queue::complete_all(conn, node, &completions)
             })
             .await
         };
@@ -404,6 +414,7 @@ impl Processor {
             act.recording = false;
             match recorded {
                 Ok(results) => {
+                    let mut finished = Vec::with_capacity(batch.len());
                     for ((run, completion), result) in batch.into_iter().zip(results) {
                         match result {
                             Recorded::Done(status, retry) => {
@@ -414,8 +425,9 @@ impl Processor {
                         if completion.outcome != Outcome::Interrupted {
                             act.completed += 1;
                         }
-                        act.events.do_send(RunEvent::Finished(run.job_id, completion.finished_at));
+                        finished.push(RunEvent::Finished(run.job_id, completion.finished_at));
                     }
+                    act.events.do_send(RunEvents(finished));
                 }
                 Err(e) => {
                     let tries = act.record_failures.min(6);

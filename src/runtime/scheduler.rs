@@ -19,7 +19,7 @@ use rusqlite::Connection;
 use serde_json::Value as Json;
 
 use super::Clock;
-use super::processor::{Processor, RunEvent, Wake};
+use super::processor::{Processor, RunEvent, RunEvents, Wake};
 use super::writer::{self, Writer};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{self, NewRun, ScheduledJob};
@@ -355,27 +355,37 @@ impl Handler<PauseSchedules> for Scheduler {
     }
 }
 
-impl Handler<RunEvent> for Scheduler {
+impl Handler<RunEvents> for Scheduler {
     type Result = ();
-    fn handle(&mut self, msg: RunEvent, ctx: &mut Context<Self>) {
-        let (job_id, at, finished) = match msg {
-            RunEvent::Started(job, at) => (job, at, false),
-            RunEvent::Finished(job, at) => (job, at, true),
-        };
-        let Some(entry) = self.entries.get_mut(&job_id) else {
-            return;
-        };
-        if finished {
-            entry.planner.handle_run_finished(at);
+    fn handle(&mut self, msg: RunEvents, ctx: &mut Context<Self>) {
+        let mut any_finished = false;
+        for event in msg.0 {
+            let (job_id, at, finished) = match event {
+                RunEvent::Started(job, at) => (job, at, false),
+                RunEvent::Finished(job, at) => (job, at, true),
+            };
+            let Some(entry) = self.entries.get_mut(&job_id) else {
+                continue;
+            };
+            if finished {
+                entry.planner.handle_run_finished(at);
+                any_finished = true;
+            } else {
+                entry.planner.handle_run_started(at);
+            }
+        }
+        if any_finished && !self.ticking {
             // A run_always job, or a slot refused by overlap, may be due now.
             let now = self.clock.now_ms();
-            if !self.ticking && entry.planner.next_wake(now).is_some_and(|w| w <= now) {
+            let due = self
+                .entries
+                .values()
+                .any(|e| e.planner.next_wake(now).is_some_and(|w| w <= now));
+            if due {
                 self.tick(ctx);
-            } else if !self.ticking {
+            } else {
                 self.arm(now, ctx);
             }
-        } else {
-            entry.planner.handle_run_started(at);
         }
     }
 }

@@ -362,7 +362,7 @@ impl Supervisor {
         };
         let env = self.env.clone();
         let writer = self.writer.clone();
-        let events = self.scheduler.clone().recipient::<processor::RunEvent>();
+        let events = self.scheduler.clone().recipient::<processor::RunEvents>();
         let paused = self.paused;
         actix::Supervisor::start(move |_| Processor::new(cfg, env, writer, events).paused(paused))
     }
