@@ -179,11 +179,27 @@ fn drain(n: usize, instances: usize, durability: Durability) -> (f64, f64, f64) 
         }
         let batch_rate = rest.max(1) as f64 / t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
+        let ticks0 = thread_ticks();
         engine.resume();
         while completed(&engine).await < n as u64 {
             actix_rt::time::sleep(Duration::from_millis(2)).await;
         }
         let drain_rate = n as f64 / t0.elapsed().as_secs_f64();
+        if std::env::var_os("BENCH_THREADS").is_some() {
+            // How busy each thread was: shows which one limits the drain.
+            // SAFETY: sysconf has no preconditions.
+            let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+            let secs = t0.elapsed().as_secs_f64();
+            for (name, ticks) in thread_ticks() {
+                let used = ticks - ticks0.get(&name).copied().unwrap_or(0);
+                if used > 0 {
+                    eprintln!(
+                        "  thread {name}: busy {:.0}% of the drain",
+                        used as f64 / hz / secs * 100.0
+                    );
+                }
+            }
+        }
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
         (single_rate, batch_rate, drain_rate)
     });
@@ -235,6 +251,22 @@ fn proc_cpu_ticks() -> u64 {
     let rest = stat.rsplit_once(") ").unwrap().1;
     let f: Vec<&str> = rest.split_whitespace().collect();
     f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap()
+}
+
+/// CPU ticks per thread name, for `BENCH_THREADS=1`.
+fn thread_ticks() -> std::collections::BTreeMap<String, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (head, rest) = stat.rsplit_once(") ").unwrap();
+        let name = head.split_once(" (").map_or("?", |x| x.1).to_string();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        *out.entry(name).or_default() +=
+            f[11].parse::<u64>().unwrap() + f[12].parse::<u64>().unwrap();
+    }
+    out
 }
 
 fn rss_mb() -> f64 {

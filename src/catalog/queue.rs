@@ -5,7 +5,8 @@
 //! (or a read connection for `load_*`), never opens one, and reads no clock: `now` is an
 //! argument. A completion is recorded only with the claim token it was claimed with.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -95,9 +96,11 @@ pub fn release_node(conn: &Connection, node_id: i64) -> Result<(), CatalogError>
     Ok(())
 }
 
+// Running runs are few: the partial index of running runs, scanned whole, finds a node's.
 const REQUEUE_NODE_RUNS: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, lease_until = NULL, started_at = NULL
-    WHERE node_id = ?1 AND status = 'running'";
+    WHERE run_id IN (SELECT run_id FROM job_run INDEXED BY job_run_running_job_idx
+                     WHERE status = 'running' AND node_id = ?1)";
 const RECOUNT_IN_PROGRESS: &str = "UPDATE job SET in_progress = (SELECT count(*) FROM job_run r
     WHERE r.job_id = job.job_id AND r.status = 'running')";
 
@@ -368,7 +371,20 @@ struct JobMeta {
     nums: [i64; 4],
     /// How many of its runs may run at once.
     cap: i64,
+    /// How many run now, on any node (`job.in_progress`, kept in step with run states).
+    running: i64,
     objects: Arc<[i64]>,
+}
+
+/// A queued run the claim takes, before it is marked.
+struct Chosen {
+    run_id: i64,
+    meta: Arc<JobMeta>,
+    job_id: i64,
+    params: Option<String>,
+    attempt: i64,
+    slot: Option<i64>,
+    priority: i64,
 }
 
 const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for,
@@ -385,12 +401,10 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
     ORDER BY r.priority DESC, r.run_after, r.run_id
     LIMIT ?3";
 const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
-    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap
+    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
     FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1";
-const SELECT_RUNNING_JOBS: &str =
-    "SELECT job_id, count(*) FROM job_run WHERE status = 'running' GROUP BY job_id";
-const SELECT_BUSY_OBJECTS: &str = "SELECT DISTINCT jo.object_id FROM job_run r
-    JOIN job_object jo ON jo.job_id = r.job_id WHERE r.status = 'running'";
+const OBJECT_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM job_object jo
+    JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running' WHERE jo.object_id = ?1)";
 const SELECT_JOB_OBJECTS: &str = "SELECT object_id FROM job_object WHERE job_id = ?1";
 const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2, claim_token = ?3,
     started_at = ?4, lease_until = ?5 WHERE run_id = ?1 AND status = 'queued'";
@@ -412,7 +426,7 @@ pub struct Claim {
 
 /// Reads what a claim needs of job `job_id`; `None` when the job is gone.
 fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogError> {
-    type Row = (String, String, String, [i64; 4], String, i64);
+    type Row = (String, String, String, [i64; 4], String, i64, i64);
     let row: Option<Row> = conn
         .prepare_cached(SELECT_JOB_META)?
         .query_row([job_id], |r| {
@@ -423,10 +437,11 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogEr
                 [r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?],
                 r.get(7)?,
                 r.get(8)?,
+                r.get(9)?,
             ))
         })
         .optional()?;
-    let Some((name, job_type, payload, nums, overlap, max_overlap)) = row else {
+    let Some((name, job_type, payload, nums, overlap, max_overlap, running)) = row else {
         return Ok(None);
     };
     let corrupt = |what: &str| CatalogError::Corrupt(format!("job {name}: {what}"));
@@ -443,6 +458,7 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogEr
         } else {
             1
         },
+        running,
         objects,
         name: name.into(),
     }))
@@ -467,20 +483,11 @@ pub fn claim(
     writes_paused: bool,
 ) -> Result<Claim, CatalogError> {
     let mut claim = Claim::default();
-    let mut running: HashMap<i64, i64> = HashMap::new();
-    let mut busy: HashSet<i64> = HashSet::new();
-    let mut jobs: HashMap<i64, Option<Arc<JobMeta>>> = HashMap::new();
-    let mut loaded_busy = false;
-    // (run_id, job, params, attempt, slot, priority)
-    let mut chosen: Vec<(
-        i64,
-        Arc<JobMeta>,
-        i64,
-        Option<String>,
-        i64,
-        Option<i64>,
-        i64,
-    )> = Vec::new();
+    // Per job seen: what the claim needs of it, and its runs running (counting this claim's).
+    let mut jobs: HashMap<i64, Option<(Arc<JobMeta>, i64)>> = HashMap::new();
+    // Per object asked about: whether a running run, or a run claimed here, writes it.
+    let mut busy: HashMap<i64, bool> = HashMap::new();
+    let mut chosen: Vec<Chosen> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
         // Over-fetch: some candidates may be blocked by overlap or object rules.
@@ -491,51 +498,65 @@ pub fn claim(
                 break;
             }
             let job_id: i64 = r.get(1)?;
-            if !loaded_busy {
-                // Read lazily: an empty queue costs one indexed query.
-                let mut s = conn.prepare_cached(SELECT_RUNNING_JOBS)?;
-                running = s
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<Result<_, _>>()?;
-                let mut s = conn.prepare_cached(SELECT_BUSY_OBJECTS)?;
-                busy = s.query_map([], |r| r.get(0))?.collect::<Result<_, _>>()?;
-                loaded_busy = true;
+            if let Entry::Vacant(slot) = jobs.entry(job_id) {
+                slot.insert(job_meta(conn, job_id)?.map(|m| {
+                    let running = m.running;
+                    (Arc::new(m), running)
+                }));
             }
-            let meta = match jobs.get(&job_id) {
-                Some(m) => m.clone(),
-                None => {
-                    let m = job_meta(conn, job_id)?.map(Arc::new);
-                    jobs.insert(job_id, m.clone());
-                    m
-                }
+            let Some(Some((meta, running))) = jobs.get_mut(&job_id) else {
+                continue;
             };
-            let Some(meta) = meta else { continue };
-            let count = running.entry(job_id).or_default();
-            if *count >= meta.cap {
+            if *running >= meta.cap {
                 claim.blocked = true;
                 continue;
             }
             // Runs writing a common object never run at once, even runs of one job.
-            if meta.objects.iter().any(|o| busy.contains(o)) {
+            let mut conflict = false;
+            for object in meta.objects.iter() {
+                let taken = match busy.get(object) {
+                    Some(taken) => *taken,
+                    None => {
+                        let taken = conn
+                            .prepare_cached(OBJECT_BUSY)?
+                            .query_row([object], |r| r.get(0))?;
+                        busy.insert(*object, taken);
+                        taken
+                    }
+                };
+                conflict |= taken;
+            }
+            if conflict {
                 claim.blocked = true;
                 continue;
             }
-            *count += 1;
-            busy.extend(meta.objects.iter().copied());
-            chosen.push((
-                r.get(0)?,
-                meta,
+            *running += 1;
+            for object in meta.objects.iter() {
+                busy.insert(*object, true);
+            }
+            chosen.push(Chosen {
+                run_id: r.get(0)?,
+                meta: meta.clone(),
                 job_id,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-            ));
+                params: r.get(2)?,
+                attempt: r.get(3)?,
+                slot: r.get(4)?,
+                priority: r.get(5)?,
+            });
         }
     }
     let mut begun: HashMap<i64, i64> = HashMap::new();
     let mut mark = conn.prepare_cached(MARK_RUNNING)?;
-    for (run_id, meta, job_id, params, attempt, slot, priority) in chosen {
+    for Chosen {
+        run_id,
+        meta,
+        job_id,
+        params,
+        attempt,
+        slot,
+        priority,
+    } in chosen
+    {
         let token = first_token + claim.runs.len() as i64;
         let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
         let lease = now + timeout.max(0) + lease_ms;

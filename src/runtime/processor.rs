@@ -23,7 +23,7 @@ use crate::executor::{self, ExecEnv, ExecResult};
 use crate::lease::ClaimSizer;
 
 /// Largest claim batch.
-const MAX_BATCH: usize = 512;
+const MAX_BATCH: usize = 2048;
 /// A claim batch aims at this much work, ms.
 const TARGET_BATCH_MS: i64 = 50;
 /// Claims failing in a row before the processor stops to be restarted by its supervisor.

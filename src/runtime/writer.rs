@@ -3,9 +3,12 @@
 //!
 //! Invariant: every write to its database goes through it, in submission order; operations
 //! that queue while a transaction is committing share the next transaction (group commit), each
-//! inside its own savepoint, and none is acknowledged before its transaction committed.
+//! inside its own savepoint, and none is acknowledged before its transaction committed. WAL
+//! checkpoints run on a thread of their own (the Checkpointer), never inside a commit.
 
 use std::path::PathBuf;
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::time::Duration;
 
 use actix::prelude::*;
 use rusqlite::Connection;
@@ -26,6 +29,63 @@ pub struct Submit(Op);
 /// Most operations that share one transaction.
 const MAX_BATCH: usize = 2048;
 
+/// The WAL size (pages) at which the writer checkpoints by itself: only when the Checkpointer
+/// cannot keep up (SQLite's default is 1000, which made a commit stall for a checkpoint about
+/// every 4 MiB written).
+const WRITER_AUTOCHECKPOINT: u32 = 16_384;
+/// The least time between two checkpoints of the Checkpointer: commits in between share one.
+const CHECKPOINT_EVERY: Duration = Duration::from_millis(100);
+
+/// Checkpoints one database file's WAL on a thread of its own with a connection of its own
+/// (`PRAGMA wal_checkpoint(PASSIVE)`: it never blocks the writer or readers). Poked after each
+/// commit; idle (blocked on its channel) while nothing is written. The thread ends when the
+/// Checkpointer is dropped.
+pub struct Checkpointer {
+    poke: SyncSender<()>,
+}
+
+impl Checkpointer {
+    /// Starts the thread for the database at `path`.
+    pub fn start(
+        label: &str,
+        path: &std::path::Path,
+        settings: &crate::catalog::DbSettings,
+    ) -> Result<Self, CatalogError> {
+        let conn = Connection::open(path)?;
+        crate::catalog::apply_pragmas(&conn, settings)?;
+        let (poke, poked) = sync_channel::<()>(1);
+        let name = label.to_string();
+        std::thread::Builder::new()
+            .name(format!("checkpoint {label}"))
+            .spawn(move || {
+                while poked.recv().is_ok() {
+                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                        Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                    });
+                    match done {
+                        Ok((log, copied)) => {
+                            tracing::trace!(db = %name, log, copied, "checkpoint")
+                        }
+                        Err(e) => tracing::warn!(db = %name, "checkpoint failed: {e}"),
+                    }
+                    std::thread::sleep(CHECKPOINT_EVERY);
+                }
+            })
+            .map_err(|e| CatalogError::Refused(format!("cannot start a checkpoint thread: {e}")))?;
+        Ok(Self { poke })
+    }
+
+    /// Asks for a checkpoint soon (at most one is pending).
+    pub fn poke(&self) {
+        match self.poke.try_send(()) {
+            Ok(()) | Err(TrySendError::Full(())) => {}
+            Err(TrySendError::Disconnected(())) => {
+                tracing::warn!("the checkpoint thread is gone; the writer checkpoints by itself")
+            }
+        }
+    }
+}
+
 /// The writer of one database file.
 pub struct Writer {
     label: String,
@@ -34,6 +94,7 @@ pub struct Writer {
     conn: Option<Connection>,
     pending: Vec<Op>,
     flushing: bool,
+    checkpointer: Option<Checkpointer>,
 }
 
 impl Writer {
@@ -44,13 +105,25 @@ impl Writer {
         conn: Connection,
         settings: crate::catalog::DbSettings,
     ) -> Self {
+        let label = label.into();
+        let checkpointer = match Checkpointer::start(&label, &path, &settings) {
+            Ok(c) => {
+                hand_over_checkpoints(&conn, &label);
+                Some(c)
+            }
+            Err(e) => {
+                tracing::warn!(writer = %label, "{e}; the writer checkpoints by itself");
+                None
+            }
+        };
         Self {
-            label: label.into(),
+            label,
             settings,
             path,
             conn: Some(conn),
             pending: Vec::new(),
             flushing: false,
+            checkpointer,
         }
     }
 
@@ -77,6 +150,9 @@ impl Writer {
             match joined {
                 Ok((conn, (commit, replies))) => {
                     act.conn = Some(conn);
+                    if let Some(c) = &act.checkpointer {
+                        c.poke();
+                    }
                     for reply in replies {
                         reply(commit.clone());
                     }
@@ -93,9 +169,23 @@ impl Writer {
     }
 }
 
+/// Leaves checkpoints to the Checkpointer, keeping a far threshold in case it falls behind.
+fn hand_over_checkpoints(conn: &Connection, label: &str) {
+    if let Err(e) = conn.execute_batch(&format!(
+        "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT}"
+    )) {
+        tracing::warn!(writer = %label, "cannot set wal_autocheckpoint: {e}");
+    }
+}
+
+/// Runs one transaction-control statement, prepared once per connection.
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(drop)
+}
+
 /// Runs a batch in one transaction; returns the commit result and the replies to send.
 fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), String>, Vec<Reply>) {
-    if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
         let err = format!("{label}: cannot begin: {e}");
         let replies = batch.into_iter().map(|op| op_failed(op, conn)).collect();
         return (Err(err), replies);
@@ -103,20 +193,18 @@ fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), Stri
     let mut replies = Vec::with_capacity(batch.len());
     for op in batch {
         // Each operation in its own savepoint, so one failing leaves the others intact.
-        let _ = conn.execute_batch("SAVEPOINT op");
+        let _ = exec(conn, "SAVEPOINT op");
         let (ok, reply) = op(conn);
-        let end = if ok {
-            "RELEASE op"
-        } else {
-            "ROLLBACK TO op; RELEASE op"
-        };
-        let _ = conn.execute_batch(end);
+        if !ok {
+            let _ = exec(conn, "ROLLBACK TO op");
+        }
+        let _ = exec(conn, "RELEASE op");
         replies.push(reply);
     }
-    match conn.execute_batch("COMMIT") {
+    match exec(conn, "COMMIT") {
         Ok(()) => (Ok(()), replies),
         Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
+            let _ = exec(conn, "ROLLBACK");
             (Err(format!("{label}: commit failed: {e}")), replies)
         }
     }
@@ -143,6 +231,9 @@ impl Supervised for Writer {
         }) {
             Ok(conn) => {
                 tracing::warn!(writer = %self.label, "writer restarted with a new connection");
+                if self.checkpointer.is_some() {
+                    hand_over_checkpoints(&conn, &self.label);
+                }
                 self.conn = Some(conn);
             }
             Err(e) => {
