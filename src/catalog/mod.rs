@@ -99,7 +99,6 @@ fn pragmas(s: &DbSettings) -> String {
          PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -16384;
          PRAGMA busy_timeout = {};",
         s.busy_timeout.as_millis()
     )

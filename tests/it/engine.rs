@@ -86,3 +86,91 @@ fn an_embedded_engine_runs_registered_functions_and_answers_messages() {
     });
     assert_eq!(calls.load(Ordering::SeqCst), 1);
 }
+
+/// Async functions run on the processor's thread: results are recorded, an error fails its run,
+/// and a panic fails its run without stopping the processor. 200 runs of one job recorded in
+/// batches leave its bookkeeping exact (`in_progress` back to 0, last end = the latest end).
+#[test]
+fn async_functions_run_and_a_panic_fails_only_its_run() {
+    let ws = Workspace::new();
+    let db = ws.db();
+    let conf = "[processor.main]\ninstances = 4\n\
+        [job.add]\ntype = \"function\"\nprocessor = \"main\"\noverlap_policy = \"allow\"\nmax_overlap = 1000\npayload = { function = \"add\" }\n\
+        [job.boom]\ntype = \"function\"\nprocessor = \"main\"\npayload = { function = \"boom\" }\n";
+    Catalog::open(&db, &DbSettings::default())
+        .unwrap()
+        .import(&toml_format::parse(conf).unwrap(), "test")
+        .unwrap();
+    let engine_db = db.clone();
+    let data_dir = ws.path("data").display().to_string();
+    actix_rt::System::new().block_on(async move {
+        let db = engine_db;
+        let mut cfg = jobvisor::config::NodeConfig::default();
+        cfg.node.data_dir = data_dir;
+        cfg.policy.priority_floor = i64::MIN;
+        let engine = Engine::builder()
+            .config(cfg)
+            .db(&db)
+            .node_name("async")
+            .async_function("add", |_, input| async move {
+                // Awaits like real I/O would.
+                actix_rt::time::sleep(Duration::from_millis(1)).await;
+                let n = input["n"].as_i64().ok_or("n is missing")?;
+                Ok(json!({ "n": n + 1 }))
+            })
+            .async_function("boom", |_, _| async move {
+                if true {
+                    panic!("boom");
+                }
+                Ok(json!(null))
+            })
+            .start()
+            .unwrap();
+        engine.trigger("boom", None).await.unwrap();
+        let params: Vec<Option<serde_json::Value>> =
+            (0..200).map(|n| Some(json!({ "n": n }))).collect();
+        engine.trigger_many("add", params).await.unwrap();
+        engine.trigger("add", None).await.unwrap();
+        for _ in 0..500 {
+            let done = runs_of(&db, "add")
+                .iter()
+                .filter(|r| r.finished_at.is_some())
+                .count();
+            if done == 201 && runs_of(&db, "boom")[0].finished_at.is_some() {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        engine.shutdown(Duration::from_secs(1)).await.unwrap();
+    });
+    let add = runs_of(&db, "add");
+    let succeeded = add.iter().filter(|r| r.status == "succeeded").count();
+    let failed: Vec<_> = add.iter().filter(|r| r.status == "failed").collect();
+    assert_eq!((succeeded, failed.len()), (200, 1), "{add:?}");
+    assert_eq!(failed[0].error.as_deref(), Some("n is missing"));
+    let boom = runs_of(&db, "boom");
+    assert_eq!(boom[0].status, "failed");
+    assert!(
+        boom[0].error.as_deref().unwrap_or("").contains("panicked"),
+        "{:?}",
+        boom[0].error
+    );
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let results: Vec<i64> = conn
+        .prepare("SELECT result ->> '$.n' FROM job_run WHERE status = 'succeeded' ORDER BY run_id")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(results, (1..=200).collect::<Vec<i64>>());
+    let (in_progress, last_end, latest): (i64, i64, i64) = conn
+        .query_row(
+            "SELECT in_progress, last_date_end, (SELECT max(finished_at) FROM job_run r
+             WHERE r.job_id = j.job_id) FROM job j WHERE job_name = 'add'",
+            [],
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+        )
+        .unwrap();
+    assert_eq!((in_progress, last_end), (0, latest));
+}
