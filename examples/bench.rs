@@ -1,14 +1,18 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|latency|idle|scale] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|idle|scale|profile] [--rounds 3] [--n 20000]`
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds,
 //! and drain figures are also printed as a ratio to the batched floor measured in the same run.
+//! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
+//! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
+//! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
+//! `sql`.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jobvisor::catalog::queue::{self, Completion, NewRun, Outcome};
+use jobvisor::catalog::queue::{self, ClaimedRun, Completion, NewRun, Outcome};
 use jobvisor::catalog::{Catalog, DbSettings, activation};
 use jobvisor::config::{Durability, NodeConfig};
 use jobvisor::jobconf::toml_format;
@@ -328,11 +332,11 @@ fn idle(jobs: usize, secs: u64) -> (f64, f64) {
 
 // ---------------------------------------------------------------- scale
 
-/// Median claim latency (µs) for one queued run with `history` finished runs in the table.
-fn claim_latency(history: usize) -> f64 {
-    let dir = fresh_dir("scale");
-    let path = dir.join("catalog.db");
-    let mut catalog = Catalog::open(&path, &DbSettings::default()).unwrap();
+/// A catalog for driving `queue` directly: the no-op job, a node and the processor.
+/// Returns (its folder, the catalog, job id, node id, processor id).
+fn sql_catalog(tag: &str) -> (PathBuf, Catalog, i64, i64, i64) {
+    let dir = fresh_dir(tag);
+    let mut catalog = Catalog::open(&dir.join("catalog.db"), &DbSettings::default()).unwrap();
     catalog
         .import(
             &toml_format::parse(&catalog_text(2, NOOP)).unwrap(),
@@ -344,10 +348,45 @@ fn claim_latency(history: usize) -> f64 {
     let node = queue::register_node(conn, "bench", "h", 1, "v", 0, 15_000, |_| true)
         .unwrap()
         .unwrap();
-    activation::set_state(conn, node, job_id, ActivationState::Active, "bench", 0).unwrap();
     let pid: i64 = conn
         .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
         .unwrap();
+    (dir, catalog, job_id, node, pid)
+}
+
+/// An on-demand run of the no-op job, due at once.
+fn noop_run(job_id: i64, processor_id: i64) -> NewRun {
+    NewRun {
+        job_id,
+        processor_id,
+        priority: 0,
+        scheduled_for: None,
+        run_after: 0,
+        params: None,
+        status: RunStatus::Queued,
+        error: None,
+    }
+}
+
+/// The completion of a claimed run that succeeded.
+fn succeeded(run: &ClaimedRun) -> Completion {
+    Completion {
+        run_id: run.run_id,
+        job_id: run.job_id,
+        claim_token: run.claim_token,
+        outcome: Outcome::Succeeded(serde_json::json!({})),
+        log: None,
+        started_at: 1,
+        finished_at: 2,
+        retry_at: None,
+    }
+}
+
+/// Median claim latency (µs) for one queued run with `history` finished runs in the table.
+fn claim_latency(history: usize) -> f64 {
+    let (dir, mut catalog, job_id, node, pid) = sql_catalog("scale");
+    let conn = catalog.writer();
+    activation::set_state(conn, node, job_id, ActivationState::Active, "bench", 0).unwrap();
     conn.execute_batch("BEGIN").unwrap();
     {
         let mut ins = conn
@@ -361,34 +400,13 @@ fn claim_latency(history: usize) -> f64 {
     conn.execute_batch("COMMIT").unwrap();
     let mut samples = Vec::new();
     for i in 0..400 {
-        let run = NewRun {
-            job_id,
-            processor_id: pid,
-            priority: 0,
-            scheduled_for: None,
-            run_after: 0,
-            params: None,
-            status: RunStatus::Queued,
-            error: None,
-        };
-        queue::enqueue(conn, &run, 0).unwrap();
+        queue::enqueue(conn, &noop_run(job_id, pid), 0).unwrap();
         let t0 = Instant::now();
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         let claim = queue::claim(conn, pid, node, 1, 1, 1000, i, false).unwrap();
         conn.execute_batch("COMMIT").unwrap();
         samples.push(t0.elapsed().as_secs_f64() * 1e6);
-        let r = &claim.runs[0];
-        let c = Completion {
-            run_id: r.run_id,
-            job_id: r.job_id,
-            claim_token: r.claim_token,
-            outcome: Outcome::Succeeded(serde_json::Value::Null),
-            log: None,
-            started_at: 1,
-            finished_at: 2,
-            retry_at: None,
-        };
-        queue::complete(conn, node, &c).unwrap();
+        queue::complete(conn, node, &succeeded(&claim.runs[0])).unwrap();
     }
     let _ = std::fs::remove_dir_all(&dir);
     median(samples)
@@ -399,36 +417,11 @@ fn claim_latency(history: usize) -> f64 {
 /// The engine's own claim and completion SQL (`queue::claim`, `queue::complete_all`) in one
 /// thread, `per_tx` runs per transaction, without the actors: what the writer thread costs.
 fn engine_sql(n: usize, per_tx: usize) -> f64 {
-    let dir = fresh_dir("sql");
-    let path = dir.join("catalog.db");
-    let mut catalog = Catalog::open(&path, &DbSettings::default()).unwrap();
-    catalog
-        .import(
-            &toml_format::parse(&catalog_text(2, NOOP)).unwrap(),
-            "bench",
-        )
-        .unwrap();
-    let job_id = catalog.job("noop").unwrap().id;
+    let (dir, mut catalog, job_id, node, pid) = sql_catalog("sql");
     let conn = catalog.writer();
-    let node = queue::register_node(conn, "bench", "h", 1, "v", 0, 15_000, |_| true)
-        .unwrap()
-        .unwrap();
-    let pid: i64 = conn
-        .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
-        .unwrap();
     conn.execute_batch("BEGIN").unwrap();
     for _ in 0..n {
-        let run = NewRun {
-            job_id,
-            processor_id: pid,
-            priority: 0,
-            scheduled_for: None,
-            run_after: 0,
-            params: None,
-            status: RunStatus::Queued,
-            error: None,
-        };
-        queue::enqueue(conn, &run, 0).unwrap();
+        queue::enqueue(conn, &noop_run(job_id, pid), 0).unwrap();
     }
     conn.execute_batch("COMMIT").unwrap();
     let t0 = Instant::now();
@@ -444,20 +437,7 @@ fn engine_sql(n: usize, per_tx: usize) -> f64 {
             break;
         }
         token += per_tx as i64;
-        let done: Vec<Completion> = claim
-            .runs
-            .iter()
-            .map(|r| Completion {
-                run_id: r.run_id,
-                job_id: r.job_id,
-                claim_token: r.claim_token,
-                outcome: Outcome::Succeeded(serde_json::json!({})),
-                log: None,
-                started_at: 1,
-                finished_at: 2,
-                retry_at: None,
-            })
-            .collect();
+        let done: Vec<Completion> = claim.runs.iter().map(succeeded).collect();
         let tc = Instant::now();
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
         queue::complete_all(conn, node, &done).unwrap();

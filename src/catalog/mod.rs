@@ -114,6 +114,13 @@ pub fn apply_pragmas(conn: &Connection, s: &DbSettings) -> rusqlite::Result<()> 
     conn.execute_batch(&pragmas(s))
 }
 
+/// Opens a connection to the database file at `path` with the pragmas applied.
+pub fn open_connection(path: &Path, settings: &DbSettings) -> rusqlite::Result<Connection> {
+    let conn = Connection::open(path)?;
+    apply_pragmas(&conn, settings)?;
+    Ok(conn)
+}
+
 /// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`). A deferred
 /// transaction that reads first and writes later fails at once with `SQLITE_BUSY` when another
 /// process committed meanwhile (WAL cannot upgrade a stale read snapshot); taking the lock up
@@ -145,8 +152,7 @@ impl Catalog {
                 source,
             })?;
         }
-        let mut conn = Connection::open(path)?;
-        apply_pragmas(&conn, settings)?;
+        let mut conn = open_connection(path, settings)?;
         migrate::migrate(&mut conn)?;
         let init = settings.clone();
         let manager =

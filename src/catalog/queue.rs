@@ -371,8 +371,6 @@ struct JobMeta {
     nums: [i64; 4],
     /// How many of its runs may run at once.
     cap: i64,
-    /// How many run now, on any node (`job.in_progress`, kept in step with run states).
-    running: i64,
     objects: Arc<[i64]>,
 }
 
@@ -424,8 +422,9 @@ pub struct Claim {
     pub blocked: bool,
 }
 
-/// Reads what a claim needs of job `job_id`; `None` when the job is gone.
-fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogError> {
+/// Reads what a claim needs of job `job_id`, and how many of its runs run now on any node
+/// (`job.in_progress`, kept in step with run states); `None` when the job is gone.
+fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, CatalogError> {
     type Row = (String, String, String, [i64; 4], String, i64, i64);
     let row: Option<Row> = conn
         .prepare_cached(SELECT_JOB_META)?
@@ -449,7 +448,7 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogEr
         .prepare_cached(SELECT_JOB_OBJECTS)?
         .query_map([job_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    Ok(Some(JobMeta {
+    let meta = JobMeta {
         job_type: JobType::parse(&job_type).ok_or_else(|| corrupt("job type"))?,
         payload: Arc::new(serde_json::from_str(&payload).map_err(|_| corrupt("payload"))?),
         nums,
@@ -458,10 +457,10 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<JobMeta>, CatalogEr
         } else {
             1
         },
-        running,
         objects,
         name: name.into(),
-    }))
+    };
+    Ok(Some((meta, running)))
 }
 
 /// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
@@ -499,10 +498,7 @@ pub fn claim(
             }
             let job_id: i64 = r.get(1)?;
             if let Entry::Vacant(slot) = jobs.entry(job_id) {
-                slot.insert(job_meta(conn, job_id)?.map(|m| {
-                    let running = m.running;
-                    (Arc::new(m), running)
-                }));
+                slot.insert(job_meta(conn, job_id)?.map(|(m, running)| (Arc::new(m), running)));
             }
             let Some(Some((meta, running))) = jobs.get_mut(&job_id) else {
                 continue;
@@ -672,10 +668,10 @@ struct JobEnd {
 }
 
 impl JobEnd {
-    fn finished(&mut self, at: i64, elapsed: i64, response: &str) {
+    fn finished(&mut self, at: i64, elapsed: i64, response: String) {
         self.ended += 1;
         if self.last.as_ref().is_none_or(|(t, _, _)| at >= *t) {
-            self.last = Some((at, elapsed, response.chars().take(1000).collect()));
+            self.last = Some((at, elapsed, response));
         }
     }
 }
@@ -706,7 +702,10 @@ pub fn complete_all(
     let mut finish_job = conn.prepare_cached(FINISH_JOB)?;
     for (job_id, end) in ends {
         let (at, elapsed, response) = match end.last {
-            Some((at, elapsed, response)) => (Some(at), Some(elapsed), Some(response)),
+            Some((at, elapsed, response)) => {
+                let response: String = response.chars().take(1000).collect();
+                (Some(at), Some(elapsed), Some(response))
+            }
             None => (None, None, None),
         };
         finish_job.execute(params![job_id, end.ended, at, elapsed, response])?;
@@ -742,7 +741,7 @@ fn complete_succeeded(
     }
     ends.entry(c.job_id)
         .or_default()
-        .finished(c.finished_at, elapsed, &result);
+        .finished(c.finished_at, elapsed, result);
     Ok(Recorded::Done(RunStatus::Succeeded, None))
 }
 
@@ -802,7 +801,7 @@ fn complete_other(
     let response = result.as_deref().or(error.as_deref()).unwrap_or("");
     ends.entry(job_id)
         .or_default()
-        .finished(c.finished_at, elapsed, response);
+        .finished(c.finished_at, elapsed, response.to_string());
     let retry_id = match retry {
         Some(at) => {
             conn.prepare_cached(INSERT_RETRY)?.execute(params![

@@ -117,35 +117,27 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv, mut cancel: watch::Receiver<bo
         cancelled: cancelled.clone(),
     };
     let input = job_input(run, &["function"]);
-    let result = match f {
-        Function::Async(f) => {
-            let work = f(ctx, input);
-            tokio::select! {
-                result = work => result,
-                _ = cancel.wait_for(|c| *c) => {
-                    cancelled.store(true, Ordering::Relaxed);
-                    return ExecResult::Cancelled;
-                }
-            }
-        }
+    let work: JobFuture = match f {
+        Function::Async(f) => f(ctx, input),
         Function::Blocking(f) => {
-            let f = f.clone();
+            let (f, name) = (f.clone(), name.to_string());
             let task = actix_rt::task::spawn_blocking(move || f(&ctx, input));
-            tokio::select! {
-                joined = task => match joined {
-                    Ok(result) => result,
-                    Err(e) => return ExecResult::Err(format!("function `{name}` panicked: {e}")),
-                },
-                _ = cancel.wait_for(|c| *c) => {
-                    // A blocking thread cannot be interrupted: tell the function and stop waiting.
-                    cancelled.store(true, Ordering::Relaxed);
-                    return ExecResult::Cancelled;
-                }
-            }
+            Box::pin(async move {
+                task.await
+                    .unwrap_or_else(|e| Err(format!("function `{name}` panicked: {e}")))
+            })
         }
     };
-    match result {
-        Ok(v) => ExecResult::Ok(v),
-        Err(e) => ExecResult::Err(e),
+    tokio::select! {
+        result = work => match result {
+            Ok(v) => ExecResult::Ok(v),
+            Err(e) => ExecResult::Err(e),
+        },
+        _ = cancel.wait_for(|c| *c) => {
+            // Stop waiting: an async function's future is dropped here; a blocking one cannot
+            // be interrupted, so it is told through `FnContext::is_cancelled`.
+            cancelled.store(true, Ordering::Relaxed);
+            ExecResult::Cancelled
+        }
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde_json::Value as Json;
 
-use crate::catalog::{Catalog, CatalogError, DbSettings, apply_pragmas, now_ms, queue};
+use crate::catalog::{Catalog, CatalogError, DbSettings, now_ms, open_connection, queue};
 use crate::config::NodeConfig;
 use crate::executor::{ExecEnv, FnContext, Registry};
 use crate::jobconf::{self, SeedError};
@@ -199,8 +199,7 @@ impl EngineBuilder {
             else {
                 continue;
             };
-            let conn = rusqlite::Connection::open(&path).map_err(CatalogError::from)?;
-            apply_pragmas(&conn, &settings).map_err(CatalogError::from)?;
+            let conn = open_connection(Path::new(&path), &settings).map_err(CatalogError::from)?;
             let (label, path, object_settings) = (
                 format!("object {}", object.name),
                 PathBuf::from(&path),
@@ -224,8 +223,7 @@ impl EngineBuilder {
             node_id,
             limits: cfg.executor.clone(),
         };
-        let watch = rusqlite::Connection::open(&db_path).map_err(CatalogError::from)?;
-        apply_pragmas(&watch, &settings).map_err(CatalogError::from)?;
+        let watch = open_connection(&db_path, &settings).map_err(CatalogError::from)?;
         let sup_ctx = Context::<supervisor::Supervisor>::new();
         let sup_addr = sup_ctx.address();
         let (clock, tz) = (self.clock.clone(), cfg.timezone());

@@ -401,21 +401,20 @@ impl Processor {
             return;
         }
         self.recording = true;
-        let batch = std::mem::take(&mut self.unrecorded);
-        let completions: Vec<Completion> = batch.iter().map(|(_, c)| c.clone()).collect();
-        let (node, writer) = (self.cfg.node_id, self.writer.clone());
+        let (runs, completions): (Vec<ClaimedRun>, Vec<Completion>) =
+            std::mem::take(&mut self.unrecorded).into_iter().unzip();
+        // Shared with the writer's operation, so a failed write can be retried without a copy.
+        let completions = Arc::new(completions);
+        let (node, writer, sent) = (self.cfg.node_id, self.writer.clone(), completions.clone());
         let write = async move {
-            writer::call(&writer, move |conn| {
-                queue::complete_all(conn, node, &completions)
-            })
-            .await
+            writer::call(&writer, move |conn| queue::complete_all(conn, node, &sent)).await
         };
         ctx.spawn(write.into_actor(self).map(move |recorded, act, ctx| {
             act.recording = false;
             match recorded {
                 Ok(results) => {
-                    let mut finished = Vec::with_capacity(batch.len());
-                    for ((run, completion), result) in batch.into_iter().zip(results) {
+                    let mut finished = Vec::with_capacity(runs.len());
+                    for ((run, completion), result) in runs.iter().zip(completions.iter()).zip(results) {
                         match result {
                             Recorded::Done(status, retry) => {
                                 tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
@@ -433,8 +432,12 @@ impl Processor {
                     let tries = act.record_failures.min(6);
                     act.record_failures += 1;
                     let delay = Duration::from_millis(200u64 << tries);
-                    tracing::error!(processor = %act.cfg.name, runs = batch.len(), "recording completions failed: {e}; retrying in {delay:?}");
-                    // Put them back first, in order, ahead of anything newer.
+                    tracing::error!(processor = %act.cfg.name, runs = runs.len(), "recording completions failed: {e}; retrying in {delay:?}");
+                    // Put them back first, in order, ahead of anything newer. The writer has
+                    // dropped its operation by now, so the completions are ours again.
+                    let completions =
+                        Arc::try_unwrap(completions).unwrap_or_else(|shared| (*shared).clone());
+                    let batch = runs.into_iter().zip(completions).collect();
                     let newer = std::mem::replace(&mut act.unrecorded, batch);
                     act.unrecorded.extend(newer);
                     ctx.run_later(delay, |act, ctx| act.flush(ctx));

@@ -358,7 +358,10 @@ impl Handler<PauseSchedules> for Scheduler {
 impl Handler<RunEvents> for Scheduler {
     type Result = ();
     fn handle(&mut self, msg: RunEvents, ctx: &mut Context<Self>) {
-        let mut any_finished = false;
+        let now = self.clock.now_ms();
+        // Whether a job that just finished a run is due now (run_always, or a slot refused by
+        // overlap), and whether any run of a planned job finished at all.
+        let (mut due, mut any_finished) = (false, false);
         for event in msg.0 {
             let (job_id, at, finished) = match event {
                 RunEvent::Started(job, at) => (job, at, false),
@@ -370,17 +373,12 @@ impl Handler<RunEvents> for Scheduler {
             if finished {
                 entry.planner.handle_run_finished(at);
                 any_finished = true;
+                due |= entry.planner.next_wake(now).is_some_and(|w| w <= now);
             } else {
                 entry.planner.handle_run_started(at);
             }
         }
         if any_finished && !self.ticking {
-            // A run_always job, or a slot refused by overlap, may be due now.
-            let now = self.clock.now_ms();
-            let due = self
-                .entries
-                .values()
-                .any(|e| e.planner.next_wake(now).is_some_and(|w| w <= now));
             if due {
                 self.tick(ctx);
             } else {

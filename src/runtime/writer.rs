@@ -51,8 +51,7 @@ impl Checkpointer {
         path: &std::path::Path,
         settings: &crate::catalog::DbSettings,
     ) -> Result<Self, CatalogError> {
-        let conn = Connection::open(path)?;
-        crate::catalog::apply_pragmas(&conn, settings)?;
+        let conn = crate::catalog::open_connection(path, settings)?;
         let (poke, poked) = sync_channel::<()>(1);
         let name = label.to_string();
         std::thread::Builder::new()
@@ -172,17 +171,16 @@ impl Writer {
 const WRITER_CACHE_KIB: u32 = 16_384;
 
 /// Gives a writer's connection a larger page cache and, when a Checkpointer runs, leaves
-/// checkpoints to it, keeping a far threshold in case it falls behind.
+/// checkpoints to it, keeping a far threshold in case it falls behind (without one, SQLite's
+/// own threshold stays).
 fn tune_writer(conn: &Connection, label: &str, checkpointer: bool) {
-    let autocheckpoint = if checkpointer {
-        WRITER_AUTOCHECKPOINT
-    } else {
-        1000
-    };
-    if let Err(e) = conn.execute_batch(&format!(
-        "PRAGMA wal_autocheckpoint = {autocheckpoint};
-         PRAGMA cache_size = -{WRITER_CACHE_KIB};"
-    )) {
+    let mut pragmas = format!("PRAGMA cache_size = -{WRITER_CACHE_KIB};");
+    if checkpointer {
+        pragmas.push_str(&format!(
+            "PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT};"
+        ));
+    }
+    if let Err(e) = conn.execute_batch(&pragmas) {
         tracing::warn!(writer = %label, "cannot tune the writer's connection: {e}");
     }
 }
@@ -234,10 +232,7 @@ impl Supervised for Writer {
         // The connection died with a panicking batch: open a new one. Pending operations stay
         // queued and go in the next transaction.
         self.flushing = false;
-        match Connection::open(&self.path).and_then(|c| {
-            crate::catalog::apply_pragmas(&c, &self.settings)?;
-            Ok(c)
-        }) {
+        match crate::catalog::open_connection(&self.path, &self.settings) {
             Ok(conn) => {
                 tracing::warn!(writer = %self.label, "writer restarted with a new connection");
                 tune_writer(&conn, &self.label, self.checkpointer.is_some());
@@ -332,8 +327,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.db");
         let settings = DbSettings::default();
-        let conn = Connection::open(&path).unwrap();
-        crate::catalog::apply_pragmas(&conn, &settings).unwrap();
+        let conn = crate::catalog::open_connection(&path, &settings).unwrap();
         tune_writer(&conn, "test", true);
         conn.execute_batch("CREATE TABLE t (v BLOB)").unwrap();
         let checkpointer = Checkpointer::start("test", &path, &settings).unwrap();
