@@ -2,34 +2,34 @@
 //! target duration at the processor's measured rate, starting from one and doubling (slow
 //! start), with the next batch requested when half of the current one is done (two deep).
 //!
-//! Invariant: reads no clock (`now` is an argument) and imports neither actix nor rusqlite; a
-//! size is never below the processor's free instances nor above `max`.
+//! The rate is what the processor can execute, not what it did: its instances divided by the
+//! mean execution time of its runs. A completion rate would measure the supply instead (while
+//! batches are small, runs arrive slowly and the rate stays low, which keeps batches small).
+//!
+//! Invariant: reads no clock (durations are arguments) and imports neither actix nor rusqlite;
+//! a size is never below the processor's free instances nor above `max`.
 
-/// Sizes claim batches from the measured completion rate.
+/// Sizes claim batches from the measured execution time.
 #[derive(Debug, Clone)]
 pub struct ClaimSizer {
     size: usize,
     max: usize,
-    target_ms: f64,
-    /// Completions per ms, smoothed; `None` until measured.
-    rate: Option<f64>,
-    window_start: i64,
-    window_done: u64,
+    target_us: f64,
+    /// Mean execution time of a run, µs, smoothed; `None` until a run completed.
+    mean_us: Option<f64>,
 }
 
-/// How long the rate window is, ms.
-const WINDOW_MS: i64 = 50;
+/// Weight of the newest execution time in the mean.
+const SMOOTHING: f64 = 0.1;
 
 impl ClaimSizer {
     /// A sizer starting at one run, growing to at most `max`, aiming at batches of `target_ms`.
-    pub fn new(max: usize, target_ms: i64, now: i64) -> Self {
+    pub fn new(max: usize, target_ms: i64) -> Self {
         Self {
             size: 1,
             max: max.max(1),
-            target_ms: target_ms.max(1) as f64,
-            rate: None,
-            window_start: now,
-            window_done: 0,
+            target_us: target_ms.max(1) as f64 * 1000.0,
+            mean_us: None,
         }
     }
 
@@ -38,41 +38,30 @@ impl ClaimSizer {
         self.size
     }
 
-    /// The measured rate, completions per second.
-    pub fn rate_per_s(&self) -> Option<f64> {
-        self.rate.map(|r| r * 1000.0)
+    /// Runs per second that `instances` executions sustain at the measured execution time.
+    pub fn rate_per_s(&self, instances: usize) -> Option<f64> {
+        self.mean_us
+            .map(|m| instances as f64 * 1_000_000.0 / m.max(1.0))
     }
 
-    /// A run completed at `now`.
-    pub fn handle_completed(&mut self, now: i64) {
-        self.window_done += 1;
-        let elapsed = now - self.window_start;
-        if elapsed >= WINDOW_MS {
-            let sample = self.window_done as f64 / elapsed as f64;
-            self.rate = Some(match self.rate {
-                Some(r) => 0.7 * r + 0.3 * sample,
-                None => sample,
-            });
-            self.window_start = now;
-            self.window_done = 0;
-        }
+    /// A run completed after executing `exec_us` µs.
+    pub fn handle_completed(&mut self, exec_us: u64) {
+        let sample = exec_us as f64;
+        self.mean_us = Some(match self.mean_us {
+            Some(m) => (1.0 - SMOOTHING) * m + SMOOTHING * sample,
+            None => sample,
+        });
     }
 
-    /// The queue went idle at `now`: the next burst starts a fresh window.
-    pub fn handle_idle(&mut self, now: i64) {
-        self.window_start = now;
-        self.window_done = 0;
-    }
-
-    /// How many runs to claim now, given `buffered` claimed-but-not-started runs and `free`
-    /// idle instances; 0 means the buffer is deep enough (more than half a batch).
-    pub fn poll_claim(&mut self, buffered: usize, free: usize) -> usize {
+    /// How many runs to claim now, given `buffered` claimed-but-not-started runs, `free` idle
+    /// instances of `instances`; 0 means the buffer is deep enough (more than half a batch).
+    pub fn poll_claim(&mut self, buffered: usize, free: usize, instances: usize) -> usize {
         if buffered * 2 > self.size && buffered >= free {
             return 0;
         }
         // Slow start doubles; the measured rate caps the batch at `target_ms` of work.
-        let by_rate = self.rate.map_or(usize::MAX, |r| {
-            (r * self.target_ms).ceil().max(1.0) as usize
+        let by_rate = self.rate_per_s(instances).map_or(usize::MAX, |r| {
+            (r * self.target_us / 1_000_000.0).round().max(1.0) as usize
         });
         self.size = (self.size * 2).min(by_rate).clamp(1, self.max);
         self.size.max(free).saturating_sub(buffered)
@@ -91,56 +80,77 @@ mod tests {
 
     #[test]
     fn slow_start_doubles_up_to_the_rate_cap() {
-        let mut s = ClaimSizer::new(1000, 100, 0);
-        let sizes: Vec<usize> = (0..5).map(|_| s.poll_claim(0, 1)).collect();
+        let mut s = ClaimSizer::new(1000, 100);
+        let sizes: Vec<usize> = (0..5).map(|_| s.poll_claim(0, 1, 1)).collect();
         assert_eq!(sizes, [2, 4, 8, 16, 32]);
-        // 10 completions per ms measured: 100 ms of work is 1000 runs, capped at max.
-        for t in 0..=100 {
-            for _ in 0..10 {
-                s.handle_completed(t);
-            }
+        // Runs of 100 µs on 1 instance: 10,000 per second, 100 ms of work is 1,000 runs.
+        for _ in 0..100 {
+            s.handle_completed(100);
         }
-        assert!(
-            (s.rate_per_s().unwrap() - 10_000.0).abs() < 500.0,
-            "{:?}",
-            s.rate_per_s()
-        );
+        assert!((s.rate_per_s(1).unwrap() - 10_000.0).abs() < 1.0);
         for _ in 0..10 {
-            s.poll_claim(0, 1);
+            s.poll_claim(0, 1, 1);
         }
         assert_eq!(s.size(), 1000);
     }
 
     #[test]
     fn a_slow_processor_gets_small_batches() {
-        let mut s = ClaimSizer::new(1000, 100, 0);
-        // One completion every 50 ms: 100 ms of work is 2 runs.
-        for t in (0..2000).step_by(50) {
-            s.handle_completed(t);
+        let mut s = ClaimSizer::new(1000, 100);
+        // Runs of 50 ms on 1 instance: 100 ms of work is 2 runs; on 4 instances, 8.
+        for _ in 0..40 {
+            s.handle_completed(50_000);
         }
         for _ in 0..10 {
-            s.poll_claim(0, 1);
+            s.poll_claim(0, 1, 1);
         }
-        assert!(s.size() <= 3, "{}", s.size());
+        assert_eq!(s.size(), 2);
+        for _ in 0..10 {
+            s.poll_claim(0, 1, 4);
+        }
+        assert_eq!(s.size(), 8);
+    }
+
+    #[test]
+    fn the_rate_is_capacity_not_supply() {
+        // Runs of 10 µs that trickled in slowly still allow full batches once work piles up:
+        // only execution time counts, not how often runs completed.
+        let mut s = ClaimSizer::new(2048, 50);
+        for _ in 0..50 {
+            s.handle_completed(10);
+        }
+        for _ in 0..20 {
+            s.poll_claim(0, 2, 2);
+        }
+        assert_eq!(s.size(), 2048);
+        // The mean follows a change of the jobs' speed.
+        for _ in 0..100 {
+            s.handle_completed(20_000);
+        }
+        s.handle_short_claim();
+        for _ in 0..5 {
+            s.poll_claim(0, 2, 2);
+        }
+        assert_eq!(s.size(), 5, "2 instances × 50 ms / 20 ms");
     }
 
     #[test]
     fn the_next_batch_is_requested_when_half_is_left() {
-        let mut s = ClaimSizer::new(64, 1000, 0);
+        let mut s = ClaimSizer::new(64, 1000);
         for _ in 0..5 {
-            s.poll_claim(0, 1);
+            s.poll_claim(0, 1, 1);
         }
         let size = s.size();
         assert_eq!(
-            s.poll_claim(size / 2 + 1, 0),
+            s.poll_claim(size / 2 + 1, 0, 1),
             0,
             "more than half buffered: no claim"
         );
         assert!(
-            s.poll_claim(size / 2, 0) > 0,
+            s.poll_claim(size / 2, 0, 1) > 0,
             "half buffered: claim the next batch"
         );
         // Free instances are always covered.
-        assert!(s.poll_claim(0, 8) >= 8);
+        assert!(s.poll_claim(0, 8, 8) >= 8);
     }
 }

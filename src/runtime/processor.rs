@@ -11,7 +11,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
@@ -142,10 +142,10 @@ pub struct Processor {
     rng: u64,
     writes_paused: bool,
     /// Busy time accounting: finished runs' time since `period_start`, and the start time of
-    /// each running run.
+    /// each running run (epoch ms, and the instant for its execution time).
     busy_ms: i64,
     period_start: i64,
-    started_at: HashMap<i64, i64>,
+    started_at: HashMap<i64, (i64, Instant)>,
     /// Claimed, not yet started (the next batch is claimed while these run: two deep).
     local: VecDeque<ClaimedRun>,
     sizer: ClaimSizer,
@@ -189,7 +189,7 @@ impl Processor {
             period_start: now_ms(),
             started_at: HashMap::new(),
             local: VecDeque::new(),
-            sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS, now_ms()),
+            sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
             unrecorded: Vec::new(),
             recording: false,
             record_failures: 0,
@@ -230,7 +230,9 @@ impl Processor {
             self.wake_again = true;
             return;
         }
-        let limit = self.sizer.poll_claim(self.local.len(), self.free());
+        let limit = self
+            .sizer
+            .poll_claim(self.local.len(), self.free(), self.cfg.instances);
         if limit == 0 {
             return;
         }
@@ -258,9 +260,6 @@ impl Processor {
                     let full = claim.runs.len() == limit;
                     if !full {
                         act.sizer.handle_short_claim();
-                    }
-                    if claim.runs.is_empty() && act.running.is_empty() {
-                        act.sizer.handle_idle(now_ms());
                     }
                     act.local.extend(claim.runs);
                     if act.draining {
@@ -327,7 +326,8 @@ impl Processor {
         let mut run = run;
         run.started_at = now_ms();
         self.running.insert(run.run_id, cancel.clone());
-        self.started_at.insert(run.run_id, run.started_at);
+        self.started_at
+            .insert(run.run_id, (run.started_at, Instant::now()));
         self.started_events
             .push(RunEvent::Started(run.job_id, run.started_at));
         let env = self.env.clone();
@@ -384,10 +384,11 @@ impl Processor {
         };
         // The instance is free as soon as the work ends; the result is recorded in a batch.
         self.running.remove(&run.run_id);
-        if let Some(start) = self.started_at.remove(&run.run_id) {
+        if let Some((start, began)) = self.started_at.remove(&run.run_id) {
             self.busy_ms += finished_at - start.max(self.period_start);
+            self.sizer
+                .handle_completed(began.elapsed().as_micros().min(u64::MAX as u128) as u64);
         }
-        self.sizer.handle_completed(finished_at);
         self.unrecorded.push((run, completion));
         self.flush(ctx);
         self.pump(ctx);
@@ -583,7 +584,7 @@ impl Handler<TakeUtilization> for Processor {
         let running: i64 = self
             .started_at
             .values()
-            .map(|s| now - (*s).max(self.period_start))
+            .map(|(s, _)| now - (*s).max(self.period_start))
             .sum();
         let busy = self.busy_ms + running;
         let period = (now - self.period_start).max(1);
