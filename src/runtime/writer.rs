@@ -1,13 +1,17 @@
 //! Writer is an actor. It owns the one write connection to a database file (the catalog, or a
 //! data object's file); it talks to whoever submits operations and answers each after commit.
+//! The connection lives on a thread of the writer's own, which runs transactions back to back:
+//! the next one starts as soon as the previous one committed, however busy the actors' thread
+//! is (the actor only forwards operations to it).
 //!
 //! Invariant: every write to its database goes through it, in submission order; operations
 //! that queue while a transaction is committing share the next transaction (group commit), each
-//! inside its own savepoint, and none is acknowledged before its transaction committed. WAL
-//! checkpoints run on a thread of their own (the Checkpointer), never inside a commit.
+//! inside its own savepoint when there are several, and none is acknowledged before its
+//! transaction committed. WAL checkpoints run on a thread of their own (the Checkpointer), never
+//! inside a commit.
 
 use std::path::PathBuf;
-use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError, channel, sync_channel};
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -85,19 +89,16 @@ impl Checkpointer {
     }
 }
 
-/// The writer of one database file.
+/// The writer of one database file: the actor end of its thread.
 pub struct Writer {
     label: String,
-    settings: crate::catalog::DbSettings,
     path: PathBuf,
-    conn: Option<Connection>,
-    pending: Vec<Op>,
-    flushing: bool,
-    checkpointer: Option<Checkpointer>,
+    /// To the writer's thread; `None` when the thread could not start.
+    ops: Option<Sender<Op>>,
 }
 
 impl Writer {
-    /// A writer that owns `conn` (already configured with the pragmas).
+    /// A writer that owns `conn` (already configured with the pragmas), on a thread of its own.
     pub fn new(
         label: impl Into<String>,
         path: PathBuf,
@@ -105,64 +106,110 @@ impl Writer {
         settings: crate::catalog::DbSettings,
     ) -> Self {
         let label = label.into();
-        let checkpointer = match Checkpointer::start(&label, &path, &settings) {
-            Ok(c) => Some(c),
+        let (ops, queued) = channel::<Op>();
+        let thread = WriterThread {
+            label: label.clone(),
+            path: path.clone(),
+            settings,
+            conn: Some(conn),
+            checkpointer: None,
+        };
+        let started = std::thread::Builder::new()
+            .name(format!("writer {label}"))
+            .spawn(move || thread.run(queued));
+        let ops = match started {
+            Ok(_) => Some(ops),
             Err(e) => {
-                tracing::warn!(writer = %label, "{e}; the writer checkpoints by itself");
+                tracing::error!(writer = %label, "cannot start the writer thread: {e}");
                 None
             }
         };
-        tune_writer(&conn, &label, checkpointer.is_some());
-        Self {
-            label,
-            settings,
-            path,
-            conn: Some(conn),
-            pending: Vec::new(),
-            flushing: false,
-            checkpointer,
-        }
+        Self { label, path, ops }
     }
 
     /// The database file.
     pub fn path(&self) -> &PathBuf {
         &self.path
     }
+}
 
-    fn flush(&mut self, ctx: &mut Context<Self>) {
-        if self.flushing || self.pending.is_empty() {
-            return;
+/// The writer's thread: its connection and its checkpoints.
+struct WriterThread {
+    label: String,
+    path: PathBuf,
+    settings: crate::catalog::DbSettings,
+    conn: Option<Connection>,
+    checkpointer: Option<Checkpointer>,
+}
+
+impl WriterThread {
+    /// Runs transactions until every sender is gone (the actor stopped) and nothing is queued.
+    fn run(mut self, queued: Receiver<Op>) {
+        self.checkpointer = match Checkpointer::start(&self.label, &self.path, &self.settings) {
+            Ok(c) => Some(c),
+            Err(e) => {
+                tracing::warn!(writer = %self.label, "{e}; the writer checkpoints by itself");
+                None
+            }
+        };
+        if let Some(conn) = &self.conn {
+            tune_writer(conn, &self.label, self.checkpointer.is_some());
         }
-        let Some(conn) = self.conn.take() else { return };
-        let take = self.pending.len().min(MAX_BATCH);
-        let batch: Vec<Op> = self.pending.drain(..take).collect();
-        self.flushing = true;
-        let label = self.label.clone();
-        let work = actix_rt::task::spawn_blocking(move || {
-            let replies = run_batch(&conn, batch, &label);
-            (conn, replies)
-        });
-        ctx.spawn(work.into_actor(self).map(|joined, act, ctx| {
-            act.flushing = false;
-            match joined {
-                Ok((conn, (commit, replies))) => {
-                    act.conn = Some(conn);
-                    if let Some(c) = &act.checkpointer {
-                        c.poke();
-                    }
-                    for reply in replies {
-                        reply(commit.clone());
-                    }
-                }
-                Err(e) => {
-                    // The blocking task panicked: the connection is gone with it.
-                    tracing::error!(writer = %act.label, "writer batch panicked: {e}");
-                    ctx.stop();
-                    return;
+        while let Ok(first) = queued.recv() {
+            // Everything queued meanwhile shares the transaction.
+            let mut batch = vec![first];
+            while batch.len() < MAX_BATCH {
+                match queued.try_recv() {
+                    Ok(op) => batch.push(op),
+                    Err(_) => break,
                 }
             }
-            act.flush(ctx);
+            self.run_batch(batch);
+        }
+        tracing::debug!(writer = %self.label, "writer thread ends");
+    }
+
+    fn run_batch(&mut self, batch: Vec<Op>) {
+        let Some(conn) = self.conn.as_ref() else {
+            // No connection: the batch's operations are dropped, and their callers told so.
+            self.reopen();
+            return;
+        };
+        let label = self.label.as_str();
+        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            run_batch(conn, batch, label)
         }));
+        match done {
+            Ok((commit, replies)) => {
+                if let Some(c) = &self.checkpointer {
+                    c.poke();
+                }
+                for reply in replies {
+                    reply(commit.clone());
+                }
+            }
+            Err(_) => {
+                // A panicking operation: its batch is lost (callers hear that the writer did not
+                // answer) and the connection, maybe inside a transaction, is replaced.
+                tracing::error!(writer = %self.label, "writer batch panicked");
+                self.conn = None;
+                self.reopen();
+            }
+        }
+    }
+
+    fn reopen(&mut self) {
+        match crate::catalog::open_connection(&self.path, &self.settings) {
+            Ok(conn) => {
+                tracing::warn!(writer = %self.label, "writer continues with a new connection");
+                tune_writer(&conn, &self.label, self.checkpointer.is_some());
+                self.conn = Some(conn);
+            }
+            Err(e) => {
+                tracing::error!(writer = %self.label, "writer cannot reopen {}: {e}", self.path.display());
+                std::thread::sleep(Duration::from_secs(1));
+            }
+        }
     }
 }
 
@@ -198,6 +245,24 @@ fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), Stri
         return (Err(err), replies);
     }
     let mut replies = Vec::with_capacity(batch.len());
+    if batch.len() == 1 {
+        // Alone in its transaction, an operation needs no savepoint (which would copy every
+        // page it changes into a statement journal): if it fails, the transaction rolls back.
+        let op = batch.into_iter().next().expect("one operation");
+        let (ok, reply) = op(conn);
+        let done = if ok {
+            exec(conn, "COMMIT")
+        } else {
+            exec(conn, "ROLLBACK")
+        };
+        return match done {
+            Ok(()) => (Ok(()), vec![reply]),
+            Err(e) => {
+                let _ = exec(conn, "ROLLBACK");
+                (Err(format!("{label}: commit failed: {e}")), vec![reply])
+            }
+        };
+    }
     for op in batch {
         // Each operation in its own savepoint, so one failing leaves the others intact.
         let _ = exec(conn, "SAVEPOINT op");
@@ -227,23 +292,7 @@ fn op_failed(op: Op, conn: &Connection) -> Reply {
     reply
 }
 
-impl Supervised for Writer {
-    fn restarting(&mut self, _: &mut Context<Self>) {
-        // The connection died with a panicking batch: open a new one. Pending operations stay
-        // queued and go in the next transaction.
-        self.flushing = false;
-        match crate::catalog::open_connection(&self.path, &self.settings) {
-            Ok(conn) => {
-                tracing::warn!(writer = %self.label, "writer restarted with a new connection");
-                tune_writer(&conn, &self.label, self.checkpointer.is_some());
-                self.conn = Some(conn);
-            }
-            Err(e) => {
-                tracing::error!(writer = %self.label, "writer cannot reopen {}: {e}", self.path.display())
-            }
-        }
-    }
-}
+impl Supervised for Writer {}
 
 impl Actor for Writer {
     type Context = Context<Self>;
@@ -258,9 +307,11 @@ impl Actor for Writer {
 impl Handler<Submit> for Writer {
     type Result = ();
 
-    fn handle(&mut self, msg: Submit, ctx: &mut Context<Self>) {
-        self.pending.push(msg.0);
-        self.flush(ctx);
+    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) {
+        // A failed send drops the operation: its caller hears the writer did not answer.
+        if self.ops.as_ref().is_none_or(|ops| ops.send(msg.0).is_err()) {
+            tracing::error!(writer = %self.label, "the writer thread is gone; operation dropped");
+        }
     }
 }
 
@@ -319,6 +370,43 @@ where
 mod tests {
     use super::*;
     use crate::catalog::DbSettings;
+
+    /// A panicking operation loses its batch (its caller hears the writer did not answer); the
+    /// writer's thread goes on with a new connection and later operations commit.
+    #[test]
+    fn a_panicking_operation_does_not_stop_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let settings = DbSettings::default();
+        let conn = crate::catalog::open_connection(&path, &settings).unwrap();
+        conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
+        actix_rt::System::new().block_on(async move {
+            let writer = Writer::new("test", path, conn, settings).start();
+            let lost = call(&writer, |c| -> Result<(), CatalogError> {
+                c.execute("INSERT INTO t (v) VALUES (1)", [])?;
+                panic!("boom")
+            })
+            .await;
+            assert!(matches!(lost, Err(CatalogError::Refused(_))), "{lost:?}");
+            call(&writer, |c| {
+                Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?)
+            })
+            .await
+            .unwrap();
+            let kept: Vec<i64> = call(&writer, |c| {
+                let mut stmt = c.prepare("SELECT v FROM t")?;
+                let rows = stmt.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .await
+            .unwrap();
+            assert_eq!(
+                kept,
+                [2],
+                "the panicking operation's insert was rolled back"
+            );
+        });
+    }
 
     /// Pages a commit leaves in the WAL reach the database file through the Checkpointer's
     /// thread, while the writing connection never checkpoints by itself.
