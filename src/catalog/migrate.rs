@@ -49,6 +49,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_job_run_rebuild.sql",
         sql: include_str!("../../migrations/0006_job_run_rebuild.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_job_run_lean_indexes.sql",
+        sql: include_str!("../../migrations/0007_job_run_lean_indexes.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -165,8 +165,11 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
     (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
     j.create_date * 1000, j.last_date_begin, j.last_date_end,
     (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
-    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'queued')
+    coalesce(q.n, 0)
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
+    -- One pass over the queue index (queued runs only) counts every job's queued runs.
+    LEFT JOIN (SELECT job_id, count(*) AS n FROM job_run INDEXED BY job_run_queue_idx
+               WHERE status = 'queued' GROUP BY job_id) q ON q.job_id = j.job_id
     JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
     WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL";
 
@@ -391,25 +394,33 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
     WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2
       -- Scheduled slots run only while the job is active here; on-demand runs and retries always.
       AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
-           WHERE a.job_id = r.job_id AND a.node_id = ?4 AND a.state = 'active'))
+           WHERE a.job_id = r.job_id AND a.node_id = ?3 AND a.state = 'active'))
       -- With writes paused (disk critical), only jobs that write no object, or maintenance jobs.
-      AND (?5 = 0 OR NOT EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = r.job_id)
+      AND (?4 = 0 OR NOT EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = r.job_id)
            OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
                       WHERE j.job_id = r.job_id AND g.maintenance = 1))
-    ORDER BY r.priority DESC, r.run_after, r.run_id
-    LIMIT ?3";
+    ORDER BY r.priority DESC, r.run_after, r.run_id";
 const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
     j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
     FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1";
 const OBJECT_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM job_object jo
     JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running' WHERE jo.object_id = ?1)";
 const SELECT_JOB_OBJECTS: &str = "SELECT object_id FROM job_object WHERE job_id = ?1";
-const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2, claim_token = ?3,
-    started_at = ?4, lease_until = ?5 WHERE run_id = ?1 AND status = 'queued'";
+const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2,
+    claim_token = ?3 + c.key, started_at = ?4, lease_until = ?5
+    FROM json_each(?1) AS c WHERE job_run.run_id = c.value AND job_run.status = 'queued'";
 const MARK_JOB_BEGIN: &str =
     "UPDATE job SET in_progress = in_progress + ?2, last_date_begin = ?3 WHERE job_id = ?1";
 const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
     WHERE status = 'queued' AND processor_id = ?1 AND run_after > ?2";
+
+/// How often the cached candidate query was re-prepared on `conn` (tests: it must not be).
+#[cfg(test)]
+pub(crate) fn candidate_reprepares(conn: &Connection) -> Result<i32, CatalogError> {
+    Ok(conn
+        .prepare_cached(SELECT_CANDIDATES)?
+        .get_status(rusqlite::StatementStatus::RePrepare))
+}
 
 /// The result of a claim.
 #[derive(Debug, Default)]
@@ -465,7 +476,7 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, Ca
 
 /// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
 /// never overlaps itself unless its overlap policy allows, and two jobs that write a common
-/// object never run at once. Each claimed run gets token `first_token + i`. With
+/// object never run at once. Each claimed run gets its own token from `first_token` on. With
 /// `writes_paused`, jobs that write data objects wait unless their group is maintenance.
 ///
 /// The queue is scanned first (at most 8 × `limit` candidates, fewer when enough are
@@ -490,12 +501,16 @@ pub fn claim(
     {
         let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
         // Over-fetch: some candidates may be blocked by overlap or object rules.
-        let fetch = (limit * 8).max(16) as i64;
-        let mut rows = stmt.query(params![processor_id, now, fetch, node_id, writes_paused])?;
+        // No `LIMIT ?`: SQLite re-prepares a statement whenever a LIMIT parameter is bound.
+        // The index yields the order, so stepping stops early instead.
+        let fetch = (limit * 8).max(16);
+        let mut rows = stmt.query(params![processor_id, now, node_id, writes_paused])?;
+        let mut seen = 0;
         while let Some(r) = rows.next()? {
-            if chosen.len() >= limit {
+            if chosen.len() >= limit || seen >= fetch {
                 break;
             }
+            seen += 1;
             let job_id: i64 = r.get(1)?;
             if let Entry::Vacant(slot) = jobs.entry(job_id) {
                 slot.insert(job_meta(conn, job_id)?.map(|(m, running)| (Arc::new(m), running)));
@@ -542,7 +557,8 @@ pub fn claim(
         }
     }
     let mut begun: HashMap<i64, i64> = HashMap::new();
-    let mut mark = conn.prepare_cached(MARK_RUNNING)?;
+    // Runs of jobs with the same lease are marked by one statement.
+    let mut groups: Vec<(i64, Vec<i64>)> = Vec::new();
     for Chosen {
         run_id,
         meta,
@@ -553,10 +569,16 @@ pub fn claim(
         priority,
     } in chosen
     {
-        let token = first_token + claim.runs.len() as i64;
         let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
         let lease = now + timeout.max(0) + lease_ms;
-        mark.execute(params![run_id, node_id, token, now, lease])?;
+        let group = match groups.iter().position(|(l, _)| *l == lease) {
+            Some(i) => i,
+            None => {
+                groups.push((lease, Vec::new()));
+                groups.len() - 1
+            }
+        };
+        groups[group].1.push(claim.runs.len() as i64);
         *begun.entry(job_id).or_default() += 1;
         let params = params
             .as_deref()
@@ -565,7 +587,7 @@ pub fn claim(
             .map_err(|_| CatalogError::Corrupt(format!("run {run_id}: params")))?;
         claim.runs.push(ClaimedRun {
             run_id,
-            claim_token: token,
+            claim_token: 0,
             job_id,
             job_name: meta.name.clone(),
             job_type: meta.job_type,
@@ -581,6 +603,23 @@ pub fn claim(
             objects: meta.objects.clone(),
             started_at: now,
         });
+    }
+    let mut mark = conn.prepare_cached(MARK_RUNNING)?;
+    let mut token = first_token;
+    for (lease, members) in groups {
+        let mut ids = String::with_capacity(members.len() * 8 + 2);
+        ids.push('[');
+        for (k, i) in members.iter().enumerate() {
+            let run = &mut claim.runs[*i as usize];
+            run.claim_token = token + k as i64;
+            if k > 0 {
+                ids.push(',');
+            }
+            ids.push_str(&run.run_id.to_string());
+        }
+        ids.push(']');
+        mark.execute(params![ids, node_id, token, now, lease])?;
+        token += members.len() as i64;
     }
     let mut job_begin = conn.prepare_cached(MARK_JOB_BEGIN)?;
     for (job_id, n) in begun {
@@ -871,12 +910,31 @@ pub fn fail_stuck_runs(conn: &Connection, now: i64, grace_ms: i64) -> Result<usi
 }
 
 /// Deletes finished runs that ended before `before` (epoch ms). Returns how many.
+///
+/// No index on `finished_at` (every completion would write to it): a run finishes after it is
+/// created and run ids grow with creation time, so the runs to delete are among the oldest
+/// ids. The walk stops at the first run created at or after `before`; a run that a clock step
+/// placed beyond that point is deleted by a later prune.
 pub fn prune_runs(conn: &Connection, before: i64) -> Result<usize, CatalogError> {
+    let mut last = None;
+    {
+        let mut stmt =
+            conn.prepare_cached("SELECT run_id, created_at FROM job_run ORDER BY run_id")?;
+        let mut rows = stmt.query([])?;
+        while let Some(r) = rows.next()? {
+            if r.get::<_, i64>(1)? >= before {
+                break;
+            }
+            last = Some(r.get::<_, i64>(0)?);
+        }
+    }
+    let Some(last) = last else { return Ok(0) };
     Ok(conn.execute(
-        "DELETE FROM job_run WHERE finished_at IS NOT NULL AND finished_at < ?1
-           AND status NOT IN ('queued', 'running')
-           AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL AND status IN ('queued', 'running'))",
-        [before],
+        "DELETE FROM job_run WHERE run_id <= ?2 AND finished_at IS NOT NULL AND finished_at < ?1
+           AND status <> 'queued' AND status <> 'running'
+           AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL
+                              AND (status = 'queued' OR status = 'running'))",
+        params![before, last],
     )?)
 }
 
@@ -964,9 +1022,12 @@ pub fn skip_queued_slots(
     reason: &str,
     now: i64,
 ) -> Result<usize, CatalogError> {
+    // The queue index holds only queued runs: the job's are among them.
     Ok(conn.execute(
         "UPDATE job_run SET status = 'skipped', error = ?2, finished_at = ?3
-         WHERE job_id = ?1 AND status = 'queued' AND scheduled_for IS NOT NULL AND retry_of IS NULL",
+         WHERE run_id IN (SELECT run_id FROM job_run INDEXED BY job_run_queue_idx
+                          WHERE status = 'queued' AND job_id = ?1)
+           AND scheduled_for IS NOT NULL AND retry_of IS NULL",
         params![job_id, reason, now],
     )?)
 }

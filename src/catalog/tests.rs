@@ -434,15 +434,7 @@ payload = { function = "f" }
         let (_dir, mut catalog, node, pid) = setup();
         let free = catalog.job("free").unwrap().id;
         let conn = catalog.writer();
-        crate::catalog::activation::set_state(
-            conn,
-            node,
-            free,
-            crate::model::ActivationState::Active,
-            "test",
-            0,
-        )
-        .unwrap();
+        activate(conn, node, free);
         assert!(enqueue(conn, free, pid, 0, Some(60_000)).is_some());
         assert!(
             enqueue(conn, free, pid, 0, Some(60_000)).is_none(),
@@ -483,10 +475,7 @@ payload = { function = "f" }
     #[test]
     fn recovery_requeues_only_this_nodes_running_runs() {
         let (_dir, mut catalog, node, pid) = setup();
-        let (free, low) = (
-            catalog.job("free").unwrap().id,
-            catalog.job("low").unwrap().id,
-        );
+        let [free, low] = job_ids(&catalog, ["free", "low"]);
         let conn = catalog.writer();
         enqueue(conn, free, pid, 0, None);
         queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
@@ -496,14 +485,7 @@ payload = { function = "f" }
         enqueue(conn, low, pid, 0, None);
         queue::claim(conn, pid, other, 1, 0, 1000, 2, false).unwrap();
         assert_eq!(queue::recover_node_runs(conn, node).unwrap(), 1);
-        let statuses: Vec<String> = conn
-            .prepare("SELECT status FROM job_run ORDER BY run_id")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
-            .collect();
-        assert_eq!(statuses, ["queued", "running"]);
+        assert_eq!(statuses(conn), ["queued", "running"]);
         let in_progress: Vec<i64> = conn
             .prepare(
                 "SELECT in_progress FROM job WHERE job_name IN ('free', 'low') ORDER BY job_name",
@@ -514,6 +496,143 @@ payload = { function = "f" }
             .map(Result::unwrap)
             .collect();
         assert_eq!(in_progress, [0, 1]);
+    }
+
+    fn activate(conn: &Connection, node: i64, job: i64) {
+        let active = crate::model::ActivationState::Active;
+        crate::catalog::activation::set_state(conn, node, job, active, "test", 0).unwrap();
+    }
+
+    fn job_ids<const N: usize>(catalog: &Catalog, names: [&str; N]) -> [i64; N] {
+        names.map(|n| catalog.job(n).unwrap().id)
+    }
+
+    /// One column of every run, by run id.
+    fn run_column<T: rusqlite::types::FromSql>(conn: &Connection, column: &str) -> Vec<T> {
+        conn.prepare(&format!("SELECT {column} FROM job_run ORDER BY run_id"))
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect()
+    }
+
+    fn statuses(conn: &Connection) -> Vec<String> {
+        run_column(conn, "status")
+    }
+
+    /// Runs of jobs with different timeouts get their own leases while being marked together;
+    /// each run gets its own token, and the candidate query is never re-prepared (a bound LIMIT
+    /// would make SQLite re-prepare it on every claim).
+    #[test]
+    fn a_claim_marks_each_run_with_its_lease_and_token() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let [free, low] = job_ids(&catalog, ["free", "low"]);
+        let conn = catalog.writer();
+        conn.execute_batch(
+            "UPDATE job SET timeout = 5000 WHERE job_name = 'low';
+             UPDATE job SET overlap_policy = 'allow', max_overlap = 10 WHERE job_name = 'free';",
+        )
+        .unwrap();
+        for job in [free, low, free] {
+            enqueue(conn, job, pid, 0, None);
+        }
+        let claim = queue::claim(conn, pid, node, 8, 100, 1000, 50, false).unwrap();
+        assert_eq!(claim.runs.len(), 3);
+        let mut tokens: Vec<i64> = claim.runs.iter().map(|r| r.claim_token).collect();
+        tokens.sort();
+        assert_eq!(tokens, [50, 51, 52]);
+        for run in &claim.runs {
+            let row: (String, i64, i64, i64, i64) = conn
+                .query_row(
+                    "SELECT status, node_id, claim_token, started_at, lease_until FROM job_run
+                     WHERE run_id = ?1",
+                    [run.run_id],
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                )
+                .unwrap();
+            let lease = if run.job_id == low {
+                100 + 5000 + 1000
+            } else {
+                1100
+            };
+            assert_eq!(row, ("running".into(), node, run.claim_token, 100, lease));
+        }
+        // More claims of other sizes: still the statement prepared first.
+        for limit in [1, 3] {
+            enqueue(conn, free, pid, 0, None);
+            enqueue(conn, free, pid, 0, None);
+            queue::claim(conn, pid, node, limit, 200, 1000, 100 * limit as i64, false).unwrap();
+        }
+        assert_eq!(queue::candidate_reprepares(conn).unwrap(), 0);
+    }
+
+    /// Pruning deletes runs that finished before the cutoff, and keeps queued and running runs,
+    /// runs that finished later, and a failed run whose retry is still pending.
+    #[test]
+    fn prune_deletes_only_runs_finished_before_the_cutoff() {
+        let (_dir, mut catalog, _node, pid) = setup();
+        let free = catalog.job("free").unwrap().id;
+        let conn = catalog.writer();
+        // (status, created_at, finished_at, retry_of)
+        let runs: [(&str, i64, Option<i64>, Option<i64>); 6] = [
+            ("succeeded", 10, Some(20), None),
+            ("running", 30, None, None),
+            ("failed", 40, Some(50), None),
+            ("succeeded", 60, Some(150), None),
+            ("queued", 70, None, Some(3)),
+            ("succeeded", 200, Some(210), None),
+        ];
+        for (status, created, finished, retry_of) in runs {
+            conn.execute(
+                "INSERT INTO job_run (job_id, processor_id, status, run_after, created_at,
+                    finished_at, retry_of) VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6)",
+                params![free, pid, status, created, finished, retry_of],
+            )
+            .unwrap();
+        }
+        assert_eq!(queue::prune_runs(conn, 100).unwrap(), 1);
+        let ids = |conn: &Connection| run_column::<i64>(conn, "run_id");
+        assert_eq!(ids(conn), [2, 3, 4, 5, 6]);
+        // The retry ends: it and the run it retried go.
+        conn.execute(
+            "UPDATE job_run SET status = 'succeeded', finished_at = 80 WHERE run_id = 5",
+            [],
+        )
+        .unwrap();
+        assert_eq!(queue::prune_runs(conn, 100).unwrap(), 2);
+        assert_eq!(ids(conn), [2, 4, 6]);
+        assert_eq!(queue::prune_runs(conn, 5).unwrap(), 0);
+    }
+
+    /// The scheduler's per-job counts, and skipping a deactivated job's queued slots, both go
+    /// through the queue index (no index of queued runs per job).
+    #[test]
+    fn queued_runs_per_job_are_counted_and_skipped() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let [free, low] = job_ids(&catalog, ["free", "low"]);
+        let conn = catalog.writer();
+        for job in [free, low] {
+            activate(conn, node, job);
+        }
+        enqueue(conn, free, pid, 0, Some(60_000));
+        enqueue(conn, free, pid, 0, Some(120_000));
+        enqueue(conn, free, pid, 0, None);
+        enqueue(conn, low, pid, 0, Some(60_000));
+        let claim = queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
+        assert_eq!(claim.runs[0].job_id, free);
+        let counts: Vec<(i64, i64, i64)> = queue::load_scheduled(conn, node)
+            .unwrap()
+            .iter()
+            .filter(|j| j.job_id == free || j.job_id == low)
+            .map(|j| (j.job_id, j.running, j.queued))
+            .collect();
+        assert_eq!(counts.len(), 2);
+        assert!(counts.contains(&(free, 1, 2)), "{counts:?}");
+        assert!(counts.contains(&(low, 0, 1)), "{counts:?}");
+        // Only the job's queued slots are skipped: not its on-demand run, not another job's.
+        assert_eq!(queue::skip_queued_slots(conn, free, "off", 5).unwrap(), 1);
+        assert_eq!(statuses(conn), ["running", "skipped", "queued", "queued"]);
     }
 
     #[test]
