@@ -86,8 +86,8 @@ pub struct FnContext {
     pub job_name: String,
     /// 1 for the first attempt.
     pub attempt: i64,
-    /// Node resources (catalog writer and pool, data folder).
-    pub env: ExecEnv,
+    /// Node resources (catalog writer and pool, data folder), shared by every run.
+    pub env: Arc<ExecEnv>,
     cancelled: Arc<AtomicBool>,
 }
 
@@ -101,7 +101,11 @@ impl FnContext {
 
 /// Runs a function job: a blocking one on the blocking pool, an async one right here (the
 /// processor runs each execution in a task of its own, which contains a panic).
-pub async fn run(run: &ClaimedRun, env: &ExecEnv, mut cancel: watch::Receiver<bool>) -> ExecResult {
+pub async fn run(
+    run: &ClaimedRun,
+    env: &Arc<ExecEnv>,
+    mut cancel: watch::Receiver<bool>,
+) -> ExecResult {
     let Some(name) = run.payload.get("function").and_then(Json::as_str) else {
         return ExecResult::Err("payload.function is missing".into());
     };

@@ -109,7 +109,7 @@ pub fn job_input(run: &ClaimedRun, own_keys: &[&str]) -> Json {
 /// Returns the result and the captured output, if any.
 pub async fn execute(
     run: &ClaimedRun,
-    env: &ExecEnv,
+    env: &Arc<ExecEnv>,
     cancel: watch::Receiver<bool>,
 ) -> (ExecResult, Option<String>) {
     match run.job_type {

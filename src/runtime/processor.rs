@@ -125,7 +125,8 @@ pub struct ProcessorConfig {
 /// The Processor actor.
 pub struct Processor {
     cfg: ProcessorConfig,
-    env: ExecEnv,
+    /// Shared by every run (one reference count per run, not a copy).
+    env: Arc<ExecEnv>,
     writer: Addr<Writer>,
     events: Recipient<RunEvents>,
     /// Run starts not yet told to the Scheduler (sent at the end of each pump).
@@ -170,7 +171,7 @@ impl Processor {
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (now_ms() as u64);
         Self {
             cfg,
-            env,
+            env: Arc::new(env),
             writer,
             events,
             started_events: Vec::new(),
@@ -487,7 +488,7 @@ impl Processor {
 /// up. Returns the result, the captured output, and whether the timeout fired.
 async fn execute_with_timeout(
     run: &ClaimedRun,
-    env: &ExecEnv,
+    env: &Arc<ExecEnv>,
     rx: watch::Receiver<bool>,
     cancel: Arc<watch::Sender<bool>>,
 ) -> (ExecResult, Option<String>, bool) {
