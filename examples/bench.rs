@@ -2,8 +2,10 @@
 //!
 //! `cargo run --release --example bench -- [all|floor|drain|sql|latency|idle|scale|profile] [--rounds 3] [--n 20000]`
 //!
-//! Every workload runs on a fresh database file on disk; figures are medians over the rounds,
-//! and drain figures are also printed as a ratio to the batched floor measured in the same run.
+//! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
+//! Each round measures the floor, the drains and the engine's SQL back to back, and each
+//! throughput is also printed as the median of its ratios to the batched floor of its own round
+//! (the machine's speed drifts between minutes on a shared host).
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
@@ -456,6 +458,106 @@ fn engine_sql(n: usize, per_tx: usize) -> f64 {
     rate
 }
 
+// ---------------------------------------------------------------- throughput
+
+/// One throughput figure per round, and its ratio to that round's batched floor.
+struct Series {
+    label: &'static str,
+    unit: &'static str,
+    values: Vec<f64>,
+    ratios: Vec<f64>,
+}
+
+/// Floor, drains and the engine's SQL, each round measuring all of them back to back: on a
+/// shared machine the speed changes from minute to minute, so each figure is compared with the
+/// floor measured next to it, and the median of those ratios is printed.
+fn throughput(what: &str, n: usize, rounds: usize) {
+    let all = what == "all";
+    let drains = all || what == "drain";
+    let sql = drains || what == "sql";
+    let mut series: Vec<Series> = Vec::new();
+    let mut push = |i: usize, label, unit, value: f64, floor: f64| {
+        if series.len() <= i {
+            series.push(Series {
+                label,
+                unit,
+                values: Vec::new(),
+                ratios: Vec::new(),
+            });
+        }
+        series[i].values.push(value);
+        series[i].ratios.push(value / floor);
+    };
+    for _ in 0..rounds {
+        let floor_batched = floor(n, 100, 2);
+        let floor_single = floor(n, 1, 2);
+        let mut i = 0;
+        let mut next = |label, unit, value| {
+            push(i, label, unit, value, floor_batched);
+            i += 1;
+        };
+        next(
+            "floor: rusqlite loop, 1 per tx, 2 workers",
+            "j/s",
+            floor_single,
+        );
+        next(
+            "floor: rusqlite loop, 100 per tx, 2 workers",
+            "j/s",
+            floor_batched,
+        );
+        if drains {
+            let (single, batch, rate) = drain(n, 2, Durability::Normal);
+            next("enqueue: single API (trigger)", "r/s", single);
+            next(
+                "enqueue: batch API (trigger_many, 1000 per call)",
+                "r/s",
+                batch,
+            );
+            next("drain: 2 executions", "j/s", rate);
+            next(
+                "drain: 8 executions",
+                "j/s",
+                drain(n, 8, Durability::Normal).2,
+            );
+            next(
+                "drain: 2 executions, durability = full",
+                "j/s",
+                drain(n, 2, Durability::Full).2,
+            );
+        }
+        if sql {
+            next(
+                "engine SQL alone: claim + complete, 256 per tx",
+                "j/s",
+                engine_sql(n, 256),
+            );
+        }
+    }
+    for s in series {
+        let ratio = median(s.ratios.clone());
+        if s.unit == "r/s" {
+            println!("{:<52} {:>10.0} {}", s.label, median(s.values), s.unit);
+        } else {
+            println!(
+                "{:<52} {:>10.0} {} {:>9.2}x",
+                s.label,
+                median(s.values),
+                s.unit,
+                ratio
+            );
+        }
+        if s.label == "drain: 2 executions" {
+            let each: Vec<String> = s.ratios.iter().map(|r| format!("{r:.2}")).collect();
+            println!(
+                "{:<52} {:>14}",
+                "  (ratio to the floor per round)",
+                each.join("/")
+            );
+        }
+    }
+}
+
 // ---------------------------------------------------------------- main
 
 fn main() {
@@ -468,63 +570,8 @@ fn main() {
         !cfg!(debug_assertions)
     );
     println!("{:<52} {:>14} {:>10}", "workload", "figure", "vs floor");
-    let mut batched_floor = f64::NAN;
-    if all || a.what == "floor" || a.what == "drain" {
-        let single = median((0..rounds).map(|_| floor(a.n, 1, 2)).collect());
-        batched_floor = median((0..rounds).map(|_| floor(a.n, 100, 2)).collect());
-        println!(
-            "{:<52} {:>10.0} j/s {:>9.2}x",
-            "floor: rusqlite loop, 1 per tx, 2 workers",
-            single,
-            single / batched_floor
-        );
-        println!(
-            "{:<52} {:>10.0} j/s {:>9.2}x",
-            "floor: rusqlite loop, 100 per tx, 2 workers", batched_floor, 1.0
-        );
-    }
-    if all || a.what == "drain" {
-        for (label, instances, durability) in [
-            ("drain: 2 executions", 2, Durability::Normal),
-            ("drain: 8 executions", 8, Durability::Normal),
-            (
-                "drain: 2 executions, durability = full",
-                2,
-                Durability::Full,
-            ),
-        ] {
-            let results: Vec<(f64, f64, f64)> = (0..rounds)
-                .map(|_| drain(a.n, instances, durability))
-                .collect();
-            let single = median(results.iter().map(|r| r.0).collect());
-            let batch = median(results.iter().map(|r| r.1).collect());
-            let rate = median(results.iter().map(|r| r.2).collect());
-            if instances == 2 && durability == Durability::Normal {
-                println!(
-                    "{:<52} {:>10.0} r/s",
-                    "enqueue: single API (trigger)", single
-                );
-                println!(
-                    "{:<52} {:>10.0} r/s",
-                    "enqueue: batch API (trigger_many, 1000 per call)", batch
-                );
-            }
-            println!(
-                "{:<52} {:>10.0} j/s {:>9.2}x",
-                label,
-                rate,
-                rate / batched_floor
-            );
-        }
-    }
-    if all || a.what == "drain" || a.what == "sql" {
-        let rate = median((0..rounds).map(|_| engine_sql(a.n, 256)).collect());
-        println!(
-            "{:<52} {:>10.0} j/s {:>9.2}x",
-            "engine SQL alone: claim + complete, 256 per tx",
-            rate,
-            rate / batched_floor
-        );
+    if all || ["floor", "drain", "sql"].contains(&a.what.as_str()) {
+        throughput(&a.what, a.n, rounds);
     }
     if a.what == "profile" {
         // One drain with 2 executions and nothing else: for `perf record`.
