@@ -618,7 +618,14 @@ pub fn claim(
             ids.push_str(&run.run_id.to_string());
         }
         ids.push(']');
-        mark.execute(params![ids, node_id, token, now, lease])?;
+        let marked = mark.execute(params![ids, node_id, token, now, lease])?;
+        // The candidates were read in this transaction, which holds the write lock.
+        if marked != members.len() {
+            return Err(CatalogError::Corrupt(format!(
+                "a claim marked {marked} of {} queued runs",
+                members.len()
+            )));
+        }
         token += members.len() as i64;
     }
     let mut job_begin = conn.prepare_cached(MARK_JOB_BEGIN)?;
