@@ -349,6 +349,85 @@ payload = { argv = ["sleep", "0.8"] }
     );
 }
 
+/// A node killed in the middle of a 50,000-run drain (batched claims, group commit) loses no
+/// run and records none twice: after a restart every run has succeeded, each run recorded
+/// before the kill kept its result (same claim token, same end), and the job's in-progress
+/// count is back at 0.
+#[test]
+fn a_node_killed_mid_drain_loses_no_run_and_records_none_twice() {
+    const N: i64 = 50_000;
+    let ws = workspace(
+        r#"
+[job.noop]
+type = "function"
+processor = "wide"
+overlap_policy = "allow"
+max_overlap = 1000000
+payload = { function = "debug.noop" }
+"#,
+    );
+    let db = ws.db();
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn.execute(
+        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
+         INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
+         SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = 'noop'",
+        [N],
+    )
+    .unwrap();
+    let succeeded = |conn: &rusqlite::Connection| -> Vec<(i64, i64, i64)> {
+        conn.prepare(
+            "SELECT run_id, claim_token, finished_at FROM job_run
+             WHERE status = 'succeeded' ORDER BY run_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+    };
+    let node = ws.start_node("n1");
+    wait_for(30.0, "a part of the drain", || {
+        (succeeded(&conn).len() >= 1000).then_some(())
+    });
+    node.crash();
+    let before = succeeded(&conn);
+    assert!(
+        (before.len() as i64) < N,
+        "the kill came mid-drain ({} done)",
+        before.len()
+    );
+    let node = ws.start_node("n1");
+    let after = wait_for(60.0, "every run to succeed", || {
+        let done = succeeded(&conn);
+        (done.len() as i64 == N).then_some(done)
+    });
+    assert_eq!(node.stop(), Some(0));
+    let total: i64 = conn
+        .query_row("SELECT count(*) FROM job_run", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(total, N, "no run added or lost");
+    let kept = after
+        .iter()
+        .filter(|r| before.binary_search(r).is_ok())
+        .count();
+    assert_eq!(
+        kept,
+        before.len(),
+        "results recorded before the kill were kept as they were"
+    );
+    let in_progress: i64 = conn
+        .query_row(
+            "SELECT in_progress FROM job WHERE job_name = 'noop'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    assert_eq!(in_progress, 0);
+}
+
 #[test]
 fn sigterm_lets_short_jobs_finish_and_requeues_long_ones() {
     let ws = workspace(
