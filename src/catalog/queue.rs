@@ -7,6 +7,7 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 use rusqlite::{Connection, OptionalExtension, params};
@@ -558,7 +559,7 @@ pub fn claim(
     }
     let mut begun: HashMap<i64, i64> = HashMap::new();
     // Runs of jobs with the same lease are marked by one statement.
-    let mut groups: Vec<(i64, Vec<i64>)> = Vec::new();
+    let mut groups: Vec<(i64, Vec<usize>)> = Vec::new();
     for Chosen {
         run_id,
         meta,
@@ -578,7 +579,7 @@ pub fn claim(
                 groups.len() - 1
             }
         };
-        groups[group].1.push(claim.runs.len() as i64);
+        groups[group].1.push(claim.runs.len());
         *begun.entry(job_id).or_default() += 1;
         let params = params
             .as_deref()
@@ -609,13 +610,11 @@ pub fn claim(
     for (lease, members) in groups {
         let mut ids = String::with_capacity(members.len() * 8 + 2);
         ids.push('[');
-        for (k, i) in members.iter().enumerate() {
-            let run = &mut claim.runs[*i as usize];
+        for (k, &i) in members.iter().enumerate() {
+            let run = &mut claim.runs[i];
             run.claim_token = token + k as i64;
-            if k > 0 {
-                ids.push(',');
-            }
-            ids.push_str(&run.run_id.to_string());
+            let sep = if k > 0 { "," } else { "" };
+            let _ = write!(ids, "{sep}{}", run.run_id);
         }
         ids.push(']');
         let marked = mark.execute(params![ids, node_id, token, now, lease])?;
