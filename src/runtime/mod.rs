@@ -182,15 +182,10 @@ impl EngineBuilder {
             queue::load_written_objects(&conn)?
         };
         let (conn, pool) = catalog.into_parts();
-        let catalog_settings = settings.clone();
-        let catalog_path = db_path.clone();
-        let mut catalog_conn = Some(conn);
-        let catalog_writer = actix::Supervisor::start(move |_| {
-            let conn = catalog_conn
-                .take()
-                .expect("the supervisor builds its child once");
-            writer::Writer::new("catalog", catalog_path, conn, catalog_settings)
-        });
+        // A Writer's actor only forwards to its thread, which survives a panicking operation:
+        // no actix supervisor is needed.
+        let catalog_writer =
+            writer::Writer::new("catalog", db_path.clone(), conn, settings.clone()).start();
         let mut object_writers = HashMap::new();
         for object in objects {
             let Some(path) = object
@@ -200,16 +195,9 @@ impl EngineBuilder {
                 continue;
             };
             let conn = open_connection(Path::new(&path), &settings).map_err(CatalogError::from)?;
-            let (label, path, object_settings) = (
-                format!("object {}", object.name),
-                PathBuf::from(&path),
-                settings.clone(),
-            );
-            let mut conn = Some(conn);
-            let addr = actix::Supervisor::start(move |_| {
-                let conn = conn.take().expect("the supervisor builds its child once");
-                writer::Writer::new(label, path, conn, object_settings)
-            });
+            let label = format!("object {}", object.name);
+            let addr =
+                writer::Writer::new(label, PathBuf::from(&path), conn, settings.clone()).start();
             object_writers.insert(object.name, addr);
         }
         let data_dir = PathBuf::from(&cfg.node.data_dir);

@@ -126,11 +126,6 @@ impl Writer {
         };
         Self { label, path, ops }
     }
-
-    /// The database file.
-    pub fn path(&self) -> &PathBuf {
-        &self.path
-    }
 }
 
 /// The writer's thread: its connection and its checkpoints.
@@ -244,26 +239,20 @@ fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), Stri
         let replies = batch.into_iter().map(|op| op_failed(op, conn)).collect();
         return (Err(err), replies);
     }
+    // Alone in its transaction, an operation needs no savepoint (which would copy every page it
+    // changes into a statement journal): if it fails, the transaction rolls back.
+    let alone = batch.len() == 1;
+    let mut end = "COMMIT";
     let mut replies = Vec::with_capacity(batch.len());
-    if batch.len() == 1 {
-        // Alone in its transaction, an operation needs no savepoint (which would copy every
-        // page it changes into a statement journal): if it fails, the transaction rolls back.
-        let op = batch.into_iter().next().expect("one operation");
-        let (ok, reply) = op(conn);
-        let done = if ok {
-            exec(conn, "COMMIT")
-        } else {
-            exec(conn, "ROLLBACK")
-        };
-        return match done {
-            Ok(()) => (Ok(()), vec![reply]),
-            Err(e) => {
-                let _ = exec(conn, "ROLLBACK");
-                (Err(format!("{label}: commit failed: {e}")), vec![reply])
-            }
-        };
-    }
     for op in batch {
+        if alone {
+            let (ok, reply) = op(conn);
+            if !ok {
+                end = "ROLLBACK";
+            }
+            replies.push(reply);
+            continue;
+        }
         // Each operation in its own savepoint, so one failing leaves the others intact.
         let _ = exec(conn, "SAVEPOINT op");
         let (ok, reply) = op(conn);
@@ -273,7 +262,7 @@ fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), Stri
         let _ = exec(conn, "RELEASE op");
         replies.push(reply);
     }
-    match exec(conn, "COMMIT") {
+    match exec(conn, end) {
         Ok(()) => (Ok(()), replies),
         Err(e) => {
             let _ = exec(conn, "ROLLBACK");
@@ -291,8 +280,6 @@ fn op_failed(op: Op, conn: &Connection) -> Reply {
     let _ = conn.execute_batch("ROLLBACK TO dead; RELEASE dead");
     reply
 }
-
-impl Supervised for Writer {}
 
 impl Actor for Writer {
     type Context = Context<Self>;
