@@ -378,17 +378,6 @@ struct JobMeta {
     objects: Arc<[i64]>,
 }
 
-/// A queued run the claim takes, before it is marked.
-struct Chosen {
-    run_id: i64,
-    meta: Arc<JobMeta>,
-    job_id: i64,
-    params: Option<String>,
-    attempt: i64,
-    slot: Option<i64>,
-    priority: i64,
-}
-
 const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for,
     r.priority
     FROM job_run r
@@ -494,11 +483,13 @@ pub fn claim(
     writes_paused: bool,
 ) -> Result<Claim, CatalogError> {
     let mut claim = Claim::default();
-    // Per job seen: what the claim needs of it, and its runs running (counting this claim's).
-    let mut jobs: HashMap<i64, Option<(Arc<JobMeta>, i64)>> = HashMap::new();
+    // Per job seen: what the claim needs of it, its runs running (counting this claim's), and
+    // how many of them this claim took.
+    let mut jobs: HashMap<i64, Option<(Arc<JobMeta>, i64, i64)>> = HashMap::new();
     // Per object asked about: whether a running run, or a run claimed here, writes it.
     let mut busy: HashMap<i64, bool> = HashMap::new();
-    let mut chosen: Vec<Chosen> = Vec::new();
+    // Indexes into `claim.runs` by lease: runs with the same lease are marked by one statement.
+    let mut groups: Vec<(i64, Vec<usize>)> = Vec::new();
     {
         let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
         // Over-fetch: some candidates may be blocked by overlap or object rules.
@@ -508,15 +499,15 @@ pub fn claim(
         let mut rows = stmt.query(params![processor_id, now, node_id, writes_paused])?;
         let mut seen = 0;
         while let Some(r) = rows.next()? {
-            if chosen.len() >= limit || seen >= fetch {
+            if claim.runs.len() >= limit || seen >= fetch {
                 break;
             }
             seen += 1;
             let job_id: i64 = r.get(1)?;
             if let Entry::Vacant(slot) = jobs.entry(job_id) {
-                slot.insert(job_meta(conn, job_id)?.map(|(m, running)| (Arc::new(m), running)));
+                slot.insert(job_meta(conn, job_id)?.map(|(m, running)| (Arc::new(m), running, 0)));
             }
-            let Some(Some((meta, running))) = jobs.get_mut(&job_id) else {
+            let Some(Some((meta, running, claimed))) = jobs.get_mut(&job_id) else {
                 continue;
             };
             if *running >= meta.cap {
@@ -543,67 +534,43 @@ pub fn claim(
                 continue;
             }
             *running += 1;
+            *claimed += 1;
             for object in meta.objects.iter() {
                 busy.insert(*object, true);
             }
-            chosen.push(Chosen {
-                run_id: r.get(0)?,
-                meta: meta.clone(),
+            let run_id: i64 = r.get(0)?;
+            let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
+            let lease = now + timeout.max(0) + lease_ms;
+            match groups.iter_mut().find(|(l, _)| *l == lease) {
+                Some((_, members)) => members.push(claim.runs.len()),
+                None => groups.push((lease, vec![claim.runs.len()])),
+            }
+            let params = r
+                .get::<_, Option<String>>(2)?
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| CatalogError::Corrupt(format!("run {run_id}: params")))?;
+            claim.runs.push(ClaimedRun {
+                run_id,
+                // Assigned when marked, below.
+                claim_token: 0,
                 job_id,
-                params: r.get(2)?,
+                job_name: meta.name.clone(),
+                job_type: meta.job_type,
+                payload: meta.payload.clone(),
+                params,
                 attempt: r.get(3)?,
-                slot: r.get(4)?,
+                max_attempts,
+                backoff_base,
+                backoff_max,
+                timeout,
+                scheduled_for: r.get(4)?,
                 priority: r.get(5)?,
+                objects: meta.objects.clone(),
+                started_at: now,
             });
         }
-    }
-    let mut begun: HashMap<i64, i64> = HashMap::new();
-    // Runs of jobs with the same lease are marked by one statement.
-    let mut groups: Vec<(i64, Vec<usize>)> = Vec::new();
-    for Chosen {
-        run_id,
-        meta,
-        job_id,
-        params,
-        attempt,
-        slot,
-        priority,
-    } in chosen
-    {
-        let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
-        let lease = now + timeout.max(0) + lease_ms;
-        let group = match groups.iter().position(|(l, _)| *l == lease) {
-            Some(i) => i,
-            None => {
-                groups.push((lease, Vec::new()));
-                groups.len() - 1
-            }
-        };
-        groups[group].1.push(claim.runs.len());
-        *begun.entry(job_id).or_default() += 1;
-        let params = params
-            .as_deref()
-            .map(serde_json::from_str)
-            .transpose()
-            .map_err(|_| CatalogError::Corrupt(format!("run {run_id}: params")))?;
-        claim.runs.push(ClaimedRun {
-            run_id,
-            claim_token: 0,
-            job_id,
-            job_name: meta.name.clone(),
-            job_type: meta.job_type,
-            payload: meta.payload.clone(),
-            params,
-            attempt,
-            max_attempts,
-            backoff_base,
-            backoff_max,
-            timeout,
-            scheduled_for: slot,
-            priority,
-            objects: meta.objects.clone(),
-            started_at: now,
-        });
     }
     let mut mark = conn.prepare_cached(MARK_RUNNING)?;
     let mut token = first_token;
@@ -628,8 +595,10 @@ pub fn claim(
         token += members.len() as i64;
     }
     let mut job_begin = conn.prepare_cached(MARK_JOB_BEGIN)?;
-    for (job_id, n) in begun {
-        job_begin.execute(params![job_id, n, now])?;
+    for (job_id, seen) in jobs {
+        if let Some((_, _, claimed @ 1..)) = seen {
+            job_begin.execute(params![job_id, claimed, now])?;
+        }
     }
     if claim.runs.len() < limit {
         claim.next_due = conn
@@ -919,28 +888,18 @@ pub fn fail_stuck_runs(conn: &Connection, now: i64, grace_ms: i64) -> Result<usi
 ///
 /// No index on `finished_at` (every completion would write to it): a run finishes after it is
 /// created and run ids grow with creation time, so the runs to delete are among the oldest
-/// ids. The walk stops at the first run created at or after `before`; a run that a clock step
-/// placed beyond that point is deleted by a later prune.
+/// ids, below the first run created at or after `before` (found by walking ids from the
+/// oldest). A run that a clock step placed beyond that point is deleted by a later prune.
 pub fn prune_runs(conn: &Connection, before: i64) -> Result<usize, CatalogError> {
-    let mut last = None;
-    {
-        let mut stmt =
-            conn.prepare_cached("SELECT run_id, created_at FROM job_run ORDER BY run_id")?;
-        let mut rows = stmt.query([])?;
-        while let Some(r) = rows.next()? {
-            if r.get::<_, i64>(1)? >= before {
-                break;
-            }
-            last = Some(r.get::<_, i64>(0)?);
-        }
-    }
-    let Some(last) = last else { return Ok(0) };
     Ok(conn.execute(
-        "DELETE FROM job_run WHERE run_id <= ?2 AND finished_at IS NOT NULL AND finished_at < ?1
+        "DELETE FROM job_run
+         WHERE run_id < coalesce((SELECT run_id FROM job_run WHERE created_at >= ?1
+                                  ORDER BY run_id LIMIT 1), 9223372036854775807)
+           AND finished_at IS NOT NULL AND finished_at < ?1
            AND status <> 'queued' AND status <> 'running'
            AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL
                               AND (status = 'queued' OR status = 'running'))",
-        params![before, last],
+        [before],
     )?)
 }
 
