@@ -122,6 +122,16 @@ pub struct ProcessorConfig {
     pub tokens: Arc<AtomicI64>,
 }
 
+/// A run executing now.
+struct Executing {
+    /// Set to true to cancel it.
+    cancel: Arc<watch::Sender<bool>>,
+    /// Epoch ms it began (busy time).
+    started_ms: i64,
+    /// The instant it began (execution time, for claim sizing).
+    began: Instant,
+}
+
 /// The Processor actor.
 pub struct Processor {
     cfg: ProcessorConfig,
@@ -131,7 +141,8 @@ pub struct Processor {
     events: Recipient<RunEvents>,
     /// Run starts not yet told to the Scheduler (sent at the end of each pump).
     started_events: Vec<RunEvent>,
-    running: HashMap<i64, Arc<watch::Sender<bool>>>,
+    /// Executing runs by run id.
+    running: HashMap<i64, Executing>,
     claiming: bool,
     paused: bool,
     draining: bool,
@@ -142,11 +153,9 @@ pub struct Processor {
     drained: Vec<oneshot::Sender<()>>,
     rng: u64,
     writes_paused: bool,
-    /// Busy time accounting: finished runs' time since `period_start`, and the start time of
-    /// each running run (epoch ms, and the instant for its execution time).
+    /// Busy time accounting: finished runs' time since `period_start`.
     busy_ms: i64,
     period_start: i64,
-    started_at: HashMap<i64, (i64, Instant)>,
     /// Claimed, not yet started (the next batch is claimed while these run: two deep).
     local: VecDeque<ClaimedRun>,
     sizer: ClaimSizer,
@@ -188,7 +197,6 @@ impl Processor {
             writes_paused: false,
             busy_ms: 0,
             period_start: now_ms(),
-            started_at: HashMap::new(),
             local: VecDeque::new(),
             sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
             unrecorded: Vec::new(),
@@ -326,9 +334,12 @@ impl Processor {
         let cancel = Arc::new(tx);
         let mut run = run;
         run.started_at = now_ms();
-        self.running.insert(run.run_id, cancel.clone());
-        self.started_at
-            .insert(run.run_id, (run.started_at, Instant::now()));
+        let executing = Executing {
+            cancel: cancel.clone(),
+            started_ms: run.started_at,
+            began: Instant::now(),
+        };
+        self.running.insert(run.run_id, executing);
         self.started_events
             .push(RunEvent::Started(run.job_id, run.started_at));
         let env = self.env.clone();
@@ -384,11 +395,10 @@ impl Processor {
             retry_at,
         };
         // The instance is free as soon as the work ends; the result is recorded in a batch.
-        self.running.remove(&run.run_id);
-        if let Some((start, began)) = self.started_at.remove(&run.run_id) {
-            self.busy_ms += finished_at - start.max(self.period_start);
+        if let Some(done) = self.running.remove(&run.run_id) {
+            self.busy_ms += finished_at - done.started_ms.max(self.period_start);
             self.sizer
-                .handle_completed(began.elapsed().as_micros().min(u64::MAX as u128) as u64);
+                .handle_completed(done.began.elapsed().as_micros().min(u64::MAX as u128) as u64);
         }
         self.unrecorded.push((run, completion));
         self.flush(ctx);
@@ -583,9 +593,9 @@ impl Handler<TakeUtilization> for Processor {
         let now = now_ms();
         // Runs still executing count up to now; the next period starts now.
         let running: i64 = self
-            .started_at
+            .running
             .values()
-            .map(|(s, _)| now - (*s).max(self.period_start))
+            .map(|e| now - e.started_ms.max(self.period_start))
             .sum();
         let busy = self.busy_ms + running;
         let period = (now - self.period_start).max(1);
@@ -630,8 +640,8 @@ impl Handler<Drain> for Processor {
             if !act.running.is_empty() {
                 tracing::info!(processor = %act.cfg.name, runs = act.running.len(), "grace period over: returning running jobs to the queue");
                 act.interrupting = true;
-                for cancel in act.running.values() {
-                    let _ = cancel.send(true);
+                for executing in act.running.values() {
+                    let _ = executing.cancel.send(true);
                 }
             }
         });
