@@ -474,13 +474,8 @@ fn engine_sql(n: usize, per_tx: usize) -> f64 {
 
 // ---------------------------------------------------------------- throughput
 
-/// One throughput figure per round, and its ratio to that round's batched floor.
-struct Series {
-    label: &'static str,
-    unit: &'static str,
-    values: Vec<f64>,
-    ratios: Vec<f64>,
-}
+/// A throughput figure: label, unit, value.
+type Figure = (&'static str, &'static str, f64);
 
 /// Floor, drains and the engine's SQL, each round measuring all of them back to back: on a
 /// shared machine the speed changes from minute to minute, so each figure is compared with the
@@ -489,80 +484,59 @@ fn throughput(what: &str, n: usize, rounds: usize) {
     let all = what == "all";
     let drains = all || what == "drain";
     let sql = drains || what == "sql";
-    let mut series: Vec<Series> = Vec::new();
-    let mut push = |i: usize, label, unit, value: f64, floor: f64| {
-        if series.len() <= i {
-            series.push(Series {
-                label,
-                unit,
-                values: Vec::new(),
-                ratios: Vec::new(),
-            });
-        }
-        series[i].values.push(value);
-        series[i].ratios.push(value / floor);
-    };
+    // Per round: its batched floor, and its figures in printing order.
+    let mut measured: Vec<(f64, Vec<Figure>)> = Vec::new();
     for _ in 0..rounds {
         let floor_batched = floor(n, 100, 2);
-        let floor_single = floor(n, 1, 2);
-        let mut i = 0;
-        let mut next = |label, unit, value| {
-            push(i, label, unit, value, floor_batched);
-            i += 1;
-        };
-        next(
-            "floor: rusqlite loop, 1 per tx, 2 workers",
-            "j/s",
-            floor_single,
-        );
-        next(
-            "floor: rusqlite loop, 100 per tx, 2 workers",
-            "j/s",
-            floor_batched,
-        );
+        let mut row = vec![
+            (
+                "floor: rusqlite loop, 1 per tx, 2 workers",
+                "j/s",
+                floor(n, 1, 2),
+            ),
+            (
+                "floor: rusqlite loop, 100 per tx, 2 workers",
+                "j/s",
+                floor_batched,
+            ),
+        ];
         if drains {
             let (single, batch, rate) = drain(n, 2, Durability::Normal);
-            next("enqueue: single API (trigger)", "r/s", single);
-            next(
+            row.push(("enqueue: single API (trigger)", "r/s", single));
+            row.push((
                 "enqueue: batch API (trigger_many, 1000 per call)",
                 "r/s",
                 batch,
-            );
-            next("drain: 2 executions", "j/s", rate);
-            next(
-                "drain: 8 executions",
-                "j/s",
-                drain(n, 8, Durability::Normal).2,
-            );
-            next(
-                "drain: 2 executions, durability = full",
-                "j/s",
-                drain(n, 2, Durability::Full).2,
-            );
+            ));
+            row.push(("drain: 2 executions", "j/s", rate));
+            let rate = drain(n, 8, Durability::Normal).2;
+            row.push(("drain: 8 executions", "j/s", rate));
+            let rate = drain(n, 2, Durability::Full).2;
+            row.push(("drain: 2 executions, durability = full", "j/s", rate));
         }
         if sql {
-            next(
+            let rate = engine_sql(n, 256);
+            row.push((
                 "engine SQL alone: claim + complete, 256 per tx",
                 "j/s",
-                engine_sql(n, 256),
-            );
+                rate,
+            ));
         }
+        measured.push((floor_batched, row));
     }
-    for s in series {
-        let ratio = median(s.ratios.clone());
-        if s.unit == "r/s" {
-            println!("{:<52} {:>10.0} {}", s.label, median(s.values), s.unit);
-        } else {
-            println!(
-                "{:<52} {:>10.0} {} {:>9.2}x",
-                s.label,
-                median(s.values),
-                s.unit,
-                ratio
-            );
+    for (i, &(label, unit, _)) in measured[0].1.iter().enumerate() {
+        let figure = median(measured.iter().map(|(_, row)| row[i].2).collect());
+        let ratios: Vec<f64> = measured.iter().map(|(f, row)| row[i].2 / f).collect();
+        if unit == "r/s" {
+            println!("{label:<52} {figure:>10.0} {unit}");
+            continue;
         }
-        if s.label == "drain: 2 executions" {
-            let each: Vec<String> = s.ratios.iter().map(|r| format!("{r:.2}")).collect();
+        println!(
+            "{label:<52} {figure:>10.0} {unit} {:>9.2}x",
+            median(ratios.clone())
+        );
+        if label == "drain: 2 executions" {
+            let each: Vec<String> = ratios.iter().map(|r| format!("{r:.2}")).collect();
             println!(
                 "{:<52} {:>14}",
                 "  (ratio to the floor per round)",
