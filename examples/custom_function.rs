@@ -49,6 +49,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             job: Some("word_count".into()),
             status: Some("succeeded".into()),
             limit: 1,
+            ..RunFilter::default()
         };
         for _ in 0..200 {
             if let Some(run) = catalog

@@ -8,12 +8,14 @@ pub mod builtins;
 pub mod catalog;
 pub mod cli;
 pub mod config;
+pub mod daemon;
 pub mod diag;
 pub mod executor;
 pub mod jobconf;
 pub mod lease;
 pub mod model;
-pub mod node;
+pub mod ops;
+
 pub mod policy;
 pub mod runtime;
 pub mod schedule;

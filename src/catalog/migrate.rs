@@ -54,6 +54,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_job_run_lean_indexes.sql",
         sql: include_str!("../../migrations/0007_job_run_lean_indexes.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_run_cancel.sql",
+        sql: include_str!("../../migrations/0008_run_cancel.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

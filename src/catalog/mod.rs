@@ -6,8 +6,13 @@
 
 pub mod activation;
 pub mod migrate;
+pub mod open;
 pub mod queue;
+pub mod runs;
 pub mod sql_job;
+
+pub use open::Access;
+pub use runs::{CancelOutcome, RunFilter, RunRow};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -58,6 +63,98 @@ pub enum CatalogError {
     /// The operation is refused in the current state.
     #[error("{0}")]
     Refused(String),
+    /// The change conflicts with other rows (an entry that exists, runs that execute).
+    #[error("{0}")]
+    Conflict(String),
+    /// The engine's writer is gone or did not answer.
+    #[error("{0}")]
+    Unavailable(String),
+    /// There is no catalog at the path, and the command does not create one.
+    #[error("no catalog at {}: create one with `jobvisor init` (or `jobvisor run`, `jobvisor import`)", path.display())]
+    NoCatalog {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The path holds something that is not a jobvisor catalog; it was not changed.
+    #[error("{}: {reason}; refusing to use it as a catalog (nothing was changed)", path.display())]
+    NotACatalog {
+        /// The path.
+        path: PathBuf,
+        /// What it is instead.
+        reason: String,
+    },
+    /// The catalog file is damaged (`quick_check` findings or SQLite's corruption error).
+    #[error("{}: the catalog is damaged ({detail}); nothing was written to it. Restore it from a backup (the node's `catalog_backup` job keeps some in its data folder) or recover it with `sqlite3 {} .recover`", path.display(), path.display())]
+    Damaged {
+        /// The file.
+        path: PathBuf,
+        /// What SQLite found.
+        detail: String,
+    },
+    /// The catalog's schema is not this build's.
+    #[error("{}: {reason}", path.display())]
+    Schema {
+        /// The file.
+        path: PathBuf,
+        /// Older or newer, and what to do.
+        reason: String,
+    },
+    /// A storage error, with the file and what was being done.
+    #[error("{}: {doing}: {}", path.display(), explain(source))]
+    In {
+        /// The catalog file.
+        path: PathBuf,
+        /// What the command or node was doing.
+        doing: String,
+        /// The error.
+        source: Box<CatalogError>,
+    },
+}
+
+/// A storage error in words, with what it usually means for an operator.
+fn explain(e: &CatalogError) -> String {
+    use rusqlite::ErrorCode;
+    let hint = match e {
+        CatalogError::Sqlite(s) => match s.sqlite_error_code() {
+            Some(ErrorCode::ReadOnly) => " (the file or its folder is not writable by this user)",
+            Some(ErrorCode::DiskFull) => " (the disk is full)",
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) => {
+                " (another process held the database longer than database.busy_timeout)"
+            }
+            Some(ErrorCode::CannotOpen) => " (the file or its folder cannot be opened)",
+            Some(ErrorCode::DatabaseCorrupt) => {
+                " (the catalog is damaged: restore it from a backup)"
+            }
+            _ => "",
+        },
+        _ => "",
+    };
+    format!("{e}{hint}")
+}
+
+impl CatalogError {
+    /// Whether this is an error of the storage itself (SQLite, the pool, the file system), as
+    /// opposed to a refusal of the operation.
+    pub fn is_storage(&self) -> bool {
+        matches!(
+            self,
+            CatalogError::Sqlite(_) | CatalogError::Pool(_) | CatalogError::Io { .. }
+        )
+    }
+
+    /// Names the file and what was being done, for a storage error; other errors pass as they
+    /// are (they already say what is wrong).
+    pub fn within(self, path: &Path, doing: impl Into<String>) -> CatalogError {
+        if self.is_storage() {
+            CatalogError::In {
+                path: path.to_path_buf(),
+                doing: doing.into(),
+                source: Box::new(self),
+            }
+        } else {
+            self
+        }
+    }
 }
 
 /// Database settings the catalog needs, taken from the node configuration.
@@ -145,22 +242,60 @@ pub fn now_ms() -> i64 {
 
 impl Catalog {
     /// Opens (creating if needed) the catalog at `path`, applies pragmas and pending migrations.
+    /// Refuses a file that is not a sound jobvisor catalog (see [`open`]).
     pub fn open(path: &Path, settings: &DbSettings) -> Result<Self, CatalogError> {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        Self::open_as(path, settings, Access::Create)
+    }
+
+    /// Opens the catalog at `path` for `access`: a read-only open writes nothing and needs a
+    /// catalog at this build's schema; a writable one migrates; only `Create` makes a new file.
+    /// Every open refuses what is not a jobvisor catalog, and a damaged one, unchanged.
+    pub fn open_as(
+        path: &Path,
+        settings: &DbSettings,
+        access: Access,
+    ) -> Result<Self, CatalogError> {
+        let exists = open::precheck(path, access)?;
+        let identity = if exists {
+            Some(open::check_existing(path, settings, access)?)
+        } else {
+            None
+        };
+        if !exists && let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|source| CatalogError::Io {
                 path: dir.to_path_buf(),
                 source,
             })?;
         }
-        let mut conn = open_connection(path, settings)?;
-        migrate::migrate(&mut conn)?;
+        let in_path = |e: CatalogError| e.within(path, "opening the catalog");
+        let conn = if access == Access::ReadOnly {
+            open::open_read_only(path, settings).map_err(in_path)?
+        } else {
+            let mut conn = open::open_writable(path, settings).map_err(in_path)?;
+            migrate::migrate(&mut conn).map_err(|e| e.within(path, "migrating the catalog"))?;
+            if identity != Some(open::Identity::Ours) {
+                open::mark(&conn)
+                    .map_err(|e| CatalogError::from(e).within(path, "marking the catalog"))?;
+            }
+            conn
+        };
         let init = settings.clone();
-        let manager =
-            SqliteConnectionManager::file(path).with_init(move |c| apply_pragmas(c, &init));
+        let manager = if access == Access::ReadOnly {
+            SqliteConnectionManager::file(path)
+                .with_flags(
+                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+                        | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
+                        | rusqlite::OpenFlags::SQLITE_OPEN_URI,
+                )
+                .with_init(move |c| c.busy_timeout(init.busy_timeout))
+        } else {
+            SqliteConnectionManager::file(path).with_init(move |c| apply_pragmas(c, &init))
+        };
         let pool = Pool::builder()
             .max_size(settings.read_pool_size)
             .min_idle(Some(0))
-            .build(manager)?;
+            .build(manager)
+            .map_err(|e| CatalogError::from(e).within(path, "opening the read pool"))?;
         Ok(Self {
             path: path.to_path_buf(),
             conn,
@@ -199,7 +334,8 @@ impl Catalog {
         if seeded.is_some() {
             return Ok(false);
         }
-        import_in(&tx, file, "node", &format!("seed from {source}"))?;
+        let before = export_from(&tx)?;
+        import_in(&tx, &before, file, "node", &format!("seed from {source}"))?;
         tx.execute(UPSERT_META, params!["seeded_at", now_ms().to_string()])?;
         tx.execute(UPSERT_META, params!["seeded_from", source])?;
         tx.commit()?;
@@ -212,9 +348,23 @@ impl Catalog {
         file: &CatalogFile,
         actor: &str,
     ) -> Result<ImportReport, CatalogError> {
+        self.update(actor, "import", |_| Ok::<_, CatalogError>(file.clone()))
+    }
+
+    /// One transaction that reads the whole catalog, asks `entries` what to store over it (a
+    /// merge, a validation: an error changes nothing) and upserts what differs, with one audit
+    /// row for `action`.
+    pub fn update<E: From<CatalogError>>(
+        &mut self,
+        actor: &str,
+        action: &str,
+        entries: impl FnOnce(&CatalogFile) -> Result<CatalogFile, E>,
+    ) -> Result<ImportReport, E> {
         let tx = write_tx(&mut self.conn)?;
-        let report = import_in(&tx, file, actor, "import")?;
-        tx.commit()?;
+        let before = export_from(&tx)?;
+        let file = entries(&before)?;
+        let report = import_in(&tx, &before, &file, actor, action)?;
+        tx.commit().map_err(CatalogError::from)?;
         Ok(report)
     }
 
@@ -291,6 +441,48 @@ impl Catalog {
         }
         tx.execute(DELETE_JOB, [name])?;
         audit(&tx, actor, "job.remove", name, None)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Removes a processor; refused while jobs are assigned to it.
+    pub fn remove_processor(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        let jobs: Option<Option<String>> = tx
+            .query_row(SELECT_PROCESSOR_JOBS, [name], |r| r.get(0))
+            .optional()?;
+        match jobs {
+            None => return Err(not_found("processor", name)),
+            Some(Some(jobs)) => {
+                return Err(CatalogError::Conflict(format!(
+                    "processor `{name}` runs job(s) {jobs}: move or remove them first"
+                )));
+            }
+            Some(None) => {}
+        }
+        tx.execute(DELETE_PROCESSOR, [name])?;
+        audit(&tx, actor, "processor.remove", name, None)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// Removes an object; refused while a job writes it or a sql job targets it.
+    pub fn remove_object(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        let users: Option<Option<String>> = tx
+            .query_row(SELECT_OBJECT_USERS, [name], |r| r.get(0))
+            .optional()?;
+        match users {
+            None => return Err(not_found("object", name)),
+            Some(Some(jobs)) => {
+                return Err(CatalogError::Conflict(format!(
+                    "object `{name}` is written by job(s) {jobs}: change them first"
+                )));
+            }
+            Some(None) => {}
+        }
+        tx.execute(DELETE_OBJECT, [name])?;
+        audit(&tx, actor, "object.remove", name, None)?;
         tx.commit()?;
         Ok(())
     }
@@ -386,26 +578,6 @@ impl Catalog {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
-    /// Recent runs, newest first, optionally of one job and/or one status.
-    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(&format!(
-            "{SELECT_RUNS} WHERE (?1 IS NULL OR j.job_name = ?1) AND (?2 IS NULL OR r.status = ?2)
-             ORDER BY r.run_id DESC LIMIT ?3"
-        ))?;
-        let rows = stmt.query_map(params![filter.job, filter.status, filter.limit], run_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// One run by id.
-    pub fn run(&self, run_id: i64) -> Result<RunRow, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(&format!("{SELECT_RUNS} WHERE r.run_id = ?1"))?;
-        stmt.query_row([run_id], run_row)
-            .optional()?
-            .ok_or_else(|| not_found("run", &run_id.to_string()))
-    }
-
     /// The most recent audit entries, newest first.
     pub fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, CatalogError> {
         let conn = self.read()?;
@@ -423,7 +595,7 @@ impl Catalog {
     }
 }
 
-fn not_found(kind: &'static str, name: &str) -> CatalogError {
+pub(crate) fn not_found(kind: &'static str, name: &str) -> CatalogError {
     CatalogError::NotFound {
         kind,
         name: name.to_string(),
@@ -438,7 +610,7 @@ const INSERT_AUDIT: &str =
 const SELECT_AUDIT: &str =
     "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
 
-fn audit(
+pub(crate) fn audit(
     tx: &Transaction<'_>,
     actor: &str,
     action: &str,
@@ -462,16 +634,21 @@ pub struct ImportReport {
     pub updated: Vec<String>,
     /// Entries that existed and were identical.
     pub unchanged: usize,
+    /// Each entry's change, field by field.
+    pub changes: Vec<crate::jobconf::merge::EntryChange>,
 }
 
 fn import_in(
     tx: &Transaction<'_>,
+    before: &CatalogFile,
     file: &CatalogFile,
     actor: &str,
     action: &str,
 ) -> Result<ImportReport, CatalogError> {
-    let before = export_from(tx)?;
-    let mut report = ImportReport::default();
+    let mut report = ImportReport {
+        changes: crate::jobconf::merge::changes(before, file),
+        ..ImportReport::default()
+    };
     let mut note = |kind: &str, name: &str, existed: bool, same: bool| {
         if same {
             report.unchanged += 1;
@@ -621,6 +798,16 @@ const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2"
 const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
     WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
 const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
+const SELECT_PROCESSOR_JOBS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
+    FROM job j WHERE j.processor_id = p.processor_id) FROM job_processor p
+    WHERE p.processor_name = ?1";
+const DELETE_PROCESSOR: &str = "DELETE FROM job_processor WHERE processor_name = ?1";
+const SELECT_OBJECT_USERS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
+    FROM job j WHERE EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id
+                             AND jo.object_id = o.object_id)
+       OR json_extract(j.job_payload, '$.object') = o.object_name)
+    FROM object o WHERE o.object_name = ?1";
+const DELETE_OBJECT: &str = "DELETE FROM object WHERE object_name = ?1";
 
 fn upsert_job(tx: &Transaction<'_>, name: &str, j: &JobDef) -> Result<(), CatalogError> {
     let s = &j.schedule;
@@ -881,77 +1068,6 @@ pub struct ObjectRow {
     pub enabled: bool,
     /// Jobs that write it.
     pub writers: i64,
-}
-
-/// Which runs to list.
-#[derive(Debug, Clone)]
-pub struct RunFilter {
-    /// Only this job's runs.
-    pub job: Option<String>,
-    /// Only runs in this status.
-    pub status: Option<String>,
-    /// At most this many.
-    pub limit: i64,
-}
-
-const SELECT_RUNS: &str = "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
-    r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump
-    FROM job_run r JOIN job j ON j.job_id = r.job_id";
-
-/// One `job_run` row.
-#[derive(Debug, Clone, Serialize)]
-pub struct RunRow {
-    /// `run_id`.
-    pub run_id: i64,
-    /// The job's name.
-    pub job: String,
-    /// queued, running, succeeded, …
-    pub status: String,
-    /// 1 for the first attempt.
-    pub attempt: i64,
-    /// The slot (epoch ms), for scheduled runs.
-    pub scheduled_for: Option<i64>,
-    /// Enqueued at (epoch ms).
-    pub created_at: i64,
-    /// Began (epoch ms).
-    pub started_at: Option<i64>,
-    /// Ended (epoch ms).
-    pub finished_at: Option<i64>,
-    /// Duration (ms).
-    pub elapsed: Option<i64>,
-    /// Parameters (JSON).
-    pub params: Option<String>,
-    /// Result (JSON).
-    pub result: Option<String>,
-    /// Error text.
-    pub error: Option<String>,
-    /// Captured output.
-    pub log: Option<String>,
-    /// Parent run.
-    pub pid: Option<i64>,
-    /// Root run.
-    pub stump: Option<i64>,
-}
-
-fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
-    Ok(RunRow {
-        run_id: r.get(0)?,
-        job: r.get(1)?,
-        status: r.get(2)?,
-        attempt: r.get(3)?,
-        scheduled_for: r.get(4)?,
-        created_at: r.get(5)?,
-        started_at: r.get(6)?,
-        finished_at: r.get(7)?,
-        elapsed: r.get(8)?,
-        params: r.get(9)?,
-        result: r.get(10)?,
-        error: r.get(11)?,
-        log: r.get(12)?,
-        pid: r.get(13)?,
-        stump: r.get(14)?,
-    })
 }
 
 /// One audit entry.

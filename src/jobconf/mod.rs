@@ -5,6 +5,7 @@
 //! definition of what a well-formed catalog is, shared by `check`, `import`, the CLI's
 //! `jobs add|edit` and (later) the API.
 
+pub mod merge;
 pub mod millix;
 pub mod toml_format;
 
@@ -283,7 +284,7 @@ impl Section {
 }
 
 /// A semantic problem in a catalog, located by entry and field.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Problem {
     /// The kind of entry.
     pub section: Section,

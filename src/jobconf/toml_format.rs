@@ -44,6 +44,27 @@ struct SpanIndex {
 
 /// Parses and validates a job.conf. On error, returns every diagnostic found, in file order.
 pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
+    parse_spans(text).map(|(file, _)| file)
+}
+
+/// Like [`parse`], also returning the fields each entry names (for an upsert that changes
+/// only those: [`super::merge`]).
+pub fn parse_named(text: &str) -> Result<(CatalogFile, super::merge::Named), Vec<Diagnostic>> {
+    let (file, spans) = parse_spans(text)?;
+    let mut named = super::merge::Named::new();
+    for (section, name) in spans.entries.keys() {
+        named.entry((*section, name.clone())).or_default();
+    }
+    for (section, name, field) in spans.fields.keys() {
+        named
+            .entry((*section, name.clone()))
+            .or_default()
+            .insert((*field).to_string());
+    }
+    Ok((file, named))
+}
+
+fn parse_spans(text: &str) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
         vec![Diagnostic::at(
@@ -116,7 +137,7 @@ pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
         ));
     }
     if diags.is_empty() {
-        Ok(file)
+        Ok((file, spans))
     } else {
         diags.sort_by_key(|d| (d.line, d.col));
         Err(diags)

@@ -200,7 +200,12 @@ impl EngineBuilder {
                 writer::Writer::new(label, PathBuf::from(&path), conn, settings.clone()).start();
             object_writers.insert(object.name, addr);
         }
+        // Only now that the catalog is known to be ours: a refused file leaves nothing behind.
         let data_dir = PathBuf::from(&cfg.node.data_dir);
+        std::fs::create_dir_all(&data_dir).map_err(|source| CatalogError::Io {
+            path: data_dir.clone(),
+            source,
+        })?;
         let env = ExecEnv {
             registry: Arc::new(self.registry),
             catalog_writer: catalog_writer.clone(),

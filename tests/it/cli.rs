@@ -213,18 +213,18 @@ fn jobs_next_lists_fire_times_and_explains_the_schedule() {
     );
     let json: serde_json::Value =
         serde_json::from_str(&ws.ok(&["jobs", "next", "eom", "--count", "3", "--json"])).unwrap();
-    let next: Vec<i64> = json["next"]
+    // Times in JSON are RFC 3339.
+    let next: Vec<chrono::DateTime<chrono::Utc>> = json["next"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|v| v.as_i64().unwrap())
+        .map(|v| v.as_str().unwrap().parse().unwrap())
         .collect();
     assert_eq!(next.len(), 3);
     for pair in next.windows(2) {
         assert!(pair[1] > pair[0]);
     }
-    for t in next {
-        let at = chrono::DateTime::from_timestamp_millis(t).unwrap();
+    for at in next {
         assert_eq!(chrono::Timelike::minute(&at), 15);
         let tomorrow = at + chrono::Duration::days(1);
         assert_eq!(

@@ -1,0 +1,220 @@
+//! Runs as an operator sees them: listing with filters, one run in full, cancel and retry.
+//!
+//! Invariant: cancel and retry are one transaction each with their audit row; a cancel of a
+//! running run only records the request (the node executing it carries it out), so a run's
+//! result is still written once, by its claim token.
+
+use rusqlite::{OptionalExtension, Row, params};
+use serde::Serialize;
+
+use super::{Catalog, CatalogError, audit, not_found, now_ms, write_tx};
+
+/// Which runs to list.
+#[derive(Debug, Clone, Default)]
+pub struct RunFilter {
+    /// Only this job's runs.
+    pub job: Option<String>,
+    /// Only runs in this status.
+    pub status: Option<String>,
+    /// Only runs claimed by this node.
+    pub node: Option<String>,
+    /// Only runs created at or after this instant (epoch ms).
+    pub since: Option<i64>,
+    /// At most this many.
+    pub limit: i64,
+}
+
+const SELECT_RUNS: &str = "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
+    r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    LEFT JOIN node n ON n.node_id = r.node_id";
+
+/// One `job_run` row.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunRow {
+    /// `run_id`.
+    pub run_id: i64,
+    /// The job's name.
+    pub job: String,
+    /// queued, running, succeeded, …
+    pub status: String,
+    /// 1 for the first attempt.
+    pub attempt: i64,
+    /// The slot (epoch ms), for scheduled runs.
+    pub scheduled_for: Option<i64>,
+    /// Enqueued at (epoch ms).
+    pub created_at: i64,
+    /// Began (epoch ms).
+    pub started_at: Option<i64>,
+    /// Ended (epoch ms).
+    pub finished_at: Option<i64>,
+    /// Duration (ms).
+    pub elapsed: Option<i64>,
+    /// Parameters (JSON).
+    pub params: Option<String>,
+    /// Result (JSON).
+    pub result: Option<String>,
+    /// Error text.
+    pub error: Option<String>,
+    /// Captured output.
+    pub log: Option<String>,
+    /// Parent run.
+    pub pid: Option<i64>,
+    /// Root run.
+    pub stump: Option<i64>,
+    /// The attempt this one retries.
+    pub retry_of: Option<i64>,
+    /// The node that claimed it.
+    pub node: Option<String>,
+    /// An operator asked to cancel it while it ran.
+    pub cancel_requested: bool,
+}
+
+fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+    Ok(RunRow {
+        run_id: r.get(0)?,
+        job: r.get(1)?,
+        status: r.get(2)?,
+        attempt: r.get(3)?,
+        scheduled_for: r.get(4)?,
+        created_at: r.get(5)?,
+        started_at: r.get(6)?,
+        finished_at: r.get(7)?,
+        elapsed: r.get(8)?,
+        params: r.get(9)?,
+        result: r.get(10)?,
+        error: r.get(11)?,
+        log: r.get(12)?,
+        pid: r.get(13)?,
+        stump: r.get(14)?,
+        retry_of: r.get(15)?,
+        node: r.get(16)?,
+        cancel_requested: r.get::<_, i64>(17)? == 1,
+    })
+}
+
+/// What a cancel did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The run was queued and is `cancelled` now.
+    Cancelled,
+    /// The run executes: its node was asked to cancel it.
+    Requested,
+}
+
+const SELECT_STATUS: &str = "SELECT status FROM job_run WHERE run_id = ?1";
+const CANCEL_QUEUED: &str = "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
+    error = ?3 WHERE run_id = ?1 AND status = 'queued'";
+const REQUEST_CANCEL: &str =
+    "UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'";
+const BUMP_CANCEL_REQUESTS: &str =
+    "UPDATE catalog_meta SET value = value + 1 WHERE key = 'cancel_requests'";
+const SELECT_FOR_RETRY: &str = "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
+    j.job_name FROM job_run r JOIN job j ON j.job_id = r.job_id WHERE r.run_id = ?1";
+const INSERT_MANUAL_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority,
+    run_after, params, status, attempt, retry_of, created_at)
+    VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 1, ?6, ?4)";
+
+/// Statuses a run can be retried from.
+const RETRYABLE: [&str; 5] = ["failed", "timed_out", "dead", "cancelled", "skipped"];
+
+impl Catalog {
+    /// Recent runs, newest first, filtered.
+    pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(&format!(
+            "{SELECT_RUNS} WHERE (?1 IS NULL OR j.job_name = ?1) AND (?2 IS NULL OR r.status = ?2)
+               AND (?3 IS NULL OR n.node_name = ?3) AND (?4 IS NULL OR r.created_at >= ?4)
+             ORDER BY r.run_id DESC LIMIT ?5"
+        ))?;
+        let rows = stmt.query_map(
+            params![
+                filter.job,
+                filter.status,
+                filter.node,
+                filter.since,
+                filter.limit
+            ],
+            run_row,
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// One run by id.
+    pub fn run(&self, run_id: i64) -> Result<RunRow, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(&format!("{SELECT_RUNS} WHERE r.run_id = ?1"))?;
+        stmt.query_row([run_id], run_row)
+            .optional()?
+            .ok_or_else(|| not_found("run", &run_id.to_string()))
+    }
+
+    /// Cancels a queued run, or records a request to cancel a running one (its node carries it
+    /// out). Refused for a run that has ended.
+    pub fn cancel_run(&mut self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        let status: String = tx
+            .query_row(SELECT_STATUS, [run_id], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| not_found("run", &run_id.to_string()))?;
+        let outcome = match status.as_str() {
+            "queued" => {
+                let why = format!("cancelled by {actor} before it ran");
+                tx.execute(CANCEL_QUEUED, params![run_id, now_ms(), why])?;
+                CancelOutcome::Cancelled
+            }
+            "running" => {
+                tx.execute(REQUEST_CANCEL, [run_id])?;
+                tx.execute(BUMP_CANCEL_REQUESTS, [])?;
+                CancelOutcome::Requested
+            }
+            other => {
+                return Err(CatalogError::Conflict(format!(
+                    "run {run_id} is {other}: only a queued or running run can be cancelled"
+                )));
+            }
+        };
+        let detail = serde_json::json!({ "run_id": run_id, "was": status });
+        audit(&tx, actor, "run.cancel", &run_id.to_string(), Some(&detail))?;
+        tx.commit()?;
+        Ok(outcome)
+    }
+
+    /// Queues a fresh attempt (attempt 1, its own retry budget) of a run that ended without
+    /// success, with its parameters, on its job's current processor. Returns the new run id.
+    pub fn retry_run(&mut self, run_id: i64, actor: &str) -> Result<i64, CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        type RetryRow = (String, Option<String>, i64, i64, i64, String);
+        let row: RetryRow = tx
+            .query_row(SELECT_FOR_RETRY, [run_id], |r| {
+                Ok((
+                    r.get(0)?,
+                    r.get(1)?,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    r.get(5)?,
+                ))
+            })
+            .optional()?
+            .ok_or_else(|| not_found("run", &run_id.to_string()))?;
+        let (status, params, job_id, processor_id, priority, job) = row;
+        if !RETRYABLE.contains(&status.as_str()) {
+            return Err(CatalogError::Conflict(format!(
+                "run {run_id} is {status}: only a run that {} can be retried (queue a new run \
+                 with `jobs run {job}`)",
+                "failed, timed out, died, was cancelled or was skipped"
+            )));
+        }
+        tx.execute(
+            INSERT_MANUAL_RETRY,
+            params![job_id, processor_id, priority, now_ms(), params, run_id],
+        )?;
+        let id = tx.last_insert_rowid();
+        let detail = serde_json::json!({ "run_id": run_id, "new_run_id": id });
+        audit(&tx, actor, "run.retry", &run_id.to_string(), Some(&detail))?;
+        tx.commit()?;
+        Ok(id)
+    }
+}

@@ -1,0 +1,120 @@
+//! How the CLI prints for people (aligned tables, local times, durations and sizes with units)
+//! and for scripts (JSON).
+
+use std::io::Write as _;
+
+use chrono::{DateTime, Local};
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::ops::view::Time;
+
+/// Prints `value` as pretty JSON on stdout.
+pub fn json<T: Serialize + ?Sized>(value: &T) {
+    let text =
+        serde_json::to_string_pretty(value).unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    println!("{text}");
+}
+
+/// A local time for people: `2026-12-01 06:13:51`, or `-`.
+pub fn time(t: Option<Time>) -> String {
+    t.and_then(|t| DateTime::from_timestamp_millis(t.ms()))
+        .map(|t| {
+            t.with_timezone(&Local)
+                .format("%Y-%m-%d %H:%M:%S")
+                .to_string()
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A local time with its UTC offset: `2026-12-01 06:13:51.123 +01:00`, or `-`.
+pub fn time_long(t: Option<Time>) -> String {
+    t.and_then(|t| DateTime::from_timestamp_millis(t.ms()))
+        .map(|t| {
+            t.with_timezone(&Local)
+                .format("%Y-%m-%d %H:%M:%S%.3f %:z")
+                .to_string()
+        })
+        .unwrap_or_else(|| "-".into())
+}
+
+/// A duration for people: `350 ms`, `2.5 s`, `3 min 5 s`, `2 h 10 min`, or `-`.
+pub fn duration(ms: Option<i64>) -> String {
+    let Some(ms) = ms else {
+        return "-".into();
+    };
+    match ms {
+        ..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{} min {} s", ms / 60_000, (ms % 60_000) / 1000),
+        _ => format!("{} h {} min", ms / 3_600_000, (ms % 3_600_000) / 60_000),
+    }
+}
+
+/// A JSON value on one line, strings without quotes; `-` for none.
+pub fn value(v: Option<&Json>) -> String {
+    match v {
+        None | Some(Json::Null) => "-".into(),
+        Some(Json::String(s)) => s.clone(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// The first `n` characters of `s` on one line, with `…` when cut.
+pub fn abbreviate(s: &str, n: usize) -> String {
+    let one_line = s.replace(['\n', '\r'], " ");
+    if one_line.chars().count() <= n {
+        one_line
+    } else {
+        one_line.chars().take(n).collect::<String>() + "…"
+    }
+}
+
+/// Prints rows as a table with aligned columns.
+pub fn table(headers: &[&str], rows: Vec<Vec<String>>) {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    let line = |cells: Vec<&str>| -> String {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        padded.join("  ").trim_end().to_string()
+    };
+    let _ = writeln!(out, "{}", line(headers.to_vec()));
+    for row in &rows {
+        let _ = writeln!(out, "{}", line(row.iter().map(String::as_str).collect()));
+    }
+}
+
+/// `label  value` lines, the labels aligned.
+pub fn fields(pairs: &[(&str, String)]) {
+    let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
+    for (k, v) in pairs {
+        let mut lines = v.lines();
+        println!("{k:<width$}  {}", lines.next().unwrap_or(""));
+        for l in lines {
+            println!("{:<width$}  {l}", "");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_with_units() {
+        assert_eq!(duration(Some(350)), "350 ms");
+        assert_eq!(duration(Some(2_500)), "2.5 s");
+        assert_eq!(duration(Some(185_000)), "3 min 5 s");
+        assert_eq!(duration(Some(7_800_000)), "2 h 10 min");
+        assert_eq!(duration(None), "-");
+    }
+}

@@ -1,0 +1,61 @@
+//! The self-tuning policy's decision log, as an operator reads it.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use super::view::Time;
+use super::{OpError, Ops};
+use crate::catalog::activation;
+
+/// The most decisions one listing returns.
+pub const MAX_DECISIONS: i64 = 10_000;
+
+/// One logged decision.
+#[derive(Debug, Clone, Serialize)]
+pub struct DecisionView {
+    /// Its id.
+    pub id: i64,
+    /// The node that decided.
+    pub node: String,
+    /// When.
+    pub at: Time,
+    /// activate, deactivate, add_instance, …
+    pub action: String,
+    /// The job or processor concerned.
+    pub subject: Option<String>,
+    /// Why, in words.
+    pub reason: String,
+    /// The readings behind it.
+    pub evidence: Option<Json>,
+}
+
+impl Ops {
+    /// The newest `limit` decisions of the caller's node (or of every node), newest first.
+    pub fn decisions(&self, limit: i64, all_nodes: bool) -> Result<Vec<DecisionView>, OpError> {
+        if !(1..=MAX_DECISIONS).contains(&limit) {
+            return Err(OpError::invalid(
+                "limit",
+                format!("must be 1–{MAX_DECISIONS}, got {limit}"),
+            ));
+        }
+        let node = (!all_nodes).then(|| self.caller.node.clone());
+        let conn = self
+            .catalog
+            .read()
+            .map_err(self.within("reading decisions"))?;
+        let rows = activation::decisions(&conn, node.as_deref(), limit)
+            .map_err(self.within("reading decisions"))?;
+        Ok(rows
+            .into_iter()
+            .map(|d| DecisionView {
+                id: d.id,
+                node: d.node,
+                at: Time(d.at),
+                action: d.action,
+                subject: d.subject,
+                reason: d.reason,
+                evidence: d.evidence,
+            })
+            .collect())
+    }
+}

@@ -1,0 +1,155 @@
+//! Catalog files: check one without a database, import one (an upsert of the fields it names,
+//! all or nothing), export the catalog as job.conf.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+
+use serde::Serialize;
+
+use super::{OpError, Ops, Warning};
+use crate::catalog::ImportReport;
+use crate::diag::Diagnostic;
+use crate::jobconf::merge::{self, Named};
+use crate::jobconf::{self, CatalogFile, millix, toml_format};
+use crate::model::JobType;
+
+/// Catalog file formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// jobvisor's job.conf (TOML).
+    Toml,
+    /// The millix node's job.json.
+    Millix,
+}
+
+/// A parsed, validated catalog file.
+#[derive(Debug, Clone)]
+pub struct Parsed {
+    /// The file's name as given.
+    pub name: String,
+    /// Its entries.
+    pub file: CatalogFile,
+    /// The fields each entry names (TOML); `None` when every field counts (millix rows carry
+    /// them all).
+    pub named: Option<Named>,
+    /// What a millix file holds that cannot be mapped.
+    pub unmapped: Vec<Diagnostic>,
+}
+
+/// Reads and validates a catalog file, touching no database.
+pub fn parse_file(path: &Path, format: Format) -> Result<Parsed, OpError> {
+    let text = std::fs::read_to_string(path).map_err(|e| OpError::Input {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    })?;
+    let name = path.display().to_string();
+    let diagnostics = |diagnostics| OpError::File {
+        file: name.clone(),
+        diagnostics,
+    };
+    match format {
+        Format::Toml => {
+            let (file, named) = toml_format::parse_named(&text).map_err(diagnostics)?;
+            Ok(Parsed {
+                name,
+                file,
+                named: Some(named),
+                unmapped: Vec::new(),
+            })
+        }
+        Format::Millix => {
+            let m = millix::parse(&text).map_err(diagnostics)?;
+            Ok(Parsed {
+                name,
+                file: m.catalog,
+                named: None,
+                unmapped: m.unmapped,
+            })
+        }
+    }
+}
+
+/// Function jobs of `file` naming a function outside `known`.
+pub fn function_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Warning> {
+    file.jobs
+        .iter()
+        .filter(|(_, j)| j.job_type == JobType::Function)
+        .filter_map(|(name, j)| {
+            let function = j.payload.get("function")?.as_str()?;
+            (!known.contains(function)).then(|| Warning {
+                subject: format!("job `{name}`"),
+                field: "payload.function".into(),
+                reason: format!(
+                    "function `{function}` is not registered in this build: its runs will fail \
+                     unless an engine that registers it runs the catalog (built-in functions: {})",
+                    known.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            })
+        })
+        .collect()
+}
+
+/// What an import did.
+#[derive(Debug, Clone, Serialize)]
+pub struct Imported {
+    /// The file.
+    pub file: String,
+    /// The catalog it went into.
+    pub catalog: String,
+    /// Per entry: created, updated (with the fields that changed) or unchanged.
+    #[serde(flatten)]
+    pub report: ImportReport,
+    /// What an operator should know.
+    pub warnings: Vec<Warning>,
+}
+
+impl Ops {
+    /// Upserts a parsed file: new entries as written, existing ones changed only in the fields
+    /// the file names; validated as a whole catalog; one transaction.
+    pub fn import(&mut self, parsed: &Parsed) -> Result<Imported, OpError> {
+        let warnings = self.warnings(&parsed.file);
+        let doing = format!("importing {}", parsed.name);
+        let within = self.within(doing);
+        let report = self
+            .catalog
+            .update(&self.caller.actor.clone(), "import", |before| {
+                let entries = merge::merge(before, &parsed.file, parsed.named.as_ref());
+                new_problems(before, &entries)?;
+                Ok::<_, OpError>(entries)
+            })
+            .map_err(|e| match e {
+                OpError::Catalog(c) => within(c),
+                other => other,
+            })?;
+        Ok(Imported {
+            file: parsed.name.clone(),
+            catalog: self.catalog.path().display().to_string(),
+            report,
+            warnings,
+        })
+    }
+
+    /// The catalog as job.conf text.
+    pub fn export(&self) -> Result<String, OpError> {
+        let file = self
+            .catalog
+            .export()
+            .map_err(self.within("exporting the catalog"))?;
+        toml_format::render(&file).map_err(|reason| OpError::Invalid {
+            field: None,
+            reason: format!("the catalog cannot be written as job.conf: {reason}"),
+        })
+    }
+}
+
+/// Refuses `entries` if storing them over `before` makes the catalog invalid in a way it was
+/// not before (a reference that no longer resolves, a field out of range).
+pub(super) fn new_problems(before: &CatalogFile, entries: &CatalogFile) -> Result<(), OpError> {
+    let old: BTreeSet<_> = jobconf::validate(before).into_iter().collect();
+    let after = merge::overlay(before, entries);
+    let fresh: Vec<_> = jobconf::validate(&after)
+        .into_iter()
+        .filter(|p| !old.contains(p))
+        .collect();
+    super::problems_error(fresh)
+}

@@ -1,0 +1,218 @@
+//! The application layer: every operation an operator can ask for — on jobs, runs, processors,
+//! objects, catalog files and decisions — as typed requests in and typed views out, with one
+//! error type ([`OpError`]). The CLI is a thin adapter over it (arguments → request → render),
+//! and the HTTP API is meant to be another.
+//!
+//! Invariant: validation in context (a job against the whole catalog), field patches, views and
+//! warnings live here and nowhere in the faces; an operation that fails changes nothing.
+
+pub mod decisions;
+pub mod error;
+pub mod files;
+pub mod jobs;
+pub mod objects;
+pub mod processors;
+pub mod runs;
+pub mod view;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use chrono_tz::Tz;
+
+use crate::catalog::{Access, Catalog, DbSettings, ImportReport};
+use crate::config::NodeConfig;
+use crate::jobconf::{self, CatalogFile, Problem, Section, SeedError, check_name};
+
+pub use error::{Kind, OpError};
+
+/// Who asks, and from where: the audit log's actor, and the node whose activation state the
+/// views show and pins change.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    /// Recorded in audit rows (`cli`, a user name).
+    pub actor: String,
+    /// The node name activation questions are about.
+    pub node: String,
+}
+
+/// An open catalog and the context of the operations on it.
+pub struct Ops {
+    catalog: Catalog,
+    caller: Caller,
+    tz: Tz,
+    functions: Option<BTreeSet<String>>,
+}
+
+/// What opening with `Access::Create` found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Opened {
+    /// A catalog that existed.
+    Existing,
+    /// A new catalog, seeded from the seed file.
+    Seeded,
+}
+
+impl Ops {
+    /// Opens the catalog `cfg` names for `access`. With `Access::Create`, a new catalog is
+    /// seeded from `catalog.seed` (validated before the database is touched).
+    pub fn open(
+        cfg: &NodeConfig,
+        access: Access,
+        caller: Caller,
+    ) -> Result<(Ops, Opened), OpError> {
+        let seed = if access == Access::Create {
+            Some(jobconf::load_seed(cfg).map_err(seed_error)?)
+        } else {
+            None
+        };
+        let path = cfg.db_path();
+        let mut catalog = Catalog::open_as(&path, &DbSettings::from(&cfg.database), access)?;
+        let mut opened = Opened::Existing;
+        if let Some((file, source)) = seed
+            && catalog
+                .seed_if_new(&file, &source)
+                .map_err(|e| e.within(&path, "seeding the catalog"))?
+        {
+            opened = Opened::Seeded;
+        }
+        let ops = Ops {
+            catalog,
+            caller,
+            tz: cfg.timezone(),
+            functions: None,
+        };
+        Ok((ops, opened))
+    }
+
+    /// Warn about function jobs naming a function outside `names` (the functions registered in
+    /// the engine that runs this catalog).
+    pub fn with_functions<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
+        self.functions = Some(names.into_iter().map(String::from).collect());
+        self
+    }
+
+    /// The catalog.
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Who asks.
+    pub fn caller(&self) -> &Caller {
+        &self.caller
+    }
+
+    /// The node's time zone (for schedules that name none).
+    pub fn timezone(&self) -> Tz {
+        self.tz
+    }
+
+    /// Names the catalog file and what was being done, for a storage error.
+    fn within<D: Into<String>>(
+        &self,
+        doing: D,
+    ) -> impl FnOnce(crate::catalog::CatalogError) -> OpError + use<D> {
+        let path = self.catalog.path().to_path_buf();
+        move |e| OpError::from(e.within(&path, doing))
+    }
+
+    /// Adds (`exists = false`) or changes (`exists = true`) one entry of a section, validated
+    /// against the whole catalog, in one transaction with its audit row.
+    fn put_entry<T: Clone + Default>(
+        &mut self,
+        section: Section,
+        name: &str,
+        exists: bool,
+        map: fn(&CatalogFile) -> &BTreeMap<String, T>,
+        map_mut: fn(&mut CatalogFile) -> &mut BTreeMap<String, T>,
+        apply: impl FnOnce(&mut T),
+    ) -> Result<ImportReport, OpError> {
+        let kind = section.as_str();
+        check_name(name).map_err(|reason| OpError::invalid("name", reason))?;
+        let action = format!("{kind}.{}", if exists { "edit" } else { "add" });
+        let within = self.within(format!("saving {kind} `{name}`"));
+        let actor = self.caller.actor.clone();
+        self.catalog
+            .update(&actor, &action, |before| {
+                let mut def = match (map(before).get(name), exists) {
+                    (Some(_), false) => {
+                        return Err(OpError::Conflict(format!(
+                            "{kind} `{name}` exists already; change it with `{kind}s edit`"
+                        )));
+                    }
+                    (None, true) => {
+                        return Err(OpError::NotFound {
+                            kind,
+                            name: name.to_string(),
+                        });
+                    }
+                    (Some(old), true) => old.clone(),
+                    (None, false) => T::default(),
+                };
+                apply(&mut def);
+                let mut one = CatalogFile::default();
+                map_mut(&mut one).insert(name.to_string(), def);
+                files::new_problems(before, &one)?;
+                Ok(one)
+            })
+            .map_err(|e| match e {
+                OpError::Catalog(c) => within(c),
+                other => other,
+            })
+    }
+
+    /// Warnings about what `file` defines but the engine cannot run (unknown functions).
+    pub fn warnings(&self, file: &CatalogFile) -> Vec<Warning> {
+        self.functions
+            .as_ref()
+            .map(|known| files::function_warnings(file, known))
+            .unwrap_or_default()
+    }
+}
+
+/// Something an operation accepted but an operator should know (`--strict` makes it an error).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Warning {
+    /// What it is about (`job \`x\``).
+    pub subject: String,
+    /// The field concerned.
+    pub field: String,
+    /// Why it matters.
+    pub reason: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}: {}", self.subject, self.field, self.reason)
+    }
+}
+
+fn seed_error(e: SeedError) -> OpError {
+    match e {
+        SeedError::Read { file, source } => OpError::Input {
+            path: file.into(),
+            reason: source.to_string(),
+        },
+        SeedError::Invalid { file, diagnostics } => OpError::File { file, diagnostics },
+    }
+}
+
+/// The validation problems of one entry, as one error naming the entry and its field.
+fn problems_error(problems: Vec<Problem>) -> Result<(), OpError> {
+    let Some(first) = problems.first() else {
+        return Ok(());
+    };
+    let subject = format!("{} `{}`", first.section.as_str(), first.name);
+    let field = first.field.map(String::from);
+    let reason = problems
+        .iter()
+        .map(|p| match p.field {
+            Some(f) if Some(f) != first.field => format!("{f}: {}", p.reason),
+            _ => p.reason.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join("; ");
+    Err(OpError::Invalid {
+        field,
+        reason: format!("{reason} ({subject}; nothing was changed)"),
+    })
+}

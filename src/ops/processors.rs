@@ -1,0 +1,128 @@
+//! Operations on processors: list, add, edit (a field patch), remove.
+
+use serde::Serialize;
+
+use super::{OpError, Ops};
+use crate::catalog::ImportReport;
+use crate::jobconf::{ProcessorDef, Section};
+
+/// What is shown in place of a stored secret.
+pub const REDACTED: &str = "***";
+
+/// A processor as listed.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProcessorView {
+    /// Name.
+    pub name: String,
+    /// Concurrent executions.
+    pub instances: i64,
+    /// Upper bound for the self-tuning policy.
+    pub max_instances: Option<i64>,
+    /// `host:port` of the remote node; `None` for a local processor.
+    pub remote: Option<String>,
+    /// User on the remote node.
+    pub rpc_user: Option<String>,
+    /// `***` when a password is stored (never the password).
+    pub rpc_password: Option<&'static str>,
+    /// `status = 1`.
+    pub enabled: bool,
+    /// Jobs assigned to it.
+    pub jobs: i64,
+}
+
+/// Changes to a processor; `None` leaves a field as it is, `Some(None)` clears it.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessorPatch {
+    /// Concurrent executions.
+    pub instances: Option<i64>,
+    /// Upper bound for self-tuning.
+    pub max_instances: Option<Option<i64>>,
+    /// The remote node's address.
+    pub ip_address: Option<Option<String>>,
+    /// The remote node's API port.
+    pub port: Option<Option<i64>>,
+    /// User on the remote node.
+    pub rpc_user: Option<Option<String>>,
+    /// Password on the remote node.
+    pub rpc_password: Option<Option<String>>,
+    /// Enabled.
+    pub enabled: Option<bool>,
+}
+
+impl ProcessorPatch {
+    /// Applies the patch.
+    pub fn apply(&self, p: &mut ProcessorDef) {
+        fn set<T: Clone>(field: &mut T, value: &Option<T>) {
+            if let Some(v) = value {
+                *field = v.clone();
+            }
+        }
+        set(&mut p.instances, &self.instances);
+        set(&mut p.max_instances, &self.max_instances);
+        set(&mut p.ip_address, &self.ip_address);
+        set(&mut p.port, &self.port);
+        set(&mut p.rpc_user, &self.rpc_user);
+        set(&mut p.rpc_password, &self.rpc_password);
+        set(&mut p.enabled, &self.enabled);
+    }
+}
+
+impl Ops {
+    /// Every processor, by name.
+    pub fn processors(&self) -> Result<Vec<ProcessorView>, OpError> {
+        let file = self
+            .catalog
+            .export()
+            .map_err(self.within("listing processors"))?;
+        let rows = self
+            .catalog
+            .processors()
+            .map_err(self.within("listing processors"))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| {
+                let def = file.processors.get(&r.name).cloned().unwrap_or_default();
+                ProcessorView {
+                    remote: def
+                        .ip_address
+                        .as_ref()
+                        .map(|ip| format!("{ip}:{}", def.port.unwrap_or(7878))),
+                    rpc_user: def.rpc_user,
+                    rpc_password: def.rpc_password.map(|_| REDACTED),
+                    name: r.name,
+                    instances: r.instances,
+                    max_instances: r.max_instances,
+                    enabled: r.enabled,
+                    jobs: r.jobs,
+                }
+            })
+            .collect())
+    }
+
+    /// Adds a processor (`exists = false`) or changes one (`exists = true`), validated against
+    /// the whole catalog.
+    pub fn put_processor(
+        &mut self,
+        name: &str,
+        patch: &ProcessorPatch,
+        exists: bool,
+    ) -> Result<ImportReport, OpError> {
+        self.put_entry(
+            Section::Processor,
+            name,
+            exists,
+            |f| &f.processors,
+            |f| &mut f.processors,
+            |def| patch.apply(def),
+        )
+    }
+
+    /// Removes a processor; refused while jobs are assigned to it.
+    pub fn remove_processor(&mut self, name: &str) -> Result<(), OpError> {
+        let actor = self.caller.actor.clone();
+        let doing = format!("removing processor `{name}`");
+        self.catalog
+            .remove_processor(name, &actor)
+            .map_err(self.within(doing))
+    }
+}
