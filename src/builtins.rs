@@ -81,12 +81,10 @@ fn device_stats(ctx: &FnContext, input: Json) -> Result<Json, String> {
     Ok(json!({ "recorded": count, "sample": sample }))
 }
 
-/// Where an object's rows live: the catalog itself, or a SQLite file of its own.
-fn object_db(conn_string: &Option<String>) -> Option<PathBuf> {
-    match conn_string.as_deref() {
-        None | Some("") | Some("catalog") => None,
-        Some(path) => Some(PathBuf::from(path)),
-    }
+/// Where an object's rows live: the catalog itself, or a SQLite file of its own (a relative
+/// path is in the data folder).
+fn object_db(ctx: &FnContext, conn_string: &Option<String>) -> Option<PathBuf> {
+    crate::runtime::objects::resolve(&ctx.env.data_dir, conn_string.as_deref())
 }
 
 /// Record counts and file sizes of every object, into `stat`.
@@ -98,7 +96,7 @@ fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     let mut stats = Vec::new();
     let mut report = serde_json::Map::new();
     for (name, conn_string) in objects {
-        let (count, size) = match object_db(&conn_string) {
+        let (count, size) = match object_db(ctx, &conn_string) {
             None => {
                 let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
                 (
@@ -158,7 +156,7 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     let mut report = serde_json::Map::new();
     for (name, conn_string, _key, time_field, ttl) in objects {
         let before = now_ms() - ttl * 1000;
-        let deleted = match (object_db(&conn_string), name.as_str()) {
+        let deleted = match (object_db(ctx, &conn_string), name.as_str()) {
             (None, "job_run") => call_blocking(&ctx.env.catalog_writer, move |c| {
                 queue::prune_runs(c, before)
             }),
@@ -169,15 +167,13 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
                 "object `{name}` lives in the catalog; only job_run and stat are pruned there"
             ))),
             (Some(_), _) => match (ctx.env.object_writers.get(&name), time_field) {
-                (Some(writer), Some(field)) => {
+                (Ok(writer), Some(field)) => {
                     let table = name.clone();
-                    call_blocking(writer, move |c| {
+                    call_blocking(&writer, move |c| {
                         queue::prune_table(c, &table, &field, before)
                     })
                 }
-                (None, _) => Err(CatalogError::Refused(format!(
-                    "object `{name}` has no writer on this node"
-                ))),
+                (Err(e), _) => Err(CatalogError::Unavailable(e)),
                 (_, None) => Err(CatalogError::Refused(format!(
                     "object `{name}` has no name_field (time column) to prune by"
                 ))),

@@ -53,11 +53,7 @@ fn decisions(ws: &Workspace) -> Vec<Json> {
 
 fn find(rows: &[Json], action: &str, subject: &str, after: i64) -> Option<Json> {
     rows.iter()
-        .find(|d| {
-            d["action"] == action
-                && d["subject"] == subject
-                && at_ms(d) >= after
-        })
+        .find(|d| d["action"] == action && d["subject"] == subject && at_ms(d) >= after)
         .cloned()
 }
 
@@ -105,7 +101,12 @@ fn a_node_under_cpu_load_sheds_its_lowest_priority_job_and_restores_it() {
         .filter(|d| d["action"] == "activate")
         .filter_map(|d| d["subject"].as_str())
         .collect();
-    assert_eq!(order, ["middle", "victim"], "activation follows priority");
+    // The start-up minimum (the required `keeper`) first, then the ramp in priority order.
+    assert_eq!(
+        order,
+        ["keeper", "middle", "victim"],
+        "activation follows priority"
+    );
 
     let start = now_ms();
     let t0 = Instant::now();

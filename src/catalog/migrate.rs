@@ -59,6 +59,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_run_cancel.sql",
         sql: include_str!("../../migrations/0008_run_cancel.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_object_generation.sql",
+        sql: include_str!("../../migrations/0009_object_generation.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -416,6 +416,11 @@ impl Catalog {
         if tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])? == 0 {
             return Err(not_found("job", name));
         }
+        if !enabled {
+            // Enabled again later, the job is new to every node (activated at once by a
+            // healthy one); pins stay.
+            tx.execute(FORGET_UNPINNED_ACTIVATION, [name])?;
+        }
         audit(
             &tx,
             actor,
@@ -795,6 +800,8 @@ const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
 const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
     SELECT ?1, object_id FROM object WHERE object_name = ?2";
 const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2";
+const FORGET_UNPINNED_ACTIVATION: &str = "DELETE FROM job_activation
+    WHERE pinned IS NULL AND job_id = (SELECT job_id FROM job WHERE job_name = ?1)";
 const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
     WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
 const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
@@ -1044,6 +1051,21 @@ pub struct ProcessorRow {
     pub enabled: bool,
     /// Jobs assigned.
     pub jobs: i64,
+}
+
+const SELECT_OBJECT_CONN: &str =
+    "SELECT conn_string FROM object WHERE object_name = ?1 AND status = 1";
+
+/// An enabled object's `conn_string` (`Some(None)`: it has none), or `None` when there is no
+/// such enabled object.
+pub fn object_conn_string(
+    conn: &Connection,
+    name: &str,
+) -> Result<Option<Option<String>>, CatalogError> {
+    Ok(conn
+        .prepare_cached(SELECT_OBJECT_CONN)?
+        .query_row([name], |r| r.get(0))
+        .optional()?)
 }
 
 const SELECT_OBJECT_ROWS: &str = "SELECT o.object_name, o.object_type, o.conn_string,

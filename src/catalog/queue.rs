@@ -619,6 +619,8 @@ pub enum Outcome {
     TimedOut(String),
     /// Interrupted by shutdown: goes back to the queue as it was.
     Interrupted,
+    /// Cancelled by an operator (`runs cancel`): recorded `cancelled`, never retried.
+    Cancelled(String),
 }
 
 /// A finished run, reported by a processor.
@@ -800,6 +802,7 @@ fn complete_other(
         }
         Outcome::Failed(e) => (RunStatus::Failed, None, Some(e.clone())),
         Outcome::TimedOut(e) => (RunStatus::TimedOut, None, Some(e.clone())),
+        Outcome::Cancelled(e) => (RunStatus::Cancelled, None, Some(e.clone())),
         Outcome::Interrupted => unreachable!("handled above"),
     };
     conn.prepare_cached(FINISH_RUN)?.execute(params![

@@ -4,7 +4,7 @@
 //! running run only records the request (the node executing it carries it out), so a run's
 //! result is still written once, by its claim token.
 
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
 
 use super::{Catalog, CatalogError, audit, not_found, now_ms, write_tx};
@@ -108,8 +108,12 @@ const CANCEL_QUEUED: &str = "UPDATE job_run SET status = 'cancelled', finished_a
     error = ?3 WHERE run_id = ?1 AND status = 'queued'";
 const REQUEST_CANCEL: &str =
     "UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'";
-const BUMP_CANCEL_REQUESTS: &str =
-    "UPDATE catalog_meta SET value = value + 1 WHERE key = 'cancel_requests'";
+// The nodes' catalog watch reloads when the generation moves; a node then looks for cancel
+// requests among the runs it executes.
+const BUMP_GENERATION: &str = "UPDATE catalog_meta SET value = value + 1 WHERE key = 'generation'";
+const SELECT_CANCEL_REQUESTED: &str = "SELECT run_id FROM job_run
+    INDEXED BY job_run_running_job_idx
+    WHERE status = 'running' AND node_id = ?1 AND cancel_requested = 1";
 const SELECT_FOR_RETRY: &str = "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
     j.job_name FROM job_run r JOIN job j ON j.job_id = r.job_id WHERE r.run_id = ?1";
 const INSERT_MANUAL_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority,
@@ -118,6 +122,13 @@ const INSERT_MANUAL_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, pr
 
 /// Statuses a run can be retried from.
 const RETRYABLE: [&str; 5] = ["failed", "timed_out", "dead", "cancelled", "skipped"];
+
+/// The runs node `node_id` executes that an operator asked to cancel.
+pub fn cancel_requested(conn: &Connection, node_id: i64) -> Result<Vec<i64>, CatalogError> {
+    let mut stmt = conn.prepare_cached(SELECT_CANCEL_REQUESTED)?;
+    let ids = stmt.query_map([node_id], |r| r.get(0))?;
+    Ok(ids.collect::<Result<_, _>>()?)
+}
 
 impl Catalog {
     /// Recent runs, newest first, filtered.
@@ -166,7 +177,7 @@ impl Catalog {
             }
             "running" => {
                 tx.execute(REQUEST_CANCEL, [run_id])?;
-                tx.execute(BUMP_CANCEL_REQUESTS, [])?;
+                tx.execute(BUMP_GENERATION, [])?;
                 CancelOutcome::Requested
             }
             other => {

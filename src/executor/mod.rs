@@ -9,7 +9,6 @@ pub mod function;
 pub mod sql;
 pub mod url;
 
-use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -76,8 +75,8 @@ pub struct ExecEnv {
     pub catalog_path: PathBuf,
     /// The node's data folder (backups go under it).
     pub data_dir: PathBuf,
-    /// One writer per data object with its own database file, by object name.
-    pub object_writers: Arc<HashMap<String, Addr<Writer>>>,
+    /// One writer per data object with its own database file, started on first use.
+    pub object_writers: Arc<crate::runtime::objects::ObjectWriters>,
     /// This node.
     pub node_id: i64,
     /// Limits.

@@ -17,10 +17,17 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
     ) else {
         return ExecResult::Err("payload needs sql and object".into());
     };
-    let Some(writer) = env.object_writers.get(object) else {
-        return ExecResult::Err(format!(
-            "object `{object}` has no database of its own (conn_string); sql jobs never run against the catalog"
-        ));
+    let writer = match env.object_writers.running(object) {
+        Some(w) => w,
+        None => {
+            // The object's first use on this node: open its database off the actors' thread.
+            let (writers, name) = (env.object_writers.clone(), object.to_string());
+            match actix_rt::task::spawn_blocking(move || writers.get(&name)).await {
+                Ok(Ok(w)) => w,
+                Ok(Err(e)) => return ExecResult::Err(e),
+                Err(e) => return ExecResult::Err(format!("starting the object's writer: {e}")),
+            }
+        }
     };
     let params: Vec<Json> = run
         .params
@@ -31,7 +38,7 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
         .cloned()
         .unwrap_or_default();
     let sql = sql.to_string();
-    let result = writer::call(writer, move |conn| {
+    let result = writer::call(&writer, move |conn| {
         crate::catalog::sql_job::execute(conn, &sql, &params)
     })
     .await;

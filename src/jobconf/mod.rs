@@ -145,6 +145,15 @@ pub struct ObjectDef {
     pub enabled: bool,
 }
 
+impl ObjectDef {
+    /// Whether the object lives in the catalog database (`conn_string` absent or `catalog`).
+    pub fn in_catalog(&self) -> bool {
+        self.conn_string
+            .as_deref()
+            .is_none_or(|c| c.is_empty() || c == "catalog")
+    }
+}
+
 impl Default for ObjectDef {
     fn default() -> Self {
         Self {
@@ -557,15 +566,26 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
         }
         JobType::Sql => {
             need_str("sql");
-            if let Some(object) = need_str("object")
-                && !file.objects.contains_key(&object)
-            {
-                p.push(
-                    Section::Job,
-                    name,
-                    "payload",
-                    format!("payload.object `{object}` is not defined in this catalog"),
-                );
+            if let Some(object) = need_str("object") {
+                match file.objects.get(&object) {
+                    None => p.push(
+                        Section::Job,
+                        name,
+                        "payload",
+                        format!("payload.object `{object}` is not defined in this catalog"),
+                    ),
+                    Some(o) if o.in_catalog() => p.push(
+                        Section::Job,
+                        name,
+                        "payload",
+                        format!(
+                            "payload.object `{object}` lives in the catalog database itself; a \
+                             sql job may not run SQL against the catalog (it would bypass the \
+                             engine's bookkeeping): give the object a database file of its own"
+                        ),
+                    ),
+                    Some(_) => {}
+                }
             }
         }
         JobType::Url => {

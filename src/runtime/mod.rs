@@ -7,12 +7,12 @@
 //! the one CatalogWriter.
 
 pub mod health;
+pub mod objects;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
 pub mod writer;
 
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -177,7 +177,7 @@ impl EngineBuilder {
                 "runs left running by an earlier process of this node were returned to the queue"
             );
         }
-        let objects = {
+        let written = {
             let conn = catalog.read()?;
             queue::load_written_objects(&conn)?
         };
@@ -186,26 +186,25 @@ impl EngineBuilder {
         // no actix supervisor is needed.
         let catalog_writer =
             writer::Writer::new("catalog", db_path.clone(), conn, settings.clone()).start();
-        let mut object_writers = HashMap::new();
-        for object in objects {
-            let Some(path) = object
-                .conn_string
-                .filter(|c| !c.is_empty() && c != "catalog")
-            else {
-                continue;
-            };
-            let conn = open_connection(Path::new(&path), &settings).map_err(CatalogError::from)?;
-            let label = format!("object {}", object.name);
-            let addr =
-                writer::Writer::new(label, PathBuf::from(&path), conn, settings.clone()).start();
-            object_writers.insert(object.name, addr);
-        }
         // Only now that the catalog is known to be ours: a refused file leaves nothing behind.
         let data_dir = PathBuf::from(&cfg.node.data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|source| CatalogError::Io {
             path: data_dir.clone(),
             source,
         })?;
+        let object_writers = objects::ObjectWriters::new(
+            data_dir.clone(),
+            settings.clone(),
+            pool.clone(),
+            Arbiter::current(),
+        );
+        for object in written {
+            if let Some(path) = objects::resolve(&data_dir, object.conn_string.as_deref()) {
+                object_writers
+                    .start(&object.name, path)
+                    .map_err(CatalogError::Unavailable)?;
+            }
+        }
         let env = ExecEnv {
             registry: Arc::new(self.registry),
             catalog_writer: catalog_writer.clone(),

@@ -8,7 +8,7 @@
 //! its claim token; after `Drain` it claims nothing, claimed runs not yet started go back to the
 //! queue at once, and runs still executing at the grace deadline are cancelled and returned too.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, Instant};
@@ -54,6 +54,13 @@ pub struct Drain(pub Duration);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct SetWritesPaused(pub bool);
+
+/// Cancel these runs if this processor has them (an operator's `runs cancel`): a claimed run
+/// that has not started is recorded `cancelled` at once; an executing one is cancelled (a
+/// command's process group is killed) and recorded `cancelled`.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct CancelRuns(pub Vec<i64>);
 
 /// The fraction (0..1) of its instances' time spent executing since the previous ask.
 #[derive(Message)]
@@ -143,6 +150,8 @@ pub struct Processor {
     started_events: Vec<RunEvent>,
     /// Executing runs by run id.
     running: HashMap<i64, Executing>,
+    /// Executing runs an operator cancelled.
+    cancelled: HashSet<i64>,
     claiming: bool,
     paused: bool,
     draining: bool,
@@ -185,6 +194,7 @@ impl Processor {
             events,
             started_events: Vec::new(),
             running: HashMap::new(),
+            cancelled: HashSet::new(),
             claiming: false,
             paused: false,
             draining: false,
@@ -300,21 +310,26 @@ impl Processor {
 
     /// Returns claimed-but-unstarted runs to the queue (shutdown).
     fn requeue_local(&mut self, ctx: &mut Context<Self>) {
-        let now = now_ms();
         for run in std::mem::take(&mut self.local) {
-            let completion = Completion {
-                run_id: run.run_id,
-                job_id: run.job_id,
-                claim_token: run.claim_token,
-                outcome: Outcome::Interrupted,
-                log: None,
-                started_at: now,
-                finished_at: now,
-                retry_at: None,
-            };
-            self.unrecorded.push((run, completion));
+            self.end_unstarted(run, Outcome::Interrupted);
         }
         self.flush(ctx);
+    }
+
+    /// Records a claimed run that never started (with the next flush).
+    fn end_unstarted(&mut self, run: ClaimedRun, outcome: Outcome) {
+        let now = now_ms();
+        let completion = Completion {
+            run_id: run.run_id,
+            job_id: run.job_id,
+            claim_token: run.claim_token,
+            outcome,
+            log: None,
+            started_at: now,
+            finished_at: now,
+            retry_at: None,
+        };
+        self.unrecorded.push((run, completion));
     }
 
     /// Wakes at `at` (epoch ms) to claim a run that becomes due then.
@@ -369,8 +384,12 @@ impl Processor {
         ctx: &mut Context<Self>,
     ) {
         let finished_at = now_ms();
+        let by_operator = self.cancelled.remove(&run.run_id);
         let outcome = match result {
             ExecResult::Ok(v) => Outcome::Succeeded(v),
+            ExecResult::Err(_) | ExecResult::Cancelled if by_operator => {
+                Outcome::Cancelled("cancelled by an operator while it ran".into())
+            }
             ExecResult::Err(e) => Outcome::Failed(e),
             ExecResult::Cancelled if timed_out => {
                 Outcome::TimedOut(format!("cancelled after its timeout of {} ms", run.timeout))
@@ -620,6 +639,26 @@ impl Handler<GetStatus> for Processor {
             completed: self.completed,
             paused: self.paused,
         }
+    }
+}
+
+impl Handler<CancelRuns> for Processor {
+    type Result = ();
+
+    fn handle(&mut self, msg: CancelRuns, ctx: &mut Context<Self>) {
+        for id in msg.0 {
+            if let Some(executing) = self.running.get(&id) {
+                tracing::info!(processor = %self.cfg.name, run = id, "cancelling a run an operator cancelled");
+                self.cancelled.insert(id);
+                let _ = executing.cancel.send(true);
+            } else if let Some(at) = self.local.iter().position(|r| r.run_id == id)
+                && let Some(run) = self.local.remove(at)
+            {
+                let why = "cancelled by an operator before it started".to_string();
+                self.end_unstarted(run, Outcome::Cancelled(why));
+            }
+        }
+        self.flush(ctx);
     }
 }
 

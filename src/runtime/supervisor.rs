@@ -20,8 +20,8 @@ use serde::Serialize;
 
 use super::health::HealthReport;
 use super::processor::{
-    self, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances, SetPaused,
-    SetWritesPaused, TakeUtilization, Utilization,
+    self, CancelRuns, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances,
+    SetPaused, SetWritesPaused, TakeUtilization, Utilization,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::writer::{self, Writer};
@@ -145,6 +145,22 @@ impl Supervisor {
                         )
                     };
                     activation::set_state(c, node, job.job_id, state, reason, now)?;
+                    if state == ActivationState::Active {
+                        // The start-up activation is a decision like any later one.
+                        activation::record_decision(
+                            c,
+                            node,
+                            &NewDecision {
+                                at: now,
+                                action: "activate",
+                                job_id: Some(job.job_id),
+                                processor_id: None,
+                                subject: Some(&job.name),
+                                reason,
+                                evidence: None,
+                            },
+                        )?;
+                    }
                 }
                 activation::set_writes_paused(c, node, false)?;
                 Ok(minimum.len())
@@ -351,6 +367,116 @@ impl Supervisor {
         }));
     }
 
+    /// Jobs new to this node (an operator added or enabled them while it ran) are activated at
+    /// once while every resource is ok — a person who just added a job expects it to run —
+    /// and otherwise wait in standby, with the reason, for the policy's ramp.
+    fn admit_new_jobs(&mut self, ctx: &mut Context<Self>) {
+        if !self.activated || self.stopping {
+            return;
+        }
+        let level = self.policy.overall();
+        let pressure: Vec<String> = crate::policy::Resource::ALL
+            .iter()
+            .filter(|r| self.policy.level(**r) != crate::policy::Level::Ok)
+            .map(|r| format!("{} {}", r.as_str(), self.policy.level(*r).as_str()))
+            .collect();
+        let (writer, node) = (self.writer.clone(), self.node_id);
+        let write = async move {
+            writer::call(&writer, move |c| {
+                let now = now_ms();
+                let mut admitted = 0;
+                for job in activation::job_activations(c, node)? {
+                    if job.state.is_some() {
+                        continue;
+                    }
+                    if level == crate::policy::Level::Ok {
+                        let reason = "added or enabled by an operator while the node is \
+                                      healthy: active at once";
+                        activation::set_state(
+                            c,
+                            node,
+                            job.job_id,
+                            ActivationState::Active,
+                            reason,
+                            now,
+                        )?;
+                        activation::record_decision(
+                            c,
+                            node,
+                            &NewDecision {
+                                at: now,
+                                action: "activate",
+                                job_id: Some(job.job_id),
+                                processor_id: None,
+                                subject: Some(&job.name),
+                                reason,
+                                evidence: None,
+                            },
+                        )?;
+                        admitted += 1;
+                    } else {
+                        let reason = format!(
+                            "added or enabled while the node is under pressure ({}): standby \
+                             until the policy activates it, in priority order, once the node is \
+                             healthy (pin it active to run it regardless)",
+                            pressure.join(", ")
+                        );
+                        activation::set_state(
+                            c,
+                            node,
+                            job.job_id,
+                            ActivationState::Standby,
+                            &reason,
+                            now,
+                        )?;
+                    }
+                }
+                Ok::<_, CatalogError>(admitted)
+            })
+            .await
+        };
+        ctx.spawn(write.into_actor(self).map(|result, _, _| match result {
+            Ok(0) => {}
+            Ok(n) => tracing::info!(jobs = n, "jobs added while healthy activated at once"),
+            Err(e) => tracing::error!("activating new jobs: {e}"),
+        }));
+    }
+
+    /// Tells the processors which of this node's running runs an operator asked to cancel.
+    fn forward_cancels(&mut self, ctx: &mut Context<Self>) {
+        let (pool, node) = (self.pool.clone(), self.node_id);
+        let load = actix_rt::task::spawn_blocking(move || {
+            let conn = pool.get()?;
+            crate::catalog::runs::cancel_requested(&conn, node)
+        });
+        ctx.spawn(load.into_actor(self).map(|joined, act, _| match joined {
+            Ok(Ok(ids)) if !ids.is_empty() => {
+                for (_, addr) in act.processors.values() {
+                    addr.do_send(CancelRuns(ids.clone()));
+                }
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::error!("loading cancel requests: {e}"),
+            Err(e) => tracing::error!("loading cancel requests panicked: {e}"),
+        }));
+    }
+
+    /// Forgets the writers of objects that changed or went away (a new one starts on next use).
+    fn sync_object_writers(&mut self, ctx: &mut Context<Self>) {
+        let (pool, writers) = (self.pool.clone(), self.env.object_writers.clone());
+        let sync = actix_rt::task::spawn_blocking(move || {
+            let conn = pool.get()?;
+            let objects = queue::all_objects(&conn)?;
+            writers.retain(&objects);
+            Ok::<_, CatalogError>(())
+        });
+        ctx.spawn(sync.into_actor(self).map(|joined, _, _| match joined {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!("loading objects: {e}"),
+            Err(e) => tracing::error!("loading objects panicked: {e}"),
+        }));
+    }
+
     fn start_processor(&self, row: &LocalProcessor, _ctx: &mut Context<Self>) -> Addr<Processor> {
         let cfg = ProcessorConfig {
             processor_id: row.processor_id,
@@ -469,7 +595,10 @@ impl Handler<HealthReport> for Supervisor {
 impl Handler<Reload> for Supervisor {
     type Result = ();
     fn handle(&mut self, _: Reload, ctx: &mut Context<Self>) {
+        self.admit_new_jobs(ctx);
         self.sync_processors(ctx);
+        self.sync_object_writers(ctx);
+        self.forward_cancels(ctx);
     }
 }
 

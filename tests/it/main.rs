@@ -3,5 +3,6 @@
 mod catalog_files;
 mod cli;
 mod engine;
+mod operator;
 mod runtime;
 mod support;

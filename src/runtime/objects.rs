@@ -1,0 +1,136 @@
+//! ObjectWriters: the registry of the per-object Writers (one per data object with a database
+//! file of its own), started on first use — so an object an operator adds while the node runs
+//! is usable at once — and forgotten when its object changes or goes away.
+//!
+//! A relative `conn_string` is a file in the node's data folder (not the folder the node was
+//! started from): [`resolve`].
+//!
+//! Invariant: at most one Writer per database file path exists in the registry; an object that
+//! lives in the catalog (`conn_string` absent or `catalog`) never gets one.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use actix::prelude::*;
+use r2d2::Pool;
+use r2d2_sqlite::SqliteConnectionManager;
+
+use super::writer::Writer;
+use crate::catalog::{self, CatalogError, DbSettings, open_connection};
+
+/// Where an object's rows live: `None` for the catalog itself, else its database file (a
+/// relative path is in `data_dir`).
+pub fn resolve(data_dir: &Path, conn_string: Option<&str>) -> Option<PathBuf> {
+    match conn_string {
+        None | Some("") | Some("catalog") => None,
+        Some(path) => {
+            let path = Path::new(path);
+            Some(if path.is_absolute() {
+                path.to_path_buf()
+            } else {
+                data_dir.join(path)
+            })
+        }
+    }
+}
+
+/// The per-object Writers of a node.
+pub struct ObjectWriters {
+    data_dir: PathBuf,
+    settings: DbSettings,
+    pool: Pool<SqliteConnectionManager>,
+    arbiter: ArbiterHandle,
+    writers: Mutex<HashMap<String, (PathBuf, Addr<Writer>)>>,
+}
+
+impl ObjectWriters {
+    /// A registry whose Writers run on `arbiter` and read object rows through `pool`.
+    pub fn new(
+        data_dir: PathBuf,
+        settings: DbSettings,
+        pool: Pool<SqliteConnectionManager>,
+        arbiter: ArbiterHandle,
+    ) -> Self {
+        Self {
+            data_dir,
+            settings,
+            pool,
+            arbiter,
+            writers: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The node's data folder.
+    pub fn data_dir(&self) -> &Path {
+        &self.data_dir
+    }
+
+    /// The Writer of object `name` if it is running already (no IO).
+    pub fn running(&self, name: &str) -> Option<Addr<Writer>> {
+        let writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        writers.get(name).map(|(_, addr)| addr.clone())
+    }
+
+    /// The Writer of object `name`, started if it is not running: reads the object's row and
+    /// opens its database (blocking IO on the first use of an object).
+    pub fn get(&self, name: &str) -> Result<Addr<Writer>, String> {
+        if let Some(addr) = self.running(name) {
+            return Ok(addr);
+        }
+        let conn_string = {
+            let conn = self.pool.get().map_err(|e| e.to_string())?;
+            catalog::object_conn_string(&conn, name).map_err(|e| e.to_string())?
+        };
+        let Some(conn_string) = conn_string else {
+            return Err(format!("object `{name}` does not exist or is disabled"));
+        };
+        let Some(path) = resolve(&self.data_dir, conn_string.as_deref()) else {
+            return Err(format!(
+                "object `{name}` lives in the catalog; sql jobs never run against the catalog"
+            ));
+        };
+        self.start(name, path)
+    }
+
+    /// Starts (or returns) the Writer of `name` on the database at `path`.
+    pub fn start(&self, name: &str, path: PathBuf) -> Result<Addr<Writer>, String> {
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((running_path, addr)) = writers.get(name)
+            && *running_path == path
+        {
+            return Ok(addr.clone());
+        }
+        let conn = open_connection(&path, &self.settings).map_err(|e| {
+            CatalogError::from(e)
+                .within(&path, format!("opening the database of object `{name}`"))
+                .to_string()
+        })?;
+        let writer = Writer::new(
+            format!("object {name}"),
+            path.clone(),
+            conn,
+            self.settings.clone(),
+        );
+        let addr = Writer::start_in_arbiter(&self.arbiter, move |_| writer);
+        tracing::info!(object = %name, db = %path.display(), "object writer started");
+        writers.insert(name.to_string(), (path, addr.clone()));
+        Ok(addr)
+    }
+
+    /// Forgets the Writers of objects that were removed, disabled or moved to another file
+    /// (their next use starts a new one); `objects` are the enabled objects' names and
+    /// `conn_string`s.
+    pub fn retain(&self, objects: &[(String, Option<String>)]) {
+        let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
+        writers.retain(|name, (path, _)| {
+            let keep = objects.iter().any(|(n, c)| {
+                n == name && resolve(&self.data_dir, c.as_deref()).as_ref() == Some(path)
+            });
+            if !keep {
+                tracing::info!(object = %name, "object changed or removed; its writer stops");
+            }
+            keep
+        });
+    }
+}
