@@ -213,6 +213,11 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
 /// (a checkpoint cannot run inside the writer's transaction).
 fn db_maintenance(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
+    // A damaged catalog stops the node before anything else is written to it.
+    if let Err(e) = crate::catalog::open::quick_check(&conn, &ctx.env.catalog_path) {
+        ctx.env.fatal.raise(e.to_string());
+        return Err(err(e));
+    }
     queue::maintain(&conn).map_err(err)
 }
 

@@ -54,6 +54,9 @@ pub enum DaemonError {
     /// The engine did not start.
     #[error(transparent)]
     Engine(#[from] EngineError),
+    /// The engine had to stop at once (its catalog was found damaged).
+    #[error("{0}")]
+    Fatal(String),
 }
 
 impl DaemonError {
@@ -62,7 +65,9 @@ impl DaemonError {
         use crate::cli::{EXIT_CONFIG, EXIT_FAILURE, EXIT_NO_INPUT, EXIT_TEMPFAIL, exit_code};
         match self {
             DaemonError::AddressInUse { .. } => EXIT_TEMPFAIL,
-            DaemonError::Bind { .. } | DaemonError::LogFilter { .. } => EXIT_CONFIG,
+            DaemonError::Bind { .. } | DaemonError::LogFilter { .. } | DaemonError::Fatal(_) => {
+                EXIT_CONFIG
+            }
             DaemonError::Engine(e) => match e {
                 EngineError::NodeHeld { .. } => EXIT_TEMPFAIL,
                 EngineError::Seed(SeedError::Invalid { .. }) => EXIT_CONFIG,
@@ -159,7 +164,15 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     let _ = writeln!(out, "  api:      {}", addrs.join(", "));
     let _ = out.flush();
     drop(out);
-    signals.next().await;
+    tokio::select! {
+        _ = signals.next() => {}
+        reason = engine.fatal() => {
+            // No graceful stop: requeueing and releasing the node name would write to a
+            // damaged file. The runs it left running are recovered once it is repaired.
+            handle.stop(false).await;
+            return Err(DaemonError::Fatal(reason));
+        }
+    }
     let grace = Duration::from_millis(cfg.node.shutdown_grace);
     tracing::info!(
         grace_ms = cfg.node.shutdown_grace,

@@ -231,6 +231,7 @@ pub struct Catalog {
     path: PathBuf,
     conn: Connection,
     pool: Pool<SqliteConnectionManager>,
+    read_only: bool,
 }
 
 /// Epoch milliseconds now (the catalog layer stamps audit rows; the pure core never reads a clock).
@@ -300,7 +301,23 @@ impl Catalog {
             path: path.to_path_buf(),
             conn,
             pool,
+            read_only: access == Access::ReadOnly,
         })
+    }
+
+    /// Copies what the write-ahead log holds into the database file and empties the log, if no
+    /// other connection is reading (it never waits for one): after a command that wrote, the
+    /// catalog file alone holds every change, whoever copies it. A read-only open does nothing.
+    /// The read pool's connections may close on a background thread after this one, or not at
+    /// all before the process exits, so the last close cannot be trusted to checkpoint.
+    pub fn settle(&self) {
+        if self.read_only {
+            return;
+        }
+        let _ = self.conn.busy_timeout(Duration::ZERO);
+        let _ = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
 
     /// Gives up the write connection and the read pool (to the runtime's CatalogWriter).

@@ -74,8 +74,8 @@ pub(super) fn precheck(path: &Path, access: Access) -> Result<bool, CatalogError
                     path,
                     format!(
                         "the file is missing but its write-ahead log {} is there: the catalog's \
-                         main file was lost or moved; restore it (refusing to start a new catalog \
-                         over its log)",
+                         main file was lost or moved; restore it rather than start a new catalog \
+                         over its log",
                         wal.display()
                     ),
                 ));

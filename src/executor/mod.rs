@@ -62,6 +62,50 @@ impl Default for ExecLimits {
     }
 }
 
+/// Raised when the node must stop at once (the catalog is damaged): whoever runs the node
+/// (the daemon) waits on it and exits without writing another byte it can avoid.
+#[derive(Debug)]
+pub struct FatalAlarm {
+    tx: watch::Sender<Option<String>>,
+}
+
+impl Default for FatalAlarm {
+    fn default() -> Self {
+        Self {
+            tx: watch::channel(None).0,
+        }
+    }
+}
+
+impl FatalAlarm {
+    /// Raises the alarm with the reason (the first reason wins).
+    pub fn raise(&self, reason: impl Into<String>) {
+        let reason = reason.into();
+        tracing::error!("stopping the node: {reason}");
+        self.tx.send_if_modified(|r| {
+            if r.is_none() {
+                *r = Some(reason);
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    /// Waits until the alarm is raised; returns its reason.
+    pub async fn raised(&self) -> String {
+        let mut rx = self.tx.subscribe();
+        loop {
+            if let Some(reason) = rx.borrow_and_update().clone() {
+                return reason;
+            }
+            if rx.changed().await.is_err() {
+                return std::future::pending().await;
+            }
+        }
+    }
+}
+
 /// What executors share: the function registry, the writers, the catalog read pool, limits.
 #[derive(Clone)]
 pub struct ExecEnv {
@@ -81,6 +125,8 @@ pub struct ExecEnv {
     pub node_id: i64,
     /// Limits.
     pub limits: ExecLimits,
+    /// Stops the node (a damaged catalog).
+    pub fatal: Arc<FatalAlarm>,
 }
 
 /// The input a job gets: its payload without the executor's own keys, overlaid with the run's

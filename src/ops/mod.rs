@@ -169,6 +169,12 @@ impl Ops {
     }
 }
 
+impl Drop for Ops {
+    fn drop(&mut self) {
+        self.catalog.settle();
+    }
+}
+
 /// Something an operation accepted but an operator should know (`--strict` makes it an error).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Warning {

@@ -205,6 +205,7 @@ impl EngineBuilder {
                     .map_err(CatalogError::Unavailable)?;
             }
         }
+        let fatal = Arc::new(crate::executor::FatalAlarm::default());
         let env = ExecEnv {
             registry: Arc::new(self.registry),
             catalog_writer: catalog_writer.clone(),
@@ -214,6 +215,7 @@ impl EngineBuilder {
             object_writers: Arc::new(object_writers),
             node_id,
             limits: cfg.executor.clone(),
+            fatal: fatal.clone(),
         };
         let watch = open_connection(&db_path, &settings).map_err(CatalogError::from)?;
         let sup_ctx = Context::<supervisor::Supervisor>::new();
@@ -256,6 +258,7 @@ impl EngineBuilder {
         ));
         tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
         Ok(Engine {
+            fatal,
             supervisor,
             scheduler,
             _health: health,
@@ -275,6 +278,7 @@ fn is_alive(pid: i64) -> bool {
 /// A running engine: the handle an embedding application (or `jobvisor run`) holds.
 #[derive(Clone)]
 pub struct Engine {
+    fatal: Arc<crate::executor::FatalAlarm>,
     supervisor: Addr<supervisor::Supervisor>,
     scheduler: Addr<scheduler::Scheduler>,
     _health: Addr<health::Health>,
@@ -303,6 +307,12 @@ impl Engine {
     /// The catalog file.
     pub fn db_path(&self) -> &Path {
         &self.db_path
+    }
+
+    /// Waits until the engine must stop at once (its catalog was found damaged); returns why.
+    /// The owner should then exit without a graceful shutdown, which would write to the file.
+    pub async fn fatal(&self) -> String {
+        self.fatal.raised().await
     }
 
     /// Whether this start seeded a new catalog.

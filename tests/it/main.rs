@@ -1,7 +1,9 @@
 //! Integration tests: one binary, driving the real `jobvisor` executable and real databases.
 
+mod bad_input;
 mod catalog_files;
 mod cli;
+mod damaged_files;
 mod engine;
 mod operator;
 mod runtime;
