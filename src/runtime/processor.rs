@@ -152,6 +152,8 @@ pub struct Processor {
     running: HashMap<i64, Executing>,
     /// Executing runs an operator cancelled.
     cancelled: HashSet<i64>,
+    /// Failed runs, logged at WARN at most once a minute per job.
+    failures: FailureLog,
     claiming: bool,
     paused: bool,
     draining: bool,
@@ -195,6 +197,7 @@ impl Processor {
             started_events: Vec::new(),
             running: HashMap::new(),
             cancelled: HashSet::new(),
+            failures: FailureLog::default(),
             claiming: false,
             paused: false,
             draining: false,
@@ -397,6 +400,9 @@ impl Processor {
             ExecResult::Cancelled if self.interrupting => Outcome::Interrupted,
             ExecResult::Cancelled => Outcome::Failed("cancelled".into()),
         };
+        if let Outcome::Failed(error) | Outcome::TimedOut(error) = &outcome {
+            self.failures.report(&run, error, finished_at);
+        }
         let retry_at = match outcome {
             Outcome::Failed(_) | Outcome::TimedOut(_) if run.attempt < run.max_attempts => {
                 Some(finished_at + self.backoff(run.attempt, run.backoff_base, run.backoff_max))
@@ -510,6 +516,36 @@ impl Processor {
         } else {
             0
         }
+    }
+}
+
+/// How often one job's failures are logged at WARN; failures in between are counted and
+/// reported with the next line.
+const FAILURE_LOG_EVERY_MS: i64 = 60_000;
+
+/// Rate-limited WARN lines for failing runs: a job failing every second (an unknown function, a
+/// host that is down) writes one line a minute, not sixty.
+#[derive(Default)]
+struct FailureLog {
+    /// Per job: when it was last logged, and failures since.
+    jobs: HashMap<i64, (i64, u64)>,
+}
+
+impl FailureLog {
+    fn report(&mut self, run: &ClaimedRun, error: &str, now: i64) {
+        let (last, quiet) = self.jobs.entry(run.job_id).or_insert((i64::MIN, 0));
+        if now.saturating_sub(*last) < FAILURE_LOG_EVERY_MS {
+            *quiet += 1;
+            return;
+        }
+        let error: String = error.chars().take(300).collect();
+        if *quiet > 0 {
+            tracing::warn!(job = %run.job_name, run = run.run_id, attempt = run.attempt, also_failed = *quiet, "run failed: {error} ({} more failures of this job in the last minute)", *quiet);
+        } else {
+            tracing::warn!(job = %run.job_name, run = run.run_id, attempt = run.attempt, "run failed: {error}");
+        }
+        *last = now;
+        *quiet = 0;
     }
 }
 

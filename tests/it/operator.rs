@@ -852,3 +852,41 @@ fn a_second_signal_stops_at_once_and_returns_running_runs() {
     let run = runs_of(&ws.db(), "long").pop().unwrap();
     assert_eq!(run.status, "queued", "returned to the queue: {run:?}");
 }
+
+#[test]
+fn failing_runs_are_logged_at_warn_once_a_minute_per_job() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let out = ws.run(&[
+        "jobs",
+        "add",
+        "ghost",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--cron",
+        "* * * * * *",
+        "--payload",
+        r#"{"function":"no.such.fn"}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    ws.ok(&["jobs", "pin", "ghost", "active", "--node", "n1"]);
+    let node = ws.start_node("n1");
+    wait_for(15.0, "three failed runs", || {
+        let failed = runs_of(&ws.db(), "ghost")
+            .into_iter()
+            .filter(|r| r.status == "failed")
+            .count();
+        (failed >= 3).then_some(())
+    });
+    assert_eq!(node.stop(), Some(0));
+    let log = std::fs::read_to_string(ws.path("n1.log")).unwrap();
+    let warnings: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("WARN") && l.contains("run failed") && l.contains("ghost"))
+        .collect();
+    assert_eq!(warnings.len(), 1, "one line a minute per job: {log}");
+    assert!(warnings[0].contains("no.such.fn"), "{}", warnings[0]);
+}
