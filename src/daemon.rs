@@ -16,6 +16,7 @@ use tracing_subscriber::EnvFilter;
 
 use crate::config::{LogFormat, NodeConfig};
 use crate::jobconf::SeedError;
+use crate::ops::Kind;
 use crate::ops::error::catalog_kind;
 use crate::runtime::{Engine, EngineError};
 
@@ -60,20 +61,19 @@ pub enum DaemonError {
 }
 
 impl DaemonError {
-    /// The exit code (`cli::EXIT_CODES`).
-    pub fn exit_code(&self) -> i32 {
-        use crate::cli::{EXIT_CONFIG, EXIT_FAILURE, EXIT_NO_INPUT, EXIT_TEMPFAIL, exit_code};
+    /// The kind of failure (the CLI maps it to an exit code).
+    pub fn kind(&self) -> Kind {
         match self {
-            DaemonError::AddressInUse { .. } => EXIT_TEMPFAIL,
+            DaemonError::AddressInUse { .. } => Kind::Unavailable,
             DaemonError::Bind { .. } | DaemonError::LogFilter { .. } | DaemonError::Fatal(_) => {
-                EXIT_CONFIG
+                Kind::Config
             }
             DaemonError::Engine(e) => match e {
-                EngineError::NodeHeld { .. } => EXIT_TEMPFAIL,
-                EngineError::Seed(SeedError::Invalid { .. }) => EXIT_CONFIG,
-                EngineError::Seed(SeedError::Read { .. }) => EXIT_NO_INPUT,
-                EngineError::Catalog(c) => exit_code(catalog_kind(c)),
-                EngineError::Stopped => EXIT_FAILURE,
+                EngineError::NodeHeld { .. } => Kind::Unavailable,
+                EngineError::Seed(SeedError::Invalid { .. }) => Kind::Config,
+                EngineError::Seed(SeedError::Read { .. }) => Kind::NoInput,
+                EngineError::Catalog(c) => catalog_kind(c),
+                EngineError::Stopped => Kind::Storage,
             },
         }
     }

@@ -28,7 +28,8 @@ pub fn run(cli: &Cli) -> CliResult {
     match &cli.command {
         Command::Run(args) => {
             let cfg = load_config(cli, args)?;
-            crate::daemon::run(cfg).map_err(|e| Failure::new(e.exit_code(), e.to_string()))
+            crate::daemon::run(cfg)
+                .map_err(|e| Failure::new(super::exit_code(e.kind()), e.to_string()))
         }
         Command::Check {
             file,
