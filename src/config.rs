@@ -75,7 +75,7 @@ pub struct NodeConfig {
     /// Health sampling.
     pub health: HealthSection,
     /// Limits on job executions.
-    pub executor: crate::executor::ExecLimits,
+    pub executor: ExecLimits,
     /// The self-tuning policy: thresholds, hysteresis, pacing.
     pub policy: crate::policy::PolicyConfig,
 }
@@ -207,6 +207,32 @@ pub struct HealthSection {
 impl Default for HealthSection {
     fn default() -> Self {
         Self { interval: 5000 }
+    }
+}
+
+/// Limits on what executions may consume.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExecLimits {
+    /// Bytes of stdout + stderr kept per command run. Default: 65536.
+    pub output_limit: usize,
+    /// Environment variables passed through to commands (the rest is cleared).
+    /// Default: ["PATH", "HOME", "LANG", "TZ"].
+    pub env_allowlist: Vec<String>,
+    /// Bytes of an HTTP response body kept. Default: 1048576.
+    pub response_limit: usize,
+    /// HTTP connect timeout in milliseconds. Default: 10000.
+    pub connect_timeout: u64,
+}
+
+impl Default for ExecLimits {
+    fn default() -> Self {
+        Self {
+            output_limit: 65_536,
+            env_allowlist: ["PATH", "HOME", "LANG", "TZ"].map(String::from).to_vec(),
+            response_limit: 1_048_576,
+            connect_timeout: 10_000,
+        }
     }
 }
 

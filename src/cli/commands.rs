@@ -520,6 +520,8 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                 return Ok(());
             }
             println!("{name}: {} ({})", next.schedule, next.timezone);
+            let a = &next.activation;
+            println!("  {} on node `{}`: {}", a.label(), a.node, a.reason);
             if next.next.is_empty() {
                 println!("  no upcoming fire times (on demand or run_always)");
             }

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use actix::Addr;
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
-use serde::{Deserialize, Serialize};
 use serde_json::{Map as JsonMap, Value as Json};
 use tokio::sync::watch;
 
@@ -36,31 +35,7 @@ pub enum ExecResult {
     Cancelled,
 }
 
-/// Limits on what executions may consume.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ExecLimits {
-    /// Bytes of stdout + stderr kept per command run. Default: 65536.
-    pub output_limit: usize,
-    /// Environment variables passed through to commands (the rest is cleared).
-    /// Default: ["PATH", "HOME", "LANG", "TZ"].
-    pub env_allowlist: Vec<String>,
-    /// Bytes of an HTTP response body kept. Default: 1048576.
-    pub response_limit: usize,
-    /// HTTP connect timeout in milliseconds. Default: 10000.
-    pub connect_timeout: u64,
-}
-
-impl Default for ExecLimits {
-    fn default() -> Self {
-        Self {
-            output_limit: 65_536,
-            env_allowlist: ["PATH", "HOME", "LANG", "TZ"].map(String::from).to_vec(),
-            response_limit: 1_048_576,
-            connect_timeout: 10_000,
-        }
-    }
-}
+pub use crate::config::ExecLimits;
 
 /// Raised when the node must stop at once (the catalog is damaged): whoever runs the node
 /// (the daemon) waits on it and exits without writing another byte it can avoid.

@@ -326,6 +326,8 @@ pub struct NextView {
     pub timezone: String,
     /// The times, earliest first (empty for on-demand and run_always jobs).
     pub next: Vec<Time>,
+    /// Whether the caller's node runs the job now, and why: a standby job fires none of them.
+    pub activation: ActivationView,
 }
 
 impl Ops {
@@ -499,7 +501,7 @@ impl Ops {
                 format!("must be 1–{MAX_NEXT}, got {count}"),
             ));
         }
-        let (_, def) = self.job(name)?;
+        let (view, def) = self.job(name)?;
         let schedule = Schedule::parse(&def.schedule, self.tz).map_err(|errors| {
             let reasons: Vec<String> = errors
                 .iter()
@@ -522,6 +524,7 @@ impl Ops {
                 .into_iter()
                 .map(Time)
                 .collect(),
+            activation: view.activation,
         })
     }
 }
