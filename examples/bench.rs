@@ -1,11 +1,14 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|idle|scale|profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|profile] [--rounds 3] [--n 20000]`
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
 //! Each round measures the floor, the drains and the engine's SQL back to back, and each
 //! throughput is also printed as the median of its ratios to the batched floor of its own round
 //! (the machine's speed drifts between minutes on a shared host).
+//! The drains also report the largest size of the catalog's WAL file during a drain and its size
+//! after the engine shut down. `priority` measures the due-to-start latency of high-priority
+//! per-second jobs while N low-priority runs drain on the same processor.
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
@@ -161,11 +164,60 @@ async fn completed(engine: &Engine) -> u64 {
         .unwrap_or(0)
 }
 
-/// (single-API enqueue rate, batch-API enqueue rate, drain rate)
-fn drain(n: usize, instances: usize, durability: Durability) -> (f64, f64, f64) {
+/// What one drain measured.
+struct Drained {
+    /// Runs per second through `trigger`.
+    single_rate: f64,
+    /// Runs per second through `trigger_many`.
+    batch_rate: f64,
+    /// Runs per second drained.
+    drain_rate: f64,
+    /// The largest size of the catalog's WAL file during the drain, MB.
+    wal_peak_mb: f64,
+    /// Its size after the engine shut down, MB.
+    wal_after_mb: f64,
+}
+
+/// Samples the size of `path` every 5 ms until told to stop; answers the largest, MB.
+struct FileSizePeak {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: std::thread::JoinHandle<u64>,
+}
+
+impl FileSizePeak {
+    fn start(path: PathBuf) -> Self {
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut peak = 0;
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                peak = peak.max(file_size(&path));
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            peak.max(file_size(&path))
+        });
+        Self { stop, thread }
+    }
+
+    fn finish(self) -> f64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread.join().unwrap() as f64 / 1e6
+    }
+}
+
+fn file_size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+fn wal_of(db: &str) -> PathBuf {
+    PathBuf::from(format!("{db}-wal"))
+}
+
+fn drain(n: usize, instances: usize, durability: Durability) -> Drained {
     let dir = fresh_dir("drain");
     let cfg = node_config(&dir, durability);
     prepare(&dir, &cfg, &catalog_text(instances, NOOP));
+    let wal = wal_of(&cfg.database.path);
     let out = actix_rt::System::new().block_on(async move {
         let engine = Engine::builder().config(cfg).start().unwrap();
         engine.pause();
@@ -186,11 +238,13 @@ fn drain(n: usize, instances: usize, durability: Durability) -> (f64, f64, f64) 
         let batch_rate = rest.max(1) as f64 / t0.elapsed().as_secs_f64();
         let t0 = Instant::now();
         let ticks0 = thread_ticks();
+        let peak = FileSizePeak::start(wal.clone());
         engine.resume();
         while completed(&engine).await < n as u64 {
             actix_rt::time::sleep(Duration::from_millis(2)).await;
         }
         let drain_rate = n as f64 / t0.elapsed().as_secs_f64();
+        let wal_peak_mb = peak.finish();
         if std::env::var_os("BENCH_THREADS").is_some() {
             // How busy each thread was: shows which one limits the drain.
             // SAFETY: sysconf has no preconditions.
@@ -207,7 +261,13 @@ fn drain(n: usize, instances: usize, durability: Durability) -> (f64, f64, f64) 
             }
         }
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
-        (single_rate, batch_rate, drain_rate)
+        Drained {
+            single_rate,
+            batch_rate,
+            drain_rate,
+            wal_peak_mb,
+            wal_after_mb: file_size(&wal) as f64 / 1e6,
+        }
     });
     let _ = std::fs::remove_dir_all(&dir);
     out
@@ -248,6 +308,71 @@ fn latency(jobs: usize, secs: u64) -> (f64, f64, usize) {
     }
     let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
     (pct(0.50), pct(0.99), delays.len())
+}
+
+/// Due-to-start latency (p50, p99 ms) of high-priority per-second jobs while `n` low-priority
+/// runs drain on the same processor; with the number of their slots that ran and that were
+/// skipped while the drain lasted.
+fn priority_latency(n: usize) -> (f64, f64, usize, usize) {
+    const TICKS: usize = 5;
+    let dir = fresh_dir("priority");
+    let cfg = node_config(&dir, Durability::Normal);
+    // The bulk runs sleep 1 ms each, so that 20,000 of them on 2 executions last about 10 s.
+    let mut text = String::from(
+        "[job.bulk]\ntype = \"function\"\nprocessor = \"bench\"\npriority = 0\noverlap_policy = \"allow\"\nmax_overlap = 1000000\npayload = { function = \"debug.sleep\", ms = 1 }\n",
+    );
+    for i in 0..TICKS {
+        text.push_str(&format!(
+            "[job.tick{i}]\ntype = \"function\"\nprocessor = \"bench\"\npriority = 1000\ncron = \"* * * * * *\"\npayload = {{ function = \"debug.noop\" }}\n"
+        ));
+    }
+    prepare(&dir, &cfg, &catalog_text(2, &text));
+    let db = PathBuf::from(&cfg.database.path);
+    let (from, to) = actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        engine.pause();
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(1000);
+            engine.trigger_many("bulk", vec![None; k]).await.unwrap();
+            left -= k;
+        }
+        engine.resume();
+        let from = jobvisor::catalog::now_ms();
+        while completed(&engine).await < n as u64 {
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        let to = jobvisor::catalog::now_ms();
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+        (from, to)
+    });
+    let conn = Connection::open(&db).unwrap();
+    let rows: Vec<(String, Option<i64>)> = conn
+        .prepare(
+            "SELECT r.status, r.started_at - r.scheduled_for FROM job_run r JOIN job j USING (job_id)
+             WHERE j.job_name LIKE 'tick%' AND r.scheduled_for >= ?1 AND r.scheduled_for < ?2",
+        )
+        .unwrap()
+        .query_map(params![from, to], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    let mut delays: Vec<f64> = rows
+        .iter()
+        .filter(|(status, _)| status == "succeeded")
+        .filter_map(|(_, d)| d.map(|d| d as f64))
+        .collect();
+    let skipped = rows
+        .iter()
+        .filter(|(status, _)| status == "skipped")
+        .count();
+    delays.sort_by(|a, b| a.total_cmp(b));
+    if delays.is_empty() {
+        return (f64::NAN, f64::NAN, 0, skipped);
+    }
+    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
+    (pct(0.50), pct(0.99), delays.len(), skipped)
 }
 
 // ---------------------------------------------------------------- idle
@@ -501,18 +626,34 @@ fn throughput(what: &str, n: usize, rounds: usize) {
             ),
         ];
         if drains {
-            let (single, batch, rate) = drain(n, 2, Durability::Normal);
-            row.push(("enqueue: single API (trigger)", "r/s", single));
+            let two = drain(n, 2, Durability::Normal);
+            row.push(("enqueue: single API (trigger)", "r/s", two.single_rate));
             row.push((
                 "enqueue: batch API (trigger_many, 1000 per call)",
                 "r/s",
-                batch,
+                two.batch_rate,
             ));
-            row.push(("drain: 2 executions", "j/s", rate));
-            let rate = drain(n, 8, Durability::Normal).2;
-            row.push(("drain: 8 executions", "j/s", rate));
-            let rate = drain(n, 2, Durability::Full).2;
-            row.push(("drain: 2 executions, durability = full", "j/s", rate));
+            row.push(("drain: 2 executions", "j/s", two.drain_rate));
+            let eight = drain(n, 8, Durability::Normal);
+            row.push(("drain: 8 executions", "j/s", eight.drain_rate));
+            let full = drain(n, 2, Durability::Full);
+            row.push((
+                "drain: 2 executions, durability = full",
+                "j/s",
+                full.drain_rate,
+            ));
+            let peak = [&two, &eight, &full].map(|d| d.wal_peak_mb);
+            let after = [&two, &eight, &full].map(|d| d.wal_after_mb);
+            row.push((
+                "drain: WAL peak (largest of the three drains)",
+                "MB",
+                peak.into_iter().fold(0.0, f64::max),
+            ));
+            row.push((
+                "drain: WAL after shutdown (largest of the three)",
+                "MB",
+                after.into_iter().fold(0.0, f64::max),
+            ));
         }
         if sql {
             let rate = engine_sql(n, 256);
@@ -529,6 +670,17 @@ fn throughput(what: &str, n: usize, rounds: usize) {
         let ratios: Vec<f64> = measured.iter().map(|(f, row)| row[i].2 / f).collect();
         if unit == "r/s" {
             println!("{label:<52} {figure:>10.0} {unit}");
+            continue;
+        }
+        if unit == "MB" {
+            let each: Vec<String> = measured
+                .iter()
+                .map(|(_, row)| format!("{:.1}", row[i].2))
+                .collect();
+            println!(
+                "{label:<52} {figure:>11.1} {unit}   (per round {})",
+                each.join("/")
+            );
             continue;
         }
         println!(
@@ -563,8 +715,30 @@ fn main() {
     }
     if a.what == "profile" {
         // One drain with 2 executions and nothing else: for `perf record`.
-        let (_, _, rate) = drain(a.n, 2, Durability::Normal);
+        let rate = drain(a.n, 2, Durability::Normal).drain_rate;
         println!("{:<52} {:>10.0} j/s", "drain: 2 executions", rate);
+    }
+    if all || a.what == "priority" {
+        let results: Vec<_> = (0..rounds).map(|_| priority_latency(a.n)).collect();
+        let p50 = median(results.iter().map(|r| r.0).collect());
+        let p99 = median(results.iter().map(|r| r.1).collect());
+        println!(
+            "{:<52} {:>11.1} ms",
+            "priority: per-second jobs during a drain, p50", p50
+        );
+        println!(
+            "{:<52} {:>11.1} ms",
+            "priority: per-second jobs during a drain, p99", p99
+        );
+        println!(
+            "{:<52} {:>14}",
+            "  (slots run/skipped per round)",
+            results
+                .iter()
+                .map(|r| format!("{}/{}", r.2, r.3))
+                .collect::<Vec<_>>()
+                .join(" ")
+        );
     }
     if all || a.what == "latency" {
         let results: Vec<(f64, f64, usize)> = (0..rounds).map(|_| latency(1000, 12)).collect();

@@ -261,7 +261,9 @@ fn debug_sleep(ctx: &FnContext, input: Json) -> Result<Json, String> {
         if ctx.is_cancelled() {
             return Err("cancelled".into());
         }
-        std::thread::sleep(Duration::from_millis(10));
+        // Wakes every 10 ms to notice a cancel, but never sleeps past the end.
+        let left = until.saturating_duration_since(std::time::Instant::now());
+        std::thread::sleep(left.min(Duration::from_millis(10)));
     }
     Ok(json!({ "slept_ms": ms }))
 }
