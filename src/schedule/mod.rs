@@ -24,5 +24,5 @@ pub mod spec;
 mod tests;
 
 pub use calendar::{Schedule, format_local, local_ms};
-pub use plan::{Decision, JobHistory, JobPlanner, PlanPolicy, SkipReason};
+pub use plan::{Decision, JobHistory, JobPlanner, PlanPolicy, SkipReason, slot_keys};
 pub use spec::{FieldError, MisfirePolicy, OverlapPolicy, RunDate, ScheduleSpec};

@@ -5,10 +5,22 @@
 //! database driver. Inputs arrive through `handle_*` methods with `now` as an argument;
 //! outputs are polled ([`JobPlanner::poll_due`], [`JobPlanner::next_wake`]).
 //!
-//! Once per slot: every decision names a slot strictly after [`JobHistory::last_slot`], and
-//! `last_slot` never decreases, so no slot is decided twice however the clock moves — a clock
-//! that jumps back simply finds nothing due until it passes the last slot again (which is the
-//! catalog's unique `(job_id, scheduled_for)` seen from the inside).
+//! Once per slot: a decision names a slot *key* (the run's `scheduled_for`), and no key is
+//! decided twice however the clock moves (the catalog's unique `(job_id, scheduled_for)` seen
+//! from the inside). While the clock moves forward the key is the slot itself, strictly after
+//! [`JobHistory::last_slot`], which never decreases.
+//!
+//! A clock that steps back (the wall clock now reads before the last decided slot) must neither
+//! fire a slot twice nor silence the job for the size of the step. The span the clock repeats is
+//! *re-lived* when the step is at least the schedule's period at the last slot (a per-minute job
+//! stepped back an hour): its slots fire again by the clock as it now reads, each under the key
+//! `slot + n` ms, where `n` counts the re-lived spans of this planner (1, 2, …). Calendar slots
+//! fall on whole seconds, so these keys are never natural slots, and a second step back over the
+//! same span gets other keys. A step shorter than the period (a daily job stepped back half an
+//! hour) re-lives nothing: the job simply waits for its next slot, as cron does for fixed-time
+//! jobs, so a daily job does not run twice in an hour. Either way the job fires again within two
+//! periods of the step. Re-living ends when the clock passes the last slot decided before the
+//! step. A job with no slot decided yet whose start lies ahead of the clock starts from now.
 //!
 //! Misfire: at a poll, the latest due slot is *on time* when `now - slot <= misfire_window_ms`;
 //! every other due slot was *missed* (the node was down, throttled, or the clock jumped: it
@@ -16,7 +28,12 @@
 //! `skip` fires the latest slot only if it is on time; `all` fires every missed slot, the most
 //! recent `max_catchup` of them, plus the latest if on time.
 //!
-//! Overlap, against the runs in flight (fired or started, not yet finished) at the poll:
+//! Overlap, against the runs in flight at the poll: the runs of the job executing (on any node)
+//! and its slot runs waiting in the queue. The runtime reads both from the catalog in the
+//! transaction that records the decisions ([`JobPlanner::handle_in_flight`]), so a node decides
+//! from what the database knows — runs fired or finished by other nodes included — not from its
+//! own count of the events it saw; manual runs and retries waiting in the queue do not hold a
+//! slot back. Then:
 //! `forbid` skips every slot of the poll when anything is in flight (the slots of one poll go
 //! together, so an `all` catch-up backlog is queued and run one after another); `queue` fires
 //! while fewer than `max_queued` runs are in flight; `allow` fires while fewer than
@@ -105,9 +122,9 @@ pub struct JobHistory {
     pub last_begin: Option<i64>,
     /// When the latest run ended.
     pub last_end: Option<i64>,
-    /// Runs in progress.
+    /// Runs executing.
     pub running: u32,
-    /// Runs fired (queued) but not yet started.
+    /// Slot runs fired (queued) but not yet started.
     pub queued: u32,
 }
 
@@ -203,6 +220,15 @@ impl Decision {
     }
 }
 
+/// The keys a decision's slot may be recorded under, best first: the key itself, and for a
+/// re-lived slot (a key off the whole second) the following free keys within its second, for
+/// when a planner restored after a restart picked a key that an earlier re-lived span used.
+pub fn slot_keys(key: i64) -> impl Iterator<Item = i64> {
+    let within = key.rem_euclid(1000);
+    let last = if within == 0 { key } else { key - within + 999 };
+    key..=last
+}
+
 /// The per-job scheduling state machine. One per scheduled job, owned by the runtime.
 #[derive(Debug, Clone)]
 pub struct JobPlanner {
@@ -212,6 +238,11 @@ pub struct JobPlanner {
     /// `next_slot_after(floor)`, kept because the floor only moves in `poll_due`; this is
     /// what makes `next_wake` over a whole catalog cheap.
     next_slot: Option<(i64, Option<i64>)>,
+    /// While the clock is behind the last decided slot and the span is being re-lived: the
+    /// latest wall-clock slot re-lived so far (slots after it are due as the clock passes them).
+    relive: Option<i64>,
+    /// Spans re-lived by this planner: the key offset of the current one (see module docs).
+    relived_spans: i64,
 }
 
 impl JobPlanner {
@@ -228,6 +259,8 @@ impl JobPlanner {
             policy: policy.normalized(),
             hist: history,
             next_slot: None,
+            relive: None,
+            relived_spans: 0,
         };
         p.refresh_next();
         p
@@ -267,6 +300,25 @@ impl JobPlanner {
         self.hist.last_end = Some(now_ms);
     }
 
+    /// What the catalog says is in flight now: runs of the job executing on any node, and its
+    /// slot runs queued. The counts kept from run events are a cache between polls; this is
+    /// the truth the next [`poll_due`](Self::poll_due) decides from.
+    pub fn handle_in_flight(&mut self, running: u32, queued: u32) {
+        self.hist.running = running;
+        self.hist.queued = queued;
+    }
+
+    /// A fired slot's key was already in the catalog (another node decided it first): no run
+    /// was queued for it here.
+    pub fn handle_slot_taken(&mut self, _slot: i64) {
+        self.hist.queued = self.hist.queued.saturating_sub(1);
+    }
+
+    /// Whether the clock went back behind the last decided slot and that span is re-lived.
+    pub fn is_reliving(&self) -> bool {
+        self.relive.is_some()
+    }
+
     fn floor(&self) -> Option<i64> {
         match (self.hist.last_slot, self.hist.since) {
             (Some(a), Some(b)) => Some(a.max(b)),
@@ -274,8 +326,42 @@ impl JobPlanner {
         }
     }
 
+    /// Where due slots start: the re-live cursor while re-living, else the floor.
+    fn cursor(&self) -> Option<i64> {
+        self.relive.or_else(|| self.floor())
+    }
+
     fn refresh_next(&mut self) {
-        self.next_slot = self.floor().map(|f| (f, self.schedule.next_slot_after(f)));
+        self.next_slot = self.cursor().map(|f| (f, self.schedule.next_slot_after(f)));
+    }
+
+    /// The clock reads `now_ms`, before where due slots start: decide whether the repeated
+    /// span is re-lived (module docs). Returns true when it is.
+    fn clock_went_back(&mut self, now_ms: i64) -> bool {
+        let Some(last) = self.hist.last_slot else {
+            // Nothing decided yet: start from now rather than wait for the old start.
+            self.hist.since = Some(now_ms);
+            self.refresh_next();
+            return false;
+        };
+        if self.relive.is_none() && last < self.hist.since.unwrap_or(i64::MIN) {
+            // The floor is the start (activation), not a decided slot: start from now.
+            self.hist.since = Some(now_ms);
+            self.refresh_next();
+            if now_ms >= last {
+                return false;
+            }
+        }
+        // The latest slot the clock already went through: the re-live cursor, or the last slot.
+        let passed = self.relive.unwrap_or(last);
+        let period = self.schedule.next_slot_after(passed).map(|n| n - passed);
+        if period.is_some_and(|p| passed - now_ms >= p) {
+            self.relive = Some(now_ms);
+            self.relived_spans = self.relived_spans % 999 + 1;
+            self.refresh_next();
+            return true;
+        }
+        false
     }
 
     /// When the runtime should poll next: an instant at or before `now_ms` means "poll now";
@@ -286,7 +372,7 @@ impl JobPlanner {
         match self.schedule.kind() {
             Kind::OnDemand => None,
             Kind::Always { delay_ms } => self.always_due(now_ms, *delay_ms),
-            _ => match (self.floor(), self.next_slot) {
+            _ => match (self.cursor(), self.next_slot) {
                 (Some(f), Some((cached_floor, next))) if f == cached_floor => next,
                 (Some(f), _) => self.schedule.next_slot_after(f),
                 (None, _) => self.schedule.next_slot_after(now_ms),
@@ -363,6 +449,13 @@ impl JobPlanner {
                 return Vec::new();
             }
         };
+        let from = self.relive.unwrap_or(floor);
+        if now_ms < from && !self.clock_went_back(now_ms) {
+            return Vec::new();
+        }
+        let Some(floor) = self.cursor() else {
+            return Vec::new();
+        };
         // Fast path: the cached next slot is still in the future.
         if let Some((f, next)) = self.next_slot
             && f == floor
@@ -389,6 +482,7 @@ impl JobPlanner {
             }
         }
         if recent.is_empty() {
+            self.end_relive(now_ms);
             self.refresh_next();
             return Vec::new();
         }
@@ -445,7 +539,15 @@ impl JobPlanner {
         let cap = p.in_flight_cap();
         let blocked_at_start = self.hist.in_flight() >= cap;
         let mut in_flight = self.hist.in_flight();
+        // Slots of a re-lived span (at or before the last decided slot) get keys of their own.
+        let last = self.hist.last_slot;
+        let spans = self.relived_spans;
+        let key = |slot: i64| match last {
+            Some(l) if slot <= l => slot + spans,
+            _ => slot,
+        };
         for (i, &slot) in recent.iter().enumerate() {
+            let slot = key(slot);
             if !fire[i] {
                 out.push(Decision::Skip {
                     slot,
@@ -472,9 +574,22 @@ impl JobPlanner {
             }
         }
         self.hist.queued += in_flight - self.hist.in_flight();
-        self.hist.last_slot = Some(latest);
+        if self.relive.is_some() {
+            self.relive = Some(latest);
+            self.hist.last_slot = Some(last.map_or(latest, |l| l.max(key(latest))));
+            self.end_relive(now_ms);
+        } else {
+            self.hist.last_slot = Some(latest);
+        }
         self.refresh_next();
         out
+    }
+
+    /// Re-living ends once the clock has passed the last slot decided before the step.
+    fn end_relive(&mut self, now_ms: i64) {
+        if self.hist.last_slot.is_some_and(|l| now_ms >= l) {
+            self.relive = None;
+        }
     }
 
     /// How many slots lie in `[first, last]`, or `None` past [`COUNT_LIMIT`].

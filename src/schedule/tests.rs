@@ -918,26 +918,160 @@ fn overlap_queue_and_allow_are_capped() {
     }
 }
 
+/// An hourly job whose clock steps back two hours re-lives the repeated span: it fires at
+/// 10:00 and 11:00 again by the clock, under keys of their own (slot + 1 ms), then 12:00 as
+/// usual — no key twice, and no silence for the size of the step.
 #[test]
-fn a_clock_jumping_back_never_refires_a_slot() {
+fn a_clock_stepping_back_re_lives_the_span_under_keys_of_its_own() {
     let mut p = hourly_planner(PlanPolicy::default(), utc_at("2026-02-01 10:00"));
     let t11 = utc_at("2026-02-01 11:00");
     assert_eq!(p.poll_due(t11 + 10).len(), 1);
     p.handle_run_started(t11 + 10);
     p.handle_run_finished(t11 + 20);
-    // Back two hours, then forward through the same slots again.
+    // Back two hours (the step is twice the period): the span 09:00..11:00 is lived again.
+    let mut fired = Vec::new();
     let mut now = t11 - 2 * HOUR;
-    while now <= t11 + 30 * MIN {
-        assert_eq!(
-            p.poll_due(now),
-            vec![],
-            "refired at {}",
-            format_local(utc(), now)
-        );
-        assert!(p.next_wake(now).unwrap() > now);
+    while now <= t11 + 90 * MIN {
+        for d in p.poll_due(now) {
+            match d {
+                Decision::Fire { slot, .. } => fired.push((now, slot)),
+                other => panic!("{other:?} at {}", format_local(utc(), now)),
+            }
+            p.handle_run_started(now);
+            p.handle_run_finished(now + 5);
+        }
+        let wake = p.next_wake(now).unwrap();
+        assert!(wake > now, "next wake {wake} <= {now}");
         now += MIN;
     }
-    assert_eq!(p.next_wake(now), Some(t11 + HOUR));
+    let t10 = t11 - HOUR;
+    assert_eq!(
+        fired,
+        [(t10, t10 + 1), (t11, t11 + 1), (t11 + HOUR, t11 + HOUR)],
+        "re-lived under slot + 1 ms, then the natural slot"
+    );
+    assert!(!p.is_reliving());
+    assert_eq!(p.history().last_slot, Some(t11 + HOUR));
+}
+
+/// The case: a per-minute job whose clock steps back an hour goes on firing every
+/// minute (it was silent for the whole hour).
+#[test]
+fn a_per_minute_job_keeps_firing_every_minute_after_the_clock_steps_back_an_hour() {
+    let t0 = utc_at("2026-02-01 11:00");
+    let mut p = JobPlanner::restore(
+        sched(spec_cron("* * * * *"), utc()),
+        PlanPolicy::default(),
+        JobHistory {
+            last_slot: Some(t0),
+            ..Default::default()
+        },
+    );
+    let mut keys = HashSet::new();
+    keys.insert(t0);
+    let mut fires = 0;
+    // The clock reads 10:00:30 after the step; poll every 10 s for two hours.
+    let mut now = t0 - HOUR + 30_000;
+    let end = now + 2 * HOUR;
+    while now < end {
+        for d in p.poll_due(now) {
+            let Decision::Fire { slot, .. } = d else {
+                panic!("{d:?}")
+            };
+            assert!(keys.insert(slot), "key {slot} twice");
+            assert!(slot - slot % 1000 <= now && now - (slot - slot % 1000) < 10_000);
+            fires += 1;
+            p.handle_run_started(now);
+            p.handle_run_finished(now + 1);
+        }
+        now += 10_000;
+    }
+    assert_eq!(fires, 120, "one run a minute for two hours");
+}
+
+/// A daily job whose clock steps back half an hour across its slot does not run twice that
+/// day (cron's rule for fixed-time jobs): it waits for its next slot.
+#[test]
+fn a_daily_job_stepped_back_across_its_slot_does_not_run_twice() {
+    let slot = utc_at("2026-02-01 10:30");
+    let mut p = JobPlanner::restore(
+        sched(spec_at("10:30", None), utc()),
+        PlanPolicy::default(),
+        JobHistory {
+            last_slot: Some(slot),
+            ..Default::default()
+        },
+    );
+    let mut now = utc_at("2026-02-01 10:00");
+    while now < slot + DAY - MIN {
+        assert_eq!(p.poll_due(now), vec![], "at {}", format_local(utc(), now));
+        now += 5 * MIN;
+    }
+    assert!(!p.is_reliving());
+    assert_eq!(
+        p.poll_due(slot + DAY),
+        vec![Decision::Fire {
+            slot: slot + DAY,
+            catch_up: false
+        }]
+    );
+}
+
+/// A new job (nothing decided yet) whose start lies ahead of a clock that stepped back starts
+/// from the clock's reading instead of waiting for the old start.
+#[test]
+fn a_new_job_behind_a_clock_step_starts_from_now() {
+    let created = utc_at("2026-02-01 11:00");
+    let mut p = JobPlanner::restore(
+        sched(spec_cron("* * * * *"), utc()),
+        PlanPolicy::default(),
+        JobHistory {
+            since: Some(created),
+            ..Default::default()
+        },
+    );
+    let now = created - HOUR + 30_000;
+    assert_eq!(p.poll_due(now), vec![]);
+    assert_eq!(p.next_wake(now), Some(created - HOUR + MIN));
+    assert_eq!(
+        p.poll_due(created - HOUR + MIN),
+        vec![Decision::Fire {
+            slot: created - HOUR + MIN,
+            catch_up: false
+        }]
+    );
+}
+
+/// The in-flight counts the runtime reads from the catalog replace the ones kept from run
+/// events: a count that drifted (an event lost to a reload, a run another node fired and
+/// finished) no longer refuses every later slot.
+#[test]
+fn in_flight_counts_from_the_catalog_override_a_drifted_event_count() {
+    let mut p = hourly_planner(PlanPolicy::default(), utc_at("2026-02-01 10:00"));
+    let t11 = utc_at("2026-02-01 11:00");
+    assert_eq!(p.poll_due(t11).len(), 1);
+    // The run started and finished, but the finish was never seen here.
+    p.handle_run_started(t11 + 1);
+    p.handle_in_flight(0, 0);
+    assert_eq!(
+        p.poll_due(t11 + HOUR),
+        vec![Decision::Fire {
+            slot: t11 + HOUR,
+            catch_up: false
+        }]
+    );
+    // Another node decided the slot first: nothing was queued here.
+    p.handle_slot_taken(t11 + HOUR);
+    assert_eq!(p.history().in_flight(), 0);
+    // And a run executing elsewhere holds the next slot back (overlap forbid).
+    p.handle_in_flight(1, 0);
+    assert_eq!(
+        p.poll_due(t11 + 2 * HOUR),
+        vec![Decision::Skip {
+            slot: t11 + 2 * HOUR,
+            reason: SkipReason::Overlap
+        }]
+    );
 }
 
 #[test]
@@ -1165,6 +1299,7 @@ struct SimStats {
     dropped: usize,
     restarts: usize,
     jumps_back: usize,
+    relived: usize,
 }
 
 /// One simulated node running one job: random clock (ticks, jumps both ways, outages),
@@ -1210,6 +1345,11 @@ fn simulate_job(seed: u64, steps: usize) -> SimStats {
         for _ in workers.finished_by(now) {
             p.handle_run_finished(now);
         }
+        // Event counts may drift (an event lost to a reload); the runtime hands the planner
+        // the catalog's counts before each poll, which must win.
+        if sim.rng.chance(10) {
+            p.handle_run_started(now);
+        }
         // The fake processor runs one at a time unless overlap allows more.
         let slots = if policy.overlap == OverlapPolicy::Allow {
             policy.max_concurrent
@@ -1221,10 +1361,14 @@ fn simulate_job(seed: u64, steps: usize) -> SimStats {
             p.handle_run_started(now);
             workers.start(now + sim.rng.range_i64(0, 2 * HOUR), ());
         }
+        p.handle_in_flight(workers.len() as u32, queue);
         let before = *p.history();
         let floor = before.last_slot.max(before.since);
+        // The model knows no re-lived spans: it checks every poll of a clock at or past the floor.
         let expected = match floor {
-            Some(floor) if !is_always => expected_decisions(&p, floor, now),
+            Some(floor) if !is_always && now >= floor && !p.is_reliving() => {
+                expected_decisions(&p, floor, now)
+            }
             _ => None,
         };
         let out = p.poll_due(now);
@@ -1235,19 +1379,31 @@ fn simulate_job(seed: u64, steps: usize) -> SimStats {
         }
         for d in &out {
             if let Some(slot) = d.slot() {
+                // The catalog records a re-lived slot under the first free key of its second
+                // (a restored planner does not know the keys earlier spans used).
+                let slot = crate::schedule::slot_keys(slot)
+                    .find(|k| !decided.contains(k))
+                    .expect("a free key");
                 assert!(
                     decided.insert(slot),
                     "slot {slot} decided twice\n{}",
                     sim.report()
                 );
-                assert!(
-                    last_decided.is_none_or(|l| slot > l),
-                    "slot {slot} not after the last one\n{}",
-                    sim.report()
-                );
-                last_decided = Some(slot);
+                // Calendar slots fall on whole seconds; a re-lived slot's key is slot + n ms.
+                let natural = is_always || slot % 1000 == 0;
+                if natural {
+                    assert!(
+                        last_decided.is_none_or(|l| slot > l),
+                        "slot {slot} not after the last one\n{}",
+                        sim.report()
+                    );
+                    last_decided = Some(slot);
+                } else {
+                    stats.relived += 1;
+                }
                 if !is_always {
-                    assert!(slot <= now, "a future slot fired\n{}", sim.report());
+                    let wall = slot - slot.rem_euclid(1000);
+                    assert!(wall <= now, "a future slot fired\n{}", sim.report());
                 }
             }
             match d {
@@ -1340,6 +1496,7 @@ fn simulation_covers_every_decision_kind() {
         total.dropped += s.dropped;
         total.restarts += s.restarts;
         total.jumps_back += s.jumps_back;
+        total.relived += s.relived;
     }
     assert!(total.model_checked_polls > 5000, "{total:?}");
     assert!(
@@ -1348,9 +1505,76 @@ fn simulation_covers_every_decision_kind() {
     );
     assert_eq!(total.skipped.len(), SkipReason::ALL.len(), "{total:?}");
     assert!(
-        total.dropped > 0 && total.restarts > 10 && total.jumps_back > 100,
+        total.dropped > 0 && total.restarts > 10 && total.jumps_back > 100 && total.relived > 10,
         "{total:?}"
     );
+}
+
+/// Frequent schedules for the step-back property: (schedule, its period in ms).
+const FREQUENT: [(&str, i64); 5] = [
+    ("* * * * *", MIN),
+    ("*/5 * * * * *", 5_000),
+    ("0 */15 * * * *", 15 * MIN),
+    ("30 * * * * *", MIN),
+    ("0 0 * * * *", HOUR),
+];
+
+/// After a step back of any size at any moment, a job polled often fires again within two
+/// periods of the clock's new reading, keeps firing once a period, and never decides a key
+/// twice; re-lived keys are never natural slots.
+fn step_back_keeps_the_rhythm(seed: u64) {
+    let mut rng = SimRng::new(seed);
+    let &(cron, period) = rng.pick(&FREQUENT);
+    let tz: Tz = rng.pick(&ZONES).parse().unwrap();
+    let policy = PlanPolicy {
+        overlap: OverlapPolicy::Allow,
+        max_concurrent: 1000,
+        ..PlanPolicy::default()
+    };
+    let mut p = JobPlanner::new(sched(spec_cron(cron), tz), policy);
+    let poll_every = (period / 10).clamp(1000, MIN);
+    let mut now =
+        at(utc(), "2026-01-01 00:00") + rng.range_i64(0, 365) * DAY + rng.range_i64(0, DAY);
+    let mut keys = HashSet::new();
+    let mut last_fire: Option<i64> = None;
+    let mut steps = 0;
+    for _ in 0..(3000 / (period / poll_every).max(1)).max(200) {
+        // A few steps back of any size, up to six hours.
+        let mut landed = None;
+        if rng.chance(3) && steps < 4 {
+            steps += 1;
+            now -= rng.range_i64(1, 6 * HOUR);
+            landed = Some(now);
+            last_fire = None;
+        }
+        for d in p.poll_due(now) {
+            let Some(key) = d.slot() else { continue };
+            assert!(keys.insert(key), "seed {seed}: key {key} twice");
+            if let Decision::Fire { .. } = d {
+                if let Some(l) = last_fire {
+                    assert!(
+                        now - l <= 2 * period + poll_every,
+                        "seed {seed}: {cron} silent from {l} to {now}"
+                    );
+                }
+                last_fire = Some(now);
+            }
+        }
+        if let (Some(l), None) = (landed, last_fire) {
+            // Checked at the next fire: within two periods of the landing.
+            last_fire = Some(l);
+        }
+        now += poll_every;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    fn a_clock_step_back_never_silences_a_frequent_job_nor_repeats_a_key(seed in any::<u64>()) {
+        step_back_keeps_the_rhythm(seed);
+    }
 }
 
 #[test]
