@@ -64,6 +64,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0009_object_generation.sql",
         sql: include_str!("../../migrations/0009_object_generation.sql"),
     },
+    Migration {
+        version: 10,
+        name: "0010_queued_slot_index.sql",
+        sql: include_str!("../../migrations/0010_queued_slot_index.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -153,9 +153,9 @@ pub struct ScheduledJob {
     pub last_begin: Option<i64>,
     /// Last run's end.
     pub last_end: Option<i64>,
-    /// Runs executing.
+    /// Runs executing (on any node).
     pub running: i64,
-    /// Runs queued.
+    /// Slot runs queued (fired by a schedule on any node, not yet started).
     pub queued: i64,
 }
 
@@ -165,12 +165,11 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
     -- Retries carry no slot, so the unique (job_id, scheduled_for) index answers this.
     (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
     j.create_date * 1000, j.last_date_begin, j.last_date_end,
-    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
-    coalesce(q.n, 0)
+    (SELECT count(*) FROM job_run r INDEXED BY job_run_running_job_idx
+     WHERE r.job_id = j.job_id AND r.status = 'running'),
+    (SELECT count(*) FROM job_run r INDEXED BY job_run_queued_slot_idx
+     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL)
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
-    -- One pass over the queue index (queued runs only) counts every job's queued runs.
-    LEFT JOIN (SELECT job_id, count(*) AS n FROM job_run INDEXED BY job_run_queue_idx
-               WHERE status = 'queued' GROUP BY job_id) q ON q.job_id = j.job_id
     JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
     WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL";
 
@@ -290,6 +289,34 @@ pub struct NewRun {
     pub status: RunStatus,
     /// The skip reason.
     pub error: Option<String>,
+}
+
+const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run INDEXED BY job_run_running_job_idx
+    WHERE job_id = ?1 AND status = 'running'";
+const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run INDEXED BY job_run_queued_slot_idx
+    WHERE job_id = ?1 AND status = 'queued' AND scheduled_for IS NOT NULL";
+
+/// A job's runs in flight, as the overlap policy counts them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct InFlight {
+    /// Runs executing, on any node.
+    pub running: i64,
+    /// Slot runs waiting in the queue (manual runs and retries do not hold a slot back).
+    pub queued_slots: i64,
+}
+
+/// What is in flight for `job_id` now; both answers come from small partial indexes.
+pub fn in_flight(conn: &Connection, job_id: i64) -> Result<InFlight, CatalogError> {
+    let running = conn
+        .prepare_cached(COUNT_RUNNING)?
+        .query_row([job_id], |r| r.get(0))?;
+    let queued_slots = conn
+        .prepare_cached(COUNT_QUEUED_SLOTS)?
+        .query_row([job_id], |r| r.get(0))?;
+    Ok(InFlight {
+        running,
+        queued_slots,
+    })
 }
 
 const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,

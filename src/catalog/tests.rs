@@ -605,8 +605,9 @@ payload = { function = "f" }
         assert_eq!(queue::prune_runs(conn, 5).unwrap(), 0);
     }
 
-    /// The scheduler's per-job counts, and skipping a deactivated job's queued slots, both go
-    /// through the queue index (no index of queued runs per job).
+    /// The scheduler's per-job counts of runs in flight (running anywhere, slot runs queued: an
+    /// on-demand run waiting does not hold a slot back), read the same way at load and at each
+    /// decision; skipping a deactivated job's queued slots leaves its on-demand run.
     #[test]
     fn queued_runs_per_job_are_counted_and_skipped() {
         let (_dir, mut catalog, node, pid) = setup();
@@ -628,8 +629,12 @@ payload = { function = "f" }
             .map(|j| (j.job_id, j.running, j.queued))
             .collect();
         assert_eq!(counts.len(), 2);
-        assert!(counts.contains(&(free, 1, 2)), "{counts:?}");
+        assert!(counts.contains(&(free, 1, 1)), "{counts:?}");
         assert!(counts.contains(&(low, 0, 1)), "{counts:?}");
+        let f = queue::in_flight(conn, free).unwrap();
+        assert_eq!((f.running, f.queued_slots), (1, 1));
+        let l = queue::in_flight(conn, low).unwrap();
+        assert_eq!((l.running, l.queued_slots), (0, 1));
         // Only the job's queued slots are skipped: not its on-demand run, not another job's.
         assert_eq!(queue::skip_queued_slots(conn, free, "off", 5).unwrap(), 1);
         assert_eq!(statuses(conn), ["running", "skipped", "queued", "queued"]);

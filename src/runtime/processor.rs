@@ -34,6 +34,16 @@ const CLAIM_FAILURES_BEFORE_RESTART: u32 = 5;
 #[rtype(result = "()")]
 pub struct Wake;
 
+/// Runs of this priority were queued for this processor: claim at once when they come before
+/// runs already claimed and waiting here (a high-priority slot does not wait behind a buffered
+/// batch of low-priority work).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Enqueued {
+    /// The highest priority among the runs queued.
+    pub priority: i64,
+}
+
 /// Stop (true) or resume (false) claiming.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -178,6 +188,9 @@ pub struct Processor {
     restarts: u32,
     last_error: Option<String>,
     requeue_pending: bool,
+    /// Runs were queued that come before the buffered ones: claim without waiting for the
+    /// buffer to run low.
+    urgent: bool,
 }
 
 impl Processor {
@@ -219,6 +232,7 @@ impl Processor {
             restarts: 0,
             last_error: None,
             requeue_pending: false,
+            urgent: false,
         }
     }
 
@@ -252,12 +266,16 @@ impl Processor {
             self.wake_again = true;
             return;
         }
-        let limit = self
+        let mut limit = self
             .sizer
             .poll_claim(self.local.len(), self.free(), self.cfg.instances);
+        if limit == 0 && std::mem::take(&mut self.urgent) {
+            limit = 1;
+        }
         if limit == 0 {
             return;
         }
+        self.urgent = false;
         self.claiming = true;
         self.wake_again = false;
         let (pid, node, lease, paused) = (
@@ -283,7 +301,7 @@ impl Processor {
                     if !full {
                         act.sizer.handle_short_claim();
                     }
-                    act.local.extend(claim.runs);
+                    act.buffer(claim.runs);
                     if act.draining {
                         act.requeue_local(ctx);
                         return;
@@ -309,6 +327,32 @@ impl Processor {
                 }
             }
         }));
+    }
+
+    /// Adds claimed runs to the buffer in claim order: by priority (a later claim's urgent run
+    /// goes before buffered runs of lower priority), then as claimed.
+    fn buffer(&mut self, runs: Vec<ClaimedRun>) {
+        let jumps = runs.first().is_some_and(|first| {
+            self.local
+                .back()
+                .is_some_and(|last| last.priority < first.priority)
+        });
+        if !jumps {
+            self.local.extend(runs);
+            return;
+        }
+        let older = std::mem::take(&mut self.local);
+        let (mut a, mut b) = (older.into_iter().peekable(), runs.into_iter().peekable());
+        while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
+            let next = if y.priority > x.priority {
+                b.next()
+            } else {
+                a.next()
+            };
+            self.local.extend(next);
+        }
+        self.local.extend(a);
+        self.local.extend(b);
     }
 
     /// Returns claimed-but-unstarted runs to the queue (shutdown).
@@ -612,6 +656,21 @@ impl Supervised for Processor {
 impl Handler<Wake> for Processor {
     type Result = ();
     fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        self.pump(ctx);
+    }
+}
+
+impl Handler<Enqueued> for Processor {
+    type Result = ();
+    fn handle(&mut self, msg: Enqueued, ctx: &mut Context<Self>) {
+        // The buffer is in priority order: its last run has the lowest priority.
+        if self
+            .local
+            .back()
+            .is_some_and(|buffered| buffered.priority < msg.priority)
+        {
+            self.urgent = true;
+        }
         self.pump(ctx);
     }
 }

@@ -3,9 +3,17 @@
 //! CatalogWriter, and wakes the processors concerned. It talks to the Processors (run events,
 //! wakes) and watches the catalog for edits by anyone (`PRAGMA data_version` + generation).
 //!
+//! The planners decide *inside* the writer's transaction that records their decisions: the
+//! tick sends the due planners there, each is told what the catalog has in flight for its job
+//! (runs executing on any node, slot runs queued) and then polled, and the planners come back
+//! with their new state. A node's own count of Started/Finished events is only a cache for
+//! choosing wake-up times: it drifted when a reload's snapshot raced the events, and it never
+//! saw other nodes' runs, which made slots `skipped` while nothing ran.
+//!
 //! Invariant: no busy polling — between catalog edits and due times it does nothing but a
-//! two-query change check every `WATCH_INTERVAL`; a slot becomes a row at most once (the
-//! unique `(job_id, scheduled_for)` decides between nodes).
+//! two-query change check every `WATCH_INTERVAL` (and, for a run_always job waiting on a run
+//! in flight, one look at the catalog every `RECHECK_IN_FLIGHT`); a slot key becomes a row at
+//! most once (the unique `(job_id, scheduled_for)` decides between nodes).
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,15 +27,24 @@ use rusqlite::Connection;
 use serde_json::Value as Json;
 
 use super::Clock;
-use super::processor::{Processor, RunEvent, RunEvents, Wake};
+use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
 use super::writer::{self, Writer};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{self, NewRun, ScheduledJob};
 use crate::model::RunStatus;
-use crate::schedule::{Decision, JobHistory, JobPlanner, PlanPolicy, Schedule};
+use crate::schedule::{Decision, JobHistory, JobPlanner, PlanPolicy, Schedule, slot_keys};
 
-/// How often the catalog file is checked for edits made by other connections.
-pub const WATCH_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the catalog file is checked for edits made by other connections: it bounds how
+/// long a run queued by another process (`jobvisor jobs run`) waits before a free processor
+/// notices it. The check is one `PRAGMA data_version` read.
+pub const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// A run_always job waiting for a run in flight looks at the catalog this often, besides the
+/// run events it receives: the run may be another node's, or its event lost to a reload.
+const RECHECK_IN_FLIGHT: i64 = 5_000;
+
+/// After a failed attempt to record due decisions, wait this long before the next.
+const RETRY_AFTER_ERROR: i64 = 1_000;
 
 /// Re-read the catalog's jobs (someone edited it).
 #[derive(Message)]
@@ -57,6 +74,26 @@ pub struct PauseSchedules(pub bool);
 struct Entry {
     job: ScheduledJob,
     planner: JobPlanner,
+    /// When its planner last decided against the catalog's counts.
+    checked_at: i64,
+}
+
+/// A due job's planner on its way into the writer's transaction, and back.
+struct DueJob {
+    job_id: i64,
+    name: String,
+    processor_id: i64,
+    priority: i64,
+    planner: JobPlanner,
+}
+
+/// What deciding the due jobs did, for the actor to carry on.
+#[derive(Default)]
+struct Decided {
+    /// The planners with their new state.
+    jobs: Vec<DueJob>,
+    /// (processor, priority) of each run queued.
+    fired: Vec<(i64, i64)>,
 }
 
 /// The Scheduler actor.
@@ -71,6 +108,10 @@ pub struct Scheduler {
     timer: Option<SpawnHandle>,
     ticking: bool,
     tick_again: bool,
+    /// Counts installs: planners coming back from the writer replace only the same install's.
+    installs: u64,
+    /// No tick records anything before this instant (a write failed).
+    retry_at: i64,
     paused: bool,
     watch: Option<Connection>,
     data_version: i64,
@@ -101,6 +142,8 @@ impl Scheduler {
             timer: None,
             ticking: false,
             tick_again: false,
+            installs: 0,
+            retry_at: i64::MIN,
             paused: false,
             watch: Some(watch),
             data_version: -1,
@@ -131,7 +174,15 @@ impl Scheduler {
 
     fn install(&mut self, jobs: Vec<ScheduledJob>) {
         let mut entries = HashMap::with_capacity(jobs.len());
+        let mut old = std::mem::take(&mut self.entries);
         for job in jobs {
+            // A job whose plan did not change keeps its planner (a re-lived span, the counts).
+            if let Some(entry) = old.remove(&job.job_id)
+                && same_plan(&entry.job, &job)
+            {
+                entries.insert(job.job_id, Entry { job, ..entry });
+                continue;
+            }
             let schedule = match Schedule::parse(&job.spec, self.tz) {
                 Ok(s) => s,
                 Err(errors) => {
@@ -163,13 +214,22 @@ impl Scheduler {
                 queued: job.queued.clamp(0, u32::MAX as i64) as u32,
             };
             let planner = JobPlanner::restore(schedule, policy, history);
-            entries.insert(job.job_id, Entry { job, planner });
+            entries.insert(
+                job.job_id,
+                Entry {
+                    job,
+                    planner,
+                    checked_at: i64::MIN,
+                },
+            );
         }
         tracing::info!(jobs = entries.len(), "schedules loaded");
         self.entries = entries;
+        self.installs += 1;
     }
 
-    /// Polls every planner, persists the decisions, re-arms the timer.
+    /// Sends the due planners into the writer's transaction, which decides and records their
+    /// slots there (module docs), then re-arms the timer.
     fn tick(&mut self, ctx: &mut Context<Self>) {
         if self.paused {
             return;
@@ -179,69 +239,37 @@ impl Scheduler {
             return;
         }
         let now = self.clock.now_ms();
-        let mut runs = Vec::new();
-        for entry in self.entries.values_mut() {
-            for decision in entry.planner.poll_due(now) {
-                let (slot, status, error) = match decision {
-                    Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
-                    Decision::Skip { slot, reason } => {
-                        (slot, RunStatus::Skipped, Some(reason.explain().to_string()))
-                    }
-                    Decision::Drop {
-                        first,
-                        last,
-                        count,
-                        reason,
-                    } => {
-                        tracing::warn!(job = %entry.job.name, first, last, ?count, reason = reason.as_str(), "slots dropped");
-                        continue;
-                    }
-                };
-                runs.push(NewRun {
-                    job_id: entry.job.job_id,
-                    processor_id: entry.job.processor_id,
-                    priority: entry.job.priority,
-                    scheduled_for: Some(slot),
-                    run_after: slot.min(now),
-                    params: None,
-                    status,
-                    error,
-                });
-            }
-        }
-        if runs.is_empty() {
+        let due: Vec<DueJob> = if now < self.retry_at {
+            Vec::new()
+        } else {
+            self.entries
+                .values()
+                .filter(|e| self.wake_of(e, now).is_some_and(|w| w <= now))
+                .map(|e| DueJob {
+                    job_id: e.job.job_id,
+                    name: e.job.name.clone(),
+                    processor_id: e.job.processor_id,
+                    priority: e.job.priority,
+                    planner: e.planner.clone(),
+                })
+                .collect()
+        };
+        if due.is_empty() {
             self.arm(now, ctx);
             return;
         }
         self.ticking = true;
+        let installs = self.installs;
         let writer = self.writer.clone();
-        let insert = async move {
-            writer::call(&writer, move |c| {
-                let mut fired = Vec::new();
-                for run in &runs {
-                    if queue::enqueue(c, run, now)?.is_some() && run.status == RunStatus::Queued {
-                        fired.push(run.processor_id);
-                    }
-                }
-                Ok(fired)
-            })
-            .await
-        };
-        ctx.spawn(insert.into_actor(self).map(move |result, act, ctx| {
+        let decide = async move { writer::call(&writer, move |c| decide_due(c, due, now)).await };
+        ctx.spawn(decide.into_actor(self).map(move |result, act, ctx| {
             act.ticking = false;
             match result {
-                Ok(fired) => {
-                    let mut woken = Vec::new();
-                    for pid in fired {
-                        if !woken.contains(&pid) {
-                            woken.push(pid);
-                            if let Some(p) = act.processors.get(&pid) {
-                                p.do_send(Wake);
-                            }
-                        }
-                    }
+                Ok(decided) => act.on_decided(decided, installs, now),
+                Err(e) => {
+                    tracing::error!("recording due slots: {e}");
+                    act.retry_at = now + RETRY_AFTER_ERROR;
                 }
-                Err(e) => tracing::error!("enqueueing due runs: {e}"),
             }
             if std::mem::take(&mut act.tick_again) {
                 act.tick(ctx);
@@ -249,6 +277,39 @@ impl Scheduler {
                 act.arm(now, ctx);
             }
         }));
+    }
+
+    /// Takes back the planners that decided in the writer, and wakes the processors that got
+    /// runs (with the highest priority queued for each).
+    fn on_decided(&mut self, decided: Decided, installs: u64, now: i64) {
+        if installs == self.installs {
+            for due in decided.jobs {
+                if let Some(entry) = self.entries.get_mut(&due.job_id) {
+                    entry.planner = due.planner;
+                    entry.checked_at = now;
+                }
+            }
+        }
+        let mut woken: HashMap<i64, i64> = HashMap::new();
+        for (pid, priority) in decided.fired {
+            let top = woken.entry(pid).or_insert(priority);
+            *top = (*top).max(priority);
+        }
+        for (pid, priority) in woken {
+            if let Some(p) = self.processors.get(&pid) {
+                p.do_send(Enqueued { priority });
+            }
+        }
+    }
+
+    /// When an entry wants a poll: its planner's wake-up, or for a run_always job held back by
+    /// a run in flight, a look at the catalog every `RECHECK_IN_FLIGHT`.
+    fn wake_of(&self, entry: &Entry, now: i64) -> Option<i64> {
+        entry.planner.next_wake(now).or_else(|| {
+            let waiting = entry.planner.history().in_flight() > 0;
+            (entry.planner.schedule().run_always_delay().is_some() && waiting)
+                .then(|| entry.checked_at.saturating_add(RECHECK_IN_FLIGHT))
+        })
     }
 
     /// One timer, for the earliest wake-up of any planner.
@@ -259,11 +320,12 @@ impl Scheduler {
         let Some(next) = self
             .entries
             .values()
-            .filter_map(|e| e.planner.next_wake(now))
+            .filter_map(|e| self.wake_of(e, now))
             .min()
         else {
             return;
         };
+        let next = next.max(self.retry_at);
         // A wake-up at or before now means work the last poll could not do (e.g. an overlap):
         // look again shortly rather than spin.
         let delay = if next <= now { 50 } else { (next - now) as u64 };
@@ -299,6 +361,73 @@ impl Scheduler {
             self.reload(ctx);
         }
     }
+}
+
+/// Whether two loads of a job plan it the same way (its planner can be kept).
+fn same_plan(a: &ScheduledJob, b: &ScheduledJob) -> bool {
+    a.spec == b.spec
+        && a.processor_id == b.processor_id
+        && a.priority == b.priority
+        && a.misfire == b.misfire
+        && a.misfire_window == b.misfire_window
+        && a.max_catchup == b.max_catchup
+        && a.overlap == b.overlap
+        && a.max_overlap == b.max_overlap
+}
+
+/// Inside the writer's transaction: each due planner learns what the catalog has in flight for
+/// its job, decides, and its decisions become rows. A fired slot whose key another node took
+/// first is handed back to the planner; a re-lived slot takes the next free key of its second.
+fn decide_due(c: &Connection, mut due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
+    let mut fired = Vec::new();
+    for job in &mut due {
+        let f = queue::in_flight(c, job.job_id)?;
+        job.planner.handle_in_flight(
+            f.running.clamp(0, u32::MAX as i64) as u32,
+            f.queued_slots.clamp(0, u32::MAX as i64) as u32,
+        );
+        for decision in job.planner.poll_due(now) {
+            let (slot, status, error) = match decision {
+                Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
+                Decision::Skip { slot, reason } => {
+                    (slot, RunStatus::Skipped, Some(reason.explain().to_string()))
+                }
+                Decision::Drop {
+                    first,
+                    last,
+                    count,
+                    reason,
+                } => {
+                    tracing::warn!(job = %job.name, first, last, ?count, reason = reason.as_str(), "slots dropped");
+                    continue;
+                }
+            };
+            let mut run = NewRun {
+                job_id: job.job_id,
+                processor_id: job.processor_id,
+                priority: job.priority,
+                scheduled_for: Some(slot),
+                run_after: slot.min(now),
+                params: None,
+                status,
+                error,
+            };
+            let mut inserted = false;
+            for key in slot_keys(slot) {
+                run.scheduled_for = Some(key);
+                if queue::enqueue(c, &run, now)?.is_some() {
+                    inserted = true;
+                    break;
+                }
+            }
+            match (inserted, status) {
+                (true, RunStatus::Queued) => fired.push((job.processor_id, job.priority)),
+                (false, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
+                _ => {}
+            }
+        }
+    }
+    Ok(Decided { jobs: due, fired })
 }
 
 impl Actor for Scheduler {
@@ -420,14 +549,14 @@ impl Handler<Trigger> for Scheduler {
                             .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
                     );
                 }
-                Ok((ids, processor_id))
+                Ok((ids, processor_id, priority))
             })
             .await
         };
         Box::pin(insert.into_actor(self).map(|result, act, _| {
-            let (ids, processor_id) = result?;
+            let (ids, processor_id, priority) = result?;
             if let Some(p) = act.processors.get(&processor_id) {
-                p.do_send(Wake);
+                p.do_send(Enqueued { priority });
             }
             Ok(ids)
         }))

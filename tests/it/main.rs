@@ -7,4 +7,5 @@ mod damaged_files;
 mod engine;
 mod operator;
 mod runtime;
+mod slots;
 mod support;

@@ -262,6 +262,23 @@ pub fn runs(db: &Path) -> Vec<Run> {
     .collect()
 }
 
+/// Queues `n` on-demand runs of `job` straight into the catalog at `db` (one statement; the
+/// CLI would take one process per run).
+pub fn queue_runs(db: &Path, job: &str, n: i64) {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    let queued = conn
+        .execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
+             INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
+             SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = ?1",
+            rusqlite::params![job, n],
+        )
+        .unwrap();
+    assert_eq!(queued as i64, n, "job {job} exists");
+}
+
 /// Runs of one job.
 pub fn runs_of(db: &Path, job: &str) -> Vec<Run> {
     runs(db).into_iter().filter(|r| r.job == job).collect()
