@@ -1,6 +1,6 @@
 //! The actor runtime end to end: real `jobvisor run` processes on temporary catalogs.
 
-use crate::support::{Workspace, http_get, runs, runs_of, wait_for};
+use crate::support::{Workspace, http_get, queue_runs, runs, runs_of, wait_for};
 
 /// A catalog with two processors and two objects; each test appends its jobs.
 const BASE: &str = r#"
@@ -370,13 +370,7 @@ payload = { function = "debug.noop" }
     let conn = rusqlite::Connection::open(&db).unwrap();
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .unwrap();
-    conn.execute(
-        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
-         INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
-         SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = 'noop'",
-        [N],
-    )
-    .unwrap();
+    queue_runs(&db, "noop", N);
     let succeeded = |conn: &rusqlite::Connection| -> Vec<(i64, i64, i64)> {
         conn.prepare(
             "SELECT run_id, claim_token, finished_at FROM job_run
@@ -428,25 +422,36 @@ payload = { function = "debug.noop" }
     assert_eq!(in_progress, 0);
 }
 
+/// SIGTERM stops claims at once, lets a running job finish within the grace period, and
+/// returns a job still running at its end to the queue. `short` runs until the test creates a
+/// file, after the signal: the test does not depend on how fast the node starts either run.
 #[test]
 fn sigterm_lets_short_jobs_finish_and_requeues_long_ones() {
-    let ws = workspace(
-        r#"
+    let ws = Workspace::new();
+    let go = ws.path("go");
+    let file = ws.write(
+        "jobs.conf",
+        &format!(
+            r#"{BASE}
 [job.short]
 type = "command"
 processor = "wide"
-payload = { argv = ["sleep", "0.5"] }
+payload = {{ argv = ["sh", "-c", "while [ ! -e '{}' ]; do sleep 0.02; done"] }}
 
 [job.long]
 type = "command"
 processor = "wide"
-payload = { argv = ["sleep", "30"] }
+payload = {{ argv = ["sleep", "30"] }}
 "#,
+            go.display()
+        ),
     );
+    ws.ok(&["import", &file.display().to_string()]);
+    ws.disable_seeded_jobs();
     let node = ws.start_node("n1");
     ws.ok(&["jobs", "run", "short"]);
     ws.ok(&["jobs", "run", "long"]);
-    wait_for(5.0, "both running", || {
+    wait_for(10.0, "both running", || {
         (runs(&ws.db())
             .iter()
             .filter(|r| r.status == "running")
@@ -455,8 +460,15 @@ payload = { argv = ["sleep", "30"] }
             .then_some(())
     });
     let t0 = std::time::Instant::now();
-    assert_eq!(node.stop(), Some(0));
-    // The grace period is 2 s in tests (JOBVISOR__NODE__SHUTDOWN_GRACE).
+    let mut node = node;
+    // SAFETY: signalling our own child process.
+    unsafe {
+        libc::kill(node.child.id() as i32, libc::SIGTERM);
+    }
+    // The node is stopping; `short` may still finish within the grace period (2 s in tests).
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    std::fs::write(&go, "").unwrap();
+    assert_eq!(node.child.wait().unwrap().code(), Some(0));
     assert!(
         t0.elapsed() < std::time::Duration::from_secs(6),
         "shutdown took {:?}",
@@ -465,7 +477,7 @@ payload = { argv = ["sleep", "30"] }
     let after = runs(&ws.db());
     let short = after.iter().find(|r| r.job == "short").unwrap();
     let long = after.iter().find(|r| r.job == "long").unwrap();
-    assert_eq!(short.status, "succeeded");
+    assert_eq!(short.status, "succeeded", "{short:?}");
     assert_eq!(long.status, "queued", "{long:?}");
     assert!(long.started_at.is_none());
 }
