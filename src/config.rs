@@ -154,14 +154,19 @@ pub struct CatalogSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct HttpSection {
-    /// Listen address. Default: "127.0.0.1:7878".
+    /// Listen address. Default: "127.0.0.1:7878". An address other than loopback is refused
+    /// until the catalog has a user (`jobvisor users add`).
     pub bind: String,
+    /// Host names the API answers to besides localhost, 127.0.0.1, [::1] and the bound
+    /// address (a Host header naming another is refused: DNS rebinding). Default: [].
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for HttpSection {
     fn default() -> Self {
         Self {
             bind: "127.0.0.1:7878".into(),
+            allowed_hosts: Vec::new(),
         }
     }
 }

@@ -11,13 +11,14 @@ use std::io::{IsTerminal as _, Write as _};
 use std::net::TcpListener;
 use std::time::Duration;
 
-use actix_web::{App, HttpResponse, HttpServer, web};
+use actix_web::{HttpServer, web};
 use tracing_subscriber::EnvFilter;
 
+use crate::catalog::Access;
 use crate::config::{LogFormat, NodeConfig};
 use crate::jobconf::SeedError;
-use crate::ops::Kind;
 use crate::ops::error::catalog_kind;
+use crate::ops::{Caller, Kind, OpError, Ops};
 use crate::runtime::{Engine, EngineError};
 
 /// Why a node did not start or stopped with an error.
@@ -58,6 +59,19 @@ pub enum DaemonError {
     /// The engine had to stop at once (its catalog was found damaged).
     #[error("{0}")]
     Fatal(String),
+    /// The API would listen beyond this host with no account to authenticate anyone.
+    #[error(
+        "http.bind {addr}: not a loopback address, and the catalog has no user: create one \
+         first (jobvisor users add NAME --role admin, then jobvisor tokens create NAME), or \
+         bind 127.0.0.1"
+    )]
+    Unprotected {
+        /// The address.
+        addr: String,
+    },
+    /// The API's catalog connection could not be opened.
+    #[error(transparent)]
+    Ops(#[from] OpError),
 }
 
 impl DaemonError {
@@ -65,9 +79,11 @@ impl DaemonError {
     pub fn kind(&self) -> Kind {
         match self {
             DaemonError::AddressInUse { .. } => Kind::Unavailable,
-            DaemonError::Bind { .. } | DaemonError::LogFilter { .. } | DaemonError::Fatal(_) => {
-                Kind::Config
-            }
+            DaemonError::Bind { .. }
+            | DaemonError::LogFilter { .. }
+            | DaemonError::Fatal(_)
+            | DaemonError::Unprotected { .. } => Kind::Config,
+            DaemonError::Ops(e) => e.kind(),
             DaemonError::Engine(e) => match e {
                 EngineError::NodeHeld { .. } => Kind::Unavailable,
                 EngineError::Seed(SeedError::Invalid { .. }) => Kind::Config,
@@ -82,6 +98,15 @@ impl DaemonError {
 /// Runs a node until a signal stops it.
 pub fn run(cfg: NodeConfig) -> Result<(), DaemonError> {
     let listener = bind(&cfg.http.bind)?;
+    let loopback = listener
+        .local_addr()
+        .map(|a| a.ip().is_loopback())
+        .unwrap_or(false);
+    if !loopback && !has_users(&cfg) {
+        return Err(DaemonError::Unprotected {
+            addr: cfg.http.bind.clone(),
+        });
+    }
     init_logging(&cfg)?;
     actix_rt::System::new().block_on(serve(cfg, listener))
 }
@@ -95,6 +120,34 @@ fn bind(addr: &str) -> Result<TcpListener, DaemonError> {
             DaemonError::Bind { addr, source }
         }
     })
+}
+
+/// Whether the catalog (if there is one yet) has a user; asked before anything is written.
+fn has_users(cfg: &NodeConfig) -> bool {
+    let caller = Caller {
+        actor: "node".into(),
+        node: cfg.node_name(),
+    };
+    Ops::open(cfg, Access::ReadOnly, caller)
+        .and_then(|(ops, _)| ops.has_users())
+        .unwrap_or(false)
+}
+
+/// The application layer for the API: its own connection to the catalog the engine runs
+/// (one writer and a small read pool), and on a catalog without users a first admin token.
+fn api_ops(cfg: &NodeConfig, engine: &Engine) -> Result<(Ops, Option<String>), DaemonError> {
+    let mut cfg = cfg.clone();
+    cfg.database.path = engine.db_path().display().to_string();
+    cfg.database.read_pool_size = 2;
+    let caller = Caller {
+        actor: "api".into(),
+        node: engine.node_name().to_string(),
+    };
+    let (ops, _) = Ops::open(&cfg, Access::ReadWrite, caller)?;
+    let mut ops = ops.with_functions(crate::builtins::registry().names());
+    let token = ops.bootstrap_admin()?.map(|t| t.token);
+    ops.set_actor("api");
+    Ok((ops, token))
 }
 
 /// Colour only on a terminal, and never with `NO_COLOR` set (https://no-color.org).
@@ -135,7 +188,15 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         .map(|a| vec![format!("http://{a}")])
         .unwrap_or_default();
     let addr = cfg.http.bind.clone();
-    let server = HttpServer::new(|| App::new().route("/healthz", web::get().to(healthz)))
+    let (ops, admin_token) = api_ops(&cfg, &engine)?;
+    let bound = listener.local_addr().ok().map(|a| a.ip());
+    let state = web::Data::new(crate::http::ApiState {
+        ops: std::sync::Arc::new(std::sync::Mutex::new(ops)),
+        engine: engine.clone(),
+        auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
+    });
+    let doc = web::Data::new(crate::http::openapi_json());
+    let server = HttpServer::new(move || crate::http::app(state.clone(), doc.clone()))
         .workers(1)
         .disable_signals()
         .listen(listener)
@@ -161,6 +222,15 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
             ""
         }
     );
+    if let Some(token) = admin_token {
+        // Shown once: only its hash is stored. On stdout, for whoever started the node; the
+        // log (stderr) never carries it.
+        let _ = writeln!(
+            out,
+            "  admin token (shown once; user `admin`, create others with `jobvisor tokens \
+             create`):\n  token:    {token}"
+        );
+    }
     let _ = writeln!(out, "  api:      {}", addrs.join(", "));
     let _ = out.flush();
     drop(out);
@@ -192,10 +262,6 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     handle.stop(true).await;
     tracing::info!("stopped");
     Ok(())
-}
-
-async fn healthz() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
 }
 
 /// SIGTERM and Ctrl-C, registered when created.

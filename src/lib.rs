@@ -11,6 +11,7 @@ pub mod config;
 pub mod daemon;
 pub mod diag;
 pub mod executor;
+pub mod http;
 pub mod jobconf;
 pub mod lease;
 pub mod model;

@@ -110,3 +110,52 @@ fn the_scanner_catches_code_and_ignores_comments() {
     let words: Vec<&str> = violations(dirty).into_iter().map(|(_, w, _)| w).collect();
     assert_eq!(words, ["std::fs", "SystemTime::now", "tokio"]);
 }
+
+/// Ways to register an actix route that bypass the OpenAPI document (utoipa-actix-web collects
+/// paths only from `service(...)` of `#[utoipa::path]` handlers).
+const UNDOCUMENTED_ROUTES: &[&str] =
+    &[".route(", "web::resource(", "web::scope(", "Resource::new("];
+
+#[test]
+fn every_http_route_is_registered_through_the_openapi_document() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/http"), &mut files);
+    assert!(files.len() > 3, "src/http holds the API");
+    let mut report = String::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        for (line, code) in code_only(&source) {
+            for word in UNDOCUMENTED_ROUTES {
+                if code.contains(word) {
+                    report.push_str(&format!("{}:{line}: `{word}`\n", file.display()));
+                }
+            }
+        }
+        // Every handler that actix registers by macro is described for OpenAPI too.
+        let lines: Vec<&str> = source.lines().collect();
+        for (i, l) in lines.iter().enumerate() {
+            let l = l.trim_start();
+            let is_route = ["#[get(", "#[post(", "#[put(", "#[patch(", "#[delete("]
+                .iter()
+                .any(|m| l.starts_with(m));
+            if is_route
+                && !lines[..i]
+                    .iter()
+                    .rev()
+                    .take(12)
+                    .any(|p| p.contains("#[utoipa::path"))
+            {
+                report.push_str(&format!(
+                    "{}:{}: a route without #[utoipa::path]\n",
+                    file.display(),
+                    i + 1
+                ));
+            }
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "routes outside the OpenAPI document:\n{report}"
+    );
+}

@@ -69,6 +69,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0010_queued_slot_index.sql",
         sql: include_str!("../../migrations/0010_queued_slot_index.sql"),
     },
+    Migration {
+        version: 11,
+        name: "0011_api_tokens.sql",
+        sql: include_str!("../../migrations/0011_api_tokens.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -4,8 +4,10 @@
 //! Invariant: only `catalog` contains SQL; pragmas are set in `PRAGMAS` and nowhere else; a
 //! multi-row change (`import`) is one transaction, so it lands whole or not at all.
 
+pub mod accounts;
 pub mod activation;
 pub mod migrate;
+pub mod observe;
 pub mod open;
 pub mod queue;
 pub mod runs;

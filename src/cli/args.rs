@@ -88,6 +88,12 @@ pub enum Command {
     /// List, show, cancel and retry runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// API users: list, add (argon2id password, a role), passwd, remove.
+    #[command(subcommand)]
+    Users(super::accounts::UsersCommand),
+    /// API bearer tokens: list, create (printed once), revoke.
+    #[command(subcommand)]
+    Tokens(super::accounts::TokensCommand),
     /// The self-tuning policy's decisions, newest first: time, decision, reason, samples.
     Decisions {
         /// At most this many (1–10000).

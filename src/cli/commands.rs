@@ -49,6 +49,8 @@ pub fn run(cli: &Cli) -> CliResult {
         Command::Objects(cmd) => objects(cli, cmd),
         Command::Runs(cmd) => runs(cli, cmd),
         Command::Decisions { limit, all_nodes } => decisions(cli, *limit, *all_nodes),
+        Command::Users(cmd) => super::accounts::users(cli, cmd),
+        Command::Tokens(cmd) => super::accounts::tokens(cli, cmd),
     }
 }
 
@@ -77,11 +79,11 @@ fn builtin_functions() -> Vec<String> {
         .collect()
 }
 
-fn reading(cli: &Cli) -> Result<Ops, Failure> {
+pub(super) fn reading(cli: &Cli) -> Result<Ops, Failure> {
     open(cli, Access::ReadOnly).map(|(ops, _)| ops)
 }
 
-fn writing(cli: &Cli) -> Result<Ops, Failure> {
+pub(super) fn writing(cli: &Cli) -> Result<Ops, Failure> {
     open(cli, Access::ReadWrite).map(|(ops, _)| ops)
 }
 
@@ -692,51 +694,7 @@ fn objects(cli: &Cli, cmd: &ObjectsCommand) -> CliResult {
 /// `--since`: a duration back from `now` (`90s`, `15m`, `2h`, `1d`) or a time (RFC 3339, or
 /// `YYYY-MM-DD[ HH:MM[:SS]]` local).
 pub fn parse_since(text: &str, now: i64) -> Result<i64, OpError> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if split > 0 {
-        let (n, unit) = t.split_at(split);
-        let unit_ms = match unit {
-            "ms" => Some(1),
-            "s" => Some(1000),
-            "m" | "min" => Some(60_000),
-            "h" => Some(3_600_000),
-            "d" => Some(86_400_000),
-            _ => None,
-        };
-        if let (Ok(n), Some(ms)) = (n.parse::<i64>(), unit_ms) {
-            return Ok(now - n.saturating_mul(ms));
-        }
-    }
-    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
-        return Ok(t.timestamp_millis());
-    }
-    for format in [
-        "%Y-%m-%d %H:%M:%S",
-        "%Y-%m-%d %H:%M",
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%dT%H:%M",
-    ] {
-        if let Ok(naive) = chrono::NaiveDateTime::parse_from_str(t, format)
-            && let Some(local) = naive.and_local_timezone(chrono::Local).earliest()
-        {
-            return Ok(local.timestamp_millis());
-        }
-    }
-    if let Ok(day) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d")
-        && let Some(local) = day
-            .and_hms_opt(0, 0, 0)
-            .and_then(|d| d.and_local_timezone(chrono::Local).earliest())
-    {
-        return Ok(local.timestamp_millis());
-    }
-    Err(OpError::invalid(
-        "--since",
-        format!(
-            "expected a duration (90s, 15m, 2h, 1d) or a time (2026-12-01T08:00:00Z, \
-             2026-12-01 08:00), got `{text}`"
-        ),
-    ))
+    crate::ops::view::parse_instant("--since", text, now)
 }
 
 fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {

@@ -6,6 +6,7 @@
 //! open any database, so a file with errors changes nothing; only `init`, `run` and `import`
 //! create a catalog, and the reading commands open it read-only.
 
+mod accounts;
 mod args;
 mod commands;
 mod render;

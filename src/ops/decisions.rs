@@ -11,7 +11,7 @@ use crate::catalog::activation;
 pub const MAX_DECISIONS: i64 = 10_000;
 
 /// One logged decision.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct DecisionView {
     /// Its id.
     pub id: i64,

@@ -42,14 +42,19 @@ pub fn parse_file(path: &Path, format: Format) -> Result<Parsed, OpError> {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    let name = path.display().to_string();
+    parse_text(&path.display().to_string(), &text, format)
+}
+
+/// Parses and validates a catalog file's text (`name` is what diagnostics call it).
+pub fn parse_text(name: &str, text: &str, format: Format) -> Result<Parsed, OpError> {
+    let name = name.to_string();
     let diagnostics = |diagnostics| OpError::File {
         file: name.clone(),
         diagnostics,
     };
     match format {
         Format::Toml => {
-            let (file, named) = toml_format::parse_named(&text).map_err(diagnostics)?;
+            let (file, named) = toml_format::parse_named(text).map_err(diagnostics)?;
             Ok(Parsed {
                 name,
                 file,
@@ -58,7 +63,7 @@ pub fn parse_file(path: &Path, format: Format) -> Result<Parsed, OpError> {
             })
         }
         Format::Millix => {
-            let m = millix::parse(&text).map_err(diagnostics)?;
+            let m = millix::parse(text).map_err(diagnostics)?;
             Ok(Parsed {
                 name,
                 file: m.catalog,
@@ -90,7 +95,7 @@ pub fn function_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Wa
 }
 
 /// What an import did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Imported {
     /// The file.
     pub file: String,
@@ -98,6 +103,7 @@ pub struct Imported {
     pub catalog: String,
     /// Per entry: created, updated (with the fields that changed) or unchanged.
     #[serde(flatten)]
+    #[schema(value_type = Object)]
     pub report: ImportReport,
     /// What an operator should know.
     pub warnings: Vec<Warning>,
@@ -113,7 +119,8 @@ impl Ops {
         let report = self
             .catalog
             .update(&self.caller.actor.clone(), "import", |before| {
-                let entries = merge::merge(before, &parsed.file, parsed.named.as_ref());
+                let file = keep_redacted_secrets(before, &parsed.file);
+                let entries = merge::merge(before, &file, parsed.named.as_ref());
                 new_problems(before, &entries)?;
                 Ok::<_, OpError>(entries)
             })
@@ -126,6 +133,24 @@ impl Ops {
             catalog: self.catalog.path().display().to_string(),
             report,
             warnings,
+        })
+    }
+
+    /// The catalog as job.conf text with every stored secret written as `***` (what the API
+    /// serves; importing it back keeps the stored secrets).
+    pub fn export_redacted(&self) -> Result<String, OpError> {
+        let mut file = self
+            .catalog
+            .export()
+            .map_err(self.within("exporting the catalog"))?;
+        for p in file.processors.values_mut() {
+            if p.rpc_password.is_some() {
+                p.rpc_password = Some(super::processors::REDACTED.to_string());
+            }
+        }
+        toml_format::render(&file).map_err(|reason| OpError::Invalid {
+            field: None,
+            reason: format!("the catalog cannot be written as job.conf: {reason}"),
         })
     }
 
@@ -152,4 +177,19 @@ pub(super) fn new_problems(before: &CatalogFile, entries: &CatalogFile) -> Resul
         .filter(|p| !old.contains(p))
         .collect();
     super::problems_error(fresh)
+}
+
+/// `file` with every secret written `***` (a redacted export) replaced by the stored one, so
+/// a catalog exported through the API and imported back keeps its secrets.
+fn keep_redacted_secrets(before: &CatalogFile, file: &CatalogFile) -> CatalogFile {
+    let mut file = file.clone();
+    for (name, p) in file.processors.iter_mut() {
+        if p.rpc_password.as_deref() == Some(super::processors::REDACTED) {
+            p.rpc_password = before
+                .processors
+                .get(name)
+                .and_then(|old| old.rpc_password.clone());
+        }
+    }
+    file
 }

@@ -16,7 +16,7 @@ use crate::schedule::{MisfirePolicy, OverlapPolicy, Schedule, ScheduleSpec};
 pub const MAX_NEXT: usize = 1000;
 
 /// A job's activation on one node: whether the node runs it now, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ActivationView {
     /// The node.
     pub node: String,
@@ -40,7 +40,7 @@ impl ActivationView {
 
 /// A job as listed and shown: its definition's fields, its schedule in words, its activation
 /// on the caller's node and the engine's bookkeeping.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct JobView {
     /// Name.
     pub name: String,
@@ -90,6 +90,7 @@ pub struct JobView {
     /// Objects the job writes.
     pub objects: Vec<String>,
     /// The executor's instructions.
+    #[schema(value_type = Object)]
     pub payload: JsonMap<String, Json>,
     /// Free text.
     pub description: Option<String>,
@@ -295,7 +296,7 @@ impl JobPatch {
 }
 
 /// Whether a change did anything.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Change {
     /// Written (with an audit row).
@@ -305,7 +306,7 @@ pub enum Change {
 }
 
 /// What adding or editing a job did.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Saved {
     /// The job after the change.
     pub job: JobView,
@@ -316,7 +317,7 @@ pub struct Saved {
 }
 
 /// The next fire times of a job.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct NextView {
     /// The job.
     pub job: String,

@@ -6,11 +6,14 @@
 //! Invariant: validation in context (a job against the whole catalog), field patches, views and
 //! warnings live here and nowhere in the faces; an operation that fails changes nothing.
 
+pub mod accounts;
 pub mod decisions;
 pub mod error;
 pub mod files;
 pub mod jobs;
+pub mod node;
 pub mod objects;
+pub mod pages;
 pub mod processors;
 pub mod runs;
 pub mod view;
@@ -101,6 +104,13 @@ impl Ops {
         &self.caller
     }
 
+    /// Who asks from now on (a face that serves many users sets it per request).
+    pub fn set_actor(&mut self, actor: &str) {
+        if self.caller.actor != actor {
+            self.caller.actor = actor.to_string();
+        }
+    }
+
     /// The node's time zone (for schedules that name none).
     pub fn timezone(&self) -> Tz {
         self.tz
@@ -176,7 +186,7 @@ impl Drop for Ops {
 }
 
 /// Something an operation accepted but an operator should know (`--strict` makes it an error).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct Warning {
     /// What it is about (`job \`x\``).
     pub subject: String,

@@ -8,7 +8,7 @@ use crate::jobconf::{ObjectDef, Section};
 use crate::model::ObjectType;
 
 /// An object as listed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ObjectView {
     /// Name.
     pub name: String,

@@ -10,7 +10,7 @@ use crate::jobconf::{ProcessorDef, Section};
 pub const REDACTED: &str = "***";
 
 /// A processor as listed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct ProcessorView {
     /// Name.
     pub name: String,

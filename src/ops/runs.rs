@@ -27,7 +27,7 @@ pub struct RunQuery {
 }
 
 /// A run as listed and shown.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct RunView {
     /// Run id.
     pub id: i64,
@@ -91,7 +91,7 @@ fn run_view(r: RunRow) -> RunView {
 }
 
 /// What a cancel did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Cancelled {
     /// The run was queued: it is `cancelled` now and will not run.

@@ -28,6 +28,19 @@ impl Time {
     }
 }
 
+impl utoipa::PartialSchema for Time {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(KnownFormat::DateTime)))
+            .description(Some("An instant, RFC 3339 in UTC with milliseconds"))
+            .into()
+    }
+}
+
+impl utoipa::ToSchema for Time {}
+
 impl Serialize for Time {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.rfc3339())
@@ -38,6 +51,56 @@ impl Serialize for Time {
 /// else the text as a JSON string (an abbreviated `last_response`, an error message).
 pub fn json_of(text: Option<&str>) -> Option<Json> {
     text.map(|t| serde_json::from_str(t).unwrap_or_else(|_| Json::String(t.to_string())))
+}
+
+/// An instant given as a duration back from `now` (`90s`, `15m`, `2h`, `1d`) or a time (RFC
+/// 3339, or `YYYY-MM-DD[ HH:MM[:SS]]` local); an error names `field`.
+pub fn parse_instant(field: &str, text: &str, now: i64) -> Result<i64, crate::ops::OpError> {
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if split > 0 {
+        let (n, unit) = t.split_at(split);
+        let unit_ms = match unit {
+            "ms" => Some(1),
+            "s" => Some(1000),
+            "m" | "min" => Some(60_000),
+            "h" => Some(3_600_000),
+            "d" => Some(86_400_000),
+            _ => None,
+        };
+        if let (Ok(n), Some(ms)) = (n.parse::<i64>(), unit_ms) {
+            return Ok(now - n.saturating_mul(ms));
+        }
+    }
+    if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
+        return Ok(t.timestamp_millis());
+    }
+    for format in [
+        "%Y-%m-%d %H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%dT%H:%M",
+    ] {
+        if let Ok(naive) = chrono::NaiveDateTime::parse_from_str(t, format)
+            && let Some(local) = naive.and_local_timezone(chrono::Local).earliest()
+        {
+            return Ok(local.timestamp_millis());
+        }
+    }
+    if let Ok(day) = chrono::NaiveDate::parse_from_str(t, "%Y-%m-%d")
+        && let Some(local) = day
+            .and_hms_opt(0, 0, 0)
+            .and_then(|d| d.and_local_timezone(chrono::Local).earliest())
+    {
+        return Ok(local.timestamp_millis());
+    }
+    Err(crate::ops::OpError::invalid(
+        field,
+        format!(
+            "expected a duration (90s, 15m, 2h, 1d) or a time (2026-12-01T08:00:00Z, \
+             2026-12-01 08:00), got `{text}`"
+        ),
+    ))
 }
 
 #[cfg(test)]

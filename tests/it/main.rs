@@ -1,10 +1,13 @@
 //! Integration tests: one binary, driving the real `jobvisor` executable and real databases.
 
+mod api;
+mod api_bad_input;
 mod bad_input;
 mod catalog_files;
 mod cli;
 mod damaged_files;
 mod engine;
+mod openapi;
 mod operator;
 mod runtime;
 mod slots;

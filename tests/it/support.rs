@@ -113,6 +113,8 @@ pub struct Node {
     pub child: std::process::Child,
     /// The API's base URL.
     pub api: String,
+    /// The admin token a first start printed (none when the catalog had users).
+    pub token: Option<String>,
 }
 
 impl Workspace {
@@ -153,15 +155,20 @@ impl Workspace {
         let stdout = child.stdout.take().unwrap();
         let mut lines = std::io::BufReader::new(stdout).lines();
         let mut seen = String::new();
+        let mut token = None;
         while let Some(Ok(line)) = lines.next() {
             seen.push_str(&line);
             seen.push('\n');
+            if let Some(t) = line.trim().strip_prefix("token:") {
+                token = Some(t.trim().to_string());
+            }
             if let Some(api) = line.trim().strip_prefix("api:") {
                 // Keep draining stdout so the node never blocks on a full pipe.
                 std::thread::spawn(move || for _ in lines.by_ref() {});
                 return Ok(Node {
                     child,
                     api: api.trim().to_string(),
+                    token,
                 });
             }
         }
@@ -297,4 +304,118 @@ pub fn http_get(base: &str, path: &str) -> (String, String) {
         head.lines().next().unwrap_or("").to_string(),
         body.to_string(),
     )
+}
+
+/// An HTTP response as the API tests read it.
+#[derive(Debug, Clone)]
+pub struct Response {
+    /// The status code.
+    pub status: u16,
+    /// The headers, names in lower case.
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: String,
+}
+
+impl Response {
+    /// The body as JSON (panics with the body when it is not).
+    pub fn json(&self) -> serde_json::Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {} {}", self.status, self.body))
+    }
+
+    /// A header's value.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// One HTTP/1.1 request on a new connection, with raw headers and body bytes.
+pub fn http_raw(
+    base: &str,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> Response {
+    use std::io::{Read, Write};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = std::net::TcpStream::connect(addr).unwrap();
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut head = format!("{method} {path} HTTP/1.1\r\nConnection: close\r\n");
+    if !headers.iter().any(|(n, _)| n.eq_ignore_ascii_case("host")) {
+        head.push_str(&format!("Host: {addr}\r\n"));
+    }
+    for (n, v) in headers {
+        head.push_str(&format!("{n}: {v}\r\n"));
+    }
+    head.push_str(&format!("Content-Length: {}\r\n\r\n", body.len()));
+    stream.write_all(head.as_bytes()).unwrap();
+    // A refused request may close the connection before the whole body is read.
+    let _ = stream.write_all(body);
+    let mut raw = Vec::new();
+    let _ = stream.read_to_end(&mut raw);
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.lines();
+    let status = lines
+        .next()
+        .and_then(|l| l.split_whitespace().nth(1))
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status line in {text:?}"));
+    let headers: Vec<(String, String)> = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let chunked = headers
+        .iter()
+        .any(|(n, v)| n == "transfer-encoding" && v.contains("chunked"));
+    let body = if chunked {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    Response {
+        status,
+        headers,
+        body,
+    }
+}
+
+fn dechunk(mut text: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = text.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 || rest.len() < n {
+            break;
+        }
+        out.push_str(&rest[..n]);
+        text = rest[n..].trim_start_matches("\r\n");
+    }
+    out
+}
+
+/// A JSON request with a bearer token.
+pub fn api(
+    base: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> Response {
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut headers = vec![];
+    if let Some(a) = &auth {
+        headers.push(("Authorization", a.as_str()));
+    }
+    let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+    if body.is_some() {
+        headers.push(("Content-Type", "application/json"));
+    }
+    http_raw(base, method, path, &headers, &bytes)
 }

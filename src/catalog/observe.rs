@@ -1,0 +1,187 @@
+//! Questions the API and `/metrics` ask about a running catalog: the nodes sharing it, stats as
+//! bucketed time series, the queue's depth and lag, activation counts.
+//!
+//! Invariant: read-only, and each question is one bounded query (the series by an index range
+//! of `stat_type_time_idx`, at most the buckets the caller allowed).
+
+use rusqlite::params;
+use serde::Serialize;
+
+use super::{Catalog, CatalogError};
+
+const SELECT_NODES: &str = "SELECT node_name, host, pid, version, started_at, heartbeat_at, status
+    FROM node ORDER BY node_name";
+const SELECT_STAT_TYPES: &str = "SELECT t.stat_type, t.unit,
+    (SELECT max(s.sampled_at) FROM stat s WHERE s.stat_type_id = t.stat_type_id)
+    FROM stat_type t ORDER BY t.stat_type";
+const SELECT_SERIES: &str = "SELECT (s.sampled_at - ?2) / ?4 AS bucket, avg(s.value),
+    min(s.value), max(s.value), count(*)
+    FROM stat s JOIN stat_type t ON t.stat_type_id = s.stat_type_id
+    WHERE t.stat_type = ?1 AND s.sampled_at >= ?2 AND s.sampled_at < ?3
+      AND (?5 IS NULL OR s.subject = ?5) AND (?6 IS NULL OR s.node_id =
+          (SELECT node_id FROM node WHERE node_name = ?6))
+    GROUP BY bucket ORDER BY bucket";
+const SELECT_STAT_TYPE: &str = "SELECT unit FROM stat_type WHERE stat_type = ?1";
+const SELECT_QUEUE: &str = "SELECT count(*), min(run_after) FROM job_run
+    WHERE status = 'queued'";
+const SELECT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE status = 'running'";
+const SELECT_ACTIVATION: &str = "SELECT a.state, count(*) FROM job_activation a
+    JOIN node n ON n.node_id = a.node_id WHERE n.node_name = ?1 GROUP BY a.state";
+
+/// A node that shares (or shared) the catalog.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeRow {
+    /// Its name.
+    pub name: String,
+    /// Its host.
+    pub host: Option<String>,
+    /// Its process id while it runs.
+    pub pid: Option<i64>,
+    /// The jobvisor version it ran.
+    pub version: Option<String>,
+    /// Epoch ms it started.
+    pub started_at: Option<i64>,
+    /// Epoch ms of its last heartbeat (none once it stopped).
+    pub heartbeat_at: Option<i64>,
+}
+
+/// A kind of stat, and its unit.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatTypeRow {
+    /// e.g. `device.cpu_used`.
+    pub name: String,
+    /// e.g. `%`.
+    pub unit: Option<String>,
+    /// Epoch ms of its newest sample.
+    pub latest: Option<i64>,
+}
+
+/// One bucket of a series.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Bucket {
+    /// Its index from the series' start.
+    pub index: i64,
+    /// Mean of the samples in it.
+    pub avg: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// How many samples.
+    pub count: i64,
+}
+
+/// Which samples a series covers.
+#[derive(Debug, Clone)]
+pub struct SeriesFilter<'a> {
+    /// The stat type.
+    pub stat_type: &'a str,
+    /// Epoch ms, inclusive.
+    pub from: i64,
+    /// Epoch ms, exclusive.
+    pub to: i64,
+    /// Bucket width, ms (> 0).
+    pub step: i64,
+    /// Only this subject.
+    pub subject: Option<&'a str>,
+    /// Only this node's samples.
+    pub node: Option<&'a str>,
+}
+
+/// The queue as `/metrics` shows it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct QueueState {
+    /// Queued runs.
+    pub queued: i64,
+    /// Running runs.
+    pub running: i64,
+    /// Epoch ms the oldest queued run became due.
+    pub oldest_due: Option<i64>,
+}
+
+impl Catalog {
+    /// Every node, by name.
+    pub fn nodes(&self) -> Result<Vec<NodeRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_NODES)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(NodeRow {
+                name: r.get(0)?,
+                host: r.get(1)?,
+                pid: r.get(2)?,
+                version: r.get(3)?,
+                started_at: r.get(4)?,
+                heartbeat_at: r.get(5)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Every stat type.
+    pub fn stat_types(&self) -> Result<Vec<StatTypeRow>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_STAT_TYPES)?;
+        let rows = stmt.query_map([], |r| {
+            Ok(StatTypeRow {
+                name: r.get(0)?,
+                unit: r.get(1)?,
+                latest: r.get(2)?,
+            })
+        })?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// The unit of a stat type, or `NotFound`.
+    pub fn stat_unit(&self, stat_type: &str) -> Result<Option<String>, CatalogError> {
+        use rusqlite::OptionalExtension as _;
+        let conn = self.read()?;
+        let unit: Option<Option<String>> = conn
+            .prepare_cached(SELECT_STAT_TYPE)?
+            .query_row([stat_type], |r| r.get(0))
+            .optional()?;
+        unit.ok_or_else(|| super::not_found("stat type", stat_type))
+    }
+
+    /// The non-empty buckets of a series, in time order.
+    pub fn series(&self, f: &SeriesFilter<'_>) -> Result<Vec<Bucket>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_SERIES)?;
+        let rows = stmt.query_map(
+            params![f.stat_type, f.from, f.to, f.step, f.subject, f.node],
+            |r| {
+                Ok(Bucket {
+                    index: r.get(0)?,
+                    avg: r.get(1)?,
+                    min: r.get(2)?,
+                    max: r.get(3)?,
+                    count: r.get(4)?,
+                })
+            },
+        )?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Queued and running runs, and when the oldest queued one became due.
+    pub fn queue_state(&self) -> Result<QueueState, CatalogError> {
+        let conn = self.read()?;
+        let (queued, oldest_due) = conn
+            .prepare_cached(SELECT_QUEUE)?
+            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        let running = conn
+            .prepare_cached(SELECT_RUNNING)?
+            .query_row([], |r| r.get(0))?;
+        Ok(QueueState {
+            queued,
+            running,
+            oldest_due,
+        })
+    }
+
+    /// How many jobs are in each activation state on `node`.
+    pub fn activation_counts(&self, node: &str) -> Result<Vec<(String, i64)>, CatalogError> {
+        let conn = self.read()?;
+        let mut stmt = conn.prepare_cached(SELECT_ACTIVATION)?;
+        let rows = stmt.query_map([node], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+}

@@ -1,0 +1,166 @@
+//! Request extractors whose failures name the field: a JSON body ([`Body`]) and a query string
+//! ([`Query`]) read through `serde_path_to_error`, so `{"priority": "high"}` answers
+//! `priority: invalid type …` rather than a bare serde message.
+//!
+//! Invariant: a body is at most [`super::BODY_LIMIT`] bytes (413 past it), JSON (415 for another
+//! content type), UTF-8 (400), and a type or unknown-field error is 422 naming the field.
+
+use actix_web::dev::Payload;
+use actix_web::http::StatusCode;
+use actix_web::http::header::CONTENT_TYPE;
+use actix_web::{FromRequest, HttpRequest, web};
+use serde::de::DeserializeOwned;
+
+use super::error::ApiError;
+
+/// A JSON request body. An empty body reads as `{}` (so a trigger may send none).
+#[derive(Debug)]
+pub struct Body<T>(pub T);
+
+/// The query string.
+#[derive(Debug)]
+pub struct Query<T>(pub T);
+
+/// Turns a serde error at `path` into a 400 (syntax) or a 422 naming the field.
+fn field_error(path: &str, e: &dyn std::fmt::Display, syntax: bool) -> ApiError {
+    let message = e.to_string();
+    // An unknown field is reported at its parent's path: name the field itself.
+    let field = match message.strip_prefix("unknown field `") {
+        Some(rest) => {
+            let name = rest.split('`').next().unwrap_or_default();
+            if path == "." || path.is_empty() {
+                name.to_string()
+            } else {
+                format!("{path}.{name}")
+            }
+        }
+        None => path.to_string(),
+    };
+    let field = (!field.is_empty() && field != ".").then_some(field);
+    if syntax {
+        ApiError::bad_request(field.as_deref(), format!("not valid JSON: {message}"))
+    } else {
+        ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, field.as_deref(), message)
+    }
+}
+
+/// Parses a JSON body.
+pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        ApiError::bad_request(
+            None,
+            format!("the body is not UTF-8 (byte {})", e.valid_up_to()),
+        )
+    })?;
+    let text = if text.trim().is_empty() { "{}" } else { text };
+    let mut de = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let syntax = matches!(
+            e.inner().classify(),
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof
+        );
+        field_error(&e.path().to_string(), e.inner(), syntax)
+    })?;
+    de.end()
+        .map_err(|e| ApiError::bad_request(None, format!("not valid JSON: {e}")))?;
+    Ok(value)
+}
+
+impl<T: DeserializeOwned + 'static> FromRequest for Body<T> {
+    type Error = ApiError;
+    type Future = std::pin::Pin<Box<dyn std::future::Future<Output = Result<Self, ApiError>>>>;
+
+    fn from_request(req: &HttpRequest, payload: &mut Payload) -> Self::Future {
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("?").to_ascii_lowercase());
+        let bytes = web::Bytes::from_request(req, payload);
+        Box::pin(async move {
+            let bytes = bytes
+                .await
+                .map_err(|e| super::error::for_status(e.as_response_error().status_code()))?;
+            if !bytes.is_empty()
+                && !content_type
+                    .as_deref()
+                    .is_some_and(|t| t.starts_with("application/json"))
+            {
+                return Err(ApiError::new(
+                    StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                    None,
+                    format!(
+                        "expected Content-Type: application/json, got {}",
+                        content_type.as_deref().unwrap_or("none")
+                    ),
+                ));
+            }
+            parse_json(&bytes).map(Body)
+        })
+    }
+}
+
+impl<T: DeserializeOwned> FromRequest for Query<T> {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Self, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        let parse = || {
+            let de = serde_urlencoded::Deserializer::new(form_urlencoded::parse(
+                req.query_string().as_bytes(),
+            ));
+            serde_path_to_error::deserialize(de)
+                .map(Query)
+                .map_err(|e| field_error(&e.path().to_string(), e.inner(), false))
+        };
+        std::future::ready(parse())
+    }
+}
+
+/// A run id from the path: 400 naming `id` when it is not one.
+pub fn run_id(text: &str) -> Result<i64, ApiError> {
+    text.parse::<i64>()
+        .ok()
+        .filter(|id| *id > 0)
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                Some("id"),
+                format!("expected a run id (a positive integer), got `{text}`"),
+            )
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Sample {
+        priority: Option<i64>,
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        n: i64,
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let e = parse_json::<Sample>(br#"{"priority": "high"}"#).unwrap_err();
+        assert_eq!(e.status, StatusCode::UNPROCESSABLE_ENTITY);
+        assert_eq!(e.body.field.as_deref(), Some("priority"));
+        let e = parse_json::<Sample>(br#"{"prio": 1}"#).unwrap_err();
+        assert_eq!(e.body.field.as_deref(), Some("prio"));
+        let e = parse_json::<Sample>(br#"{"inner": {"n": 1, "m": 2}}"#).unwrap_err();
+        assert_eq!(e.body.field.as_deref(), Some("inner.m"));
+        let e = parse_json::<Sample>(br#"{"priority": 1"#).unwrap_err();
+        assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        let e = parse_json::<Sample>(b"{\"priority\": \xff}").unwrap_err();
+        assert!(e.body.reason.contains("UTF-8"), "{}", e.body.reason);
+        assert!(parse_json::<Sample>(b"").is_ok());
+    }
+}

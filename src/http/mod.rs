@@ -1,0 +1,203 @@
+//! The node's HTTP face, served by `jobvisor run` on the engine's actix System: REST under
+//! `/api/v1`, `/healthz`, `/readyz`, and the OpenAPI document of it all. Handlers adapt HTTP to
+//! the application layer ([`crate::ops`]) and back; the catalog is reached only through it,
+//! on the blocking pool (rusqlite blocks), and the running engine through its handle.
+//!
+//! Invariant: every route is registered through `utoipa-actix-web`'s `service`, so a route
+//! cannot be served without being in the OpenAPI document (`tests/tidy.rs` refuses `.route(`
+//! here); every request passes [`auth::guard`]; a handler never holds validation logic.
+
+pub mod auth;
+pub mod bodies;
+pub mod error;
+pub mod extract;
+mod jobs;
+mod listing;
+mod node;
+mod runs;
+
+use std::sync::{Arc, Mutex};
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
+use actix_web::middleware::from_fn;
+use actix_web::{App, web};
+use utoipa::OpenApi as _;
+use utoipa_actix_web::AppExt as _;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use crate::ops::{OpError, Ops};
+use crate::runtime::Engine;
+use error::ApiError;
+
+/// The largest request body, bytes.
+pub const BODY_LIMIT: usize = 1 << 20;
+
+/// What every handler can reach.
+pub struct ApiState {
+    /// The application layer on the node's catalog; one caller at a time (its write
+    /// connection is one SQLite connection), always on the blocking pool.
+    pub ops: Arc<Mutex<Ops>>,
+    /// The running engine.
+    pub engine: Engine,
+    /// Host allowlist, login throttling, the token cache.
+    pub auth: auth::AuthState,
+}
+
+impl ApiState {
+    /// Runs a reading operation on the blocking pool.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Ops) -> Result<T, OpError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let ops = self.ops.clone();
+        web::block(move || {
+            let ops = ops.lock().unwrap_or_else(|p| p.into_inner());
+            f(&ops)
+        })
+        .await
+        .map_err(|_| ApiError::unavailable("the node is stopping"))?
+        .map_err(ApiError::from)
+    }
+
+    /// Runs a changing operation on the blocking pool, on behalf of `actor` (its audit rows
+    /// name them). `f` may refuse with an [`ApiError`] of its own (a role check that depends on
+    /// what is stored).
+    pub async fn write<T: Send + 'static>(
+        &self,
+        actor: &str,
+        f: impl FnOnce(&mut Ops) -> Result<T, ApiError> + Send + 'static,
+    ) -> Result<T, ApiError> {
+        let ops = self.ops.clone();
+        let actor = actor.to_string();
+        web::block(move || {
+            let mut ops = ops.lock().unwrap_or_else(|p| p.into_inner());
+            ops.set_actor(&actor);
+            f(&mut ops)
+        })
+        .await
+        .map_err(|_| ApiError::unavailable("the node is stopping"))?
+    }
+}
+
+/// The document's fixed parts; the paths and schemas come from the routes.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "jobvisor node API",
+        description = "REST for a jobvisor node: its catalog (jobs, processors, objects, groups), \
+            runs, triggers, the node itself, decisions, stats. Every route but /healthz needs \
+            `Authorization: Bearer <token>` (`jobvisor tokens create`); viewers read, operators \
+            also run, cancel, enable and pause, admins also create and change sql, command and \
+            url jobs, processors and objects. Errors are JSON {error, field, reason}.",
+        license(name = "MIT OR Apache-2.0")
+    ),
+    modifiers(&Security)
+)]
+struct ApiDoc;
+
+struct Security;
+
+impl utoipa::Modify for Security {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{
+            HttpAuthScheme, HttpBuilder, SecurityRequirement, SecurityScheme,
+        };
+        let components = api.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+        components.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Basic).build()),
+        );
+        api.security = Some(vec![
+            SecurityRequirement::new("bearer", Vec::<String>::new()),
+            SecurityRequirement::new("basic", Vec::<String>::new()),
+        ]);
+    }
+}
+
+/// Registers every route, each with its OpenAPI description.
+pub fn routes(cfg: &mut ServiceConfig) {
+    node::routes(cfg);
+    jobs::routes(cfg);
+    runs::routes(cfg);
+    listing::routes(cfg);
+}
+
+/// The OpenAPI 3.1 document of the API (what `/api/v1/openapi.json` serves and
+/// `openapi.json` at the crate root keeps).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let mut doc = App::new()
+        .into_utoipa_app()
+        .openapi(ApiDoc::openapi())
+        .configure(routes)
+        .split_for_parts()
+        .1;
+    describe_responses(&mut doc);
+    doc
+}
+
+/// OpenAPI requires a description on every response: a response the handler's annotation
+/// does not describe gets its status's reason phrase (`Created`, `Unprocessable Entity`).
+fn describe_responses(doc: &mut utoipa::openapi::OpenApi) {
+    use utoipa::openapi::RefOr;
+    for item in doc.paths.paths.values_mut() {
+        let operations = [
+            &mut item.get,
+            &mut item.put,
+            &mut item.post,
+            &mut item.delete,
+            &mut item.patch,
+        ];
+        for op in operations.into_iter().flatten() {
+            for (code, response) in op.responses.responses.iter_mut() {
+                if let RefOr::T(r) = response
+                    && r.description.is_empty()
+                {
+                    r.description = code
+                        .parse::<u16>()
+                        .ok()
+                        .and_then(|c| actix_web::http::StatusCode::from_u16(c).ok())
+                        .and_then(|s| s.canonical_reason())
+                        .unwrap_or("Response")
+                        .to_string();
+                }
+            }
+        }
+    }
+}
+
+/// The document as the committed file holds it: pretty JSON and a final newline.
+pub fn openapi_json() -> String {
+    let mut text = openapi()
+        .to_pretty_json()
+        .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
+    text.push('\n');
+    text
+}
+
+/// The app: routes, their limits and error bodies, and the security guard around them.
+pub fn app(
+    state: web::Data<ApiState>,
+    doc: web::Data<String>,
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    let (app, _) = App::new()
+        .into_utoipa_app()
+        .app_data(state)
+        .app_data(doc)
+        .app_data(web::PayloadConfig::new(BODY_LIMIT))
+        .configure(routes)
+        .split_for_parts();
+    app.wrap(from_fn(auth::guard))
+}

@@ -1,0 +1,83 @@
+//! The node itself: `/healthz` (liveness: no credentials, no details), `/readyz` (the engine
+//! answers and the catalog reads), status, pause and resume, and the OpenAPI document.
+
+use actix_web::{HttpResponse, get, post, web};
+use serde::Serialize;
+use utoipa::ToSchema;
+use utoipa_actix_web::service_config::ServiceConfig;
+
+use super::ApiState;
+use super::error::{ApiError, ErrorBody};
+use crate::ops::node::{NodeStatusView, set_paused, status};
+
+type State = web::Data<ApiState>;
+
+pub(super) fn routes(cfg: &mut ServiceConfig) {
+    cfg.service(healthz)
+        .service(readyz)
+        .service(openapi_json)
+        .service(node_status)
+        .service(pause)
+        .service(resume);
+}
+
+/// A liveness answer.
+#[derive(Debug, Serialize, ToSchema)]
+struct Health {
+    /// `ok`.
+    status: &'static str,
+}
+
+/// Liveness: the process answers. No credentials, no details.
+#[utoipa::path(tag = "node", security(()), responses((status = 200, body = Health)))]
+#[get("/healthz")]
+async fn healthz() -> web::Json<Health> {
+    web::Json(Health { status: "ok" })
+}
+
+/// Readiness: the engine answers and the catalog can be read.
+#[utoipa::path(
+    tag = "node",
+    responses((status = 200, body = Health), (status = 503, body = ErrorBody))
+)]
+#[get("/readyz")]
+async fn readyz(state: State) -> Result<web::Json<Health>, ApiError> {
+    status(&state.engine).await?;
+    state
+        .read(|ops| ops.catalog().user_count().map_err(Into::into))
+        .await?;
+    Ok(web::Json(Health { status: "ok" }))
+}
+
+/// This document.
+#[utoipa::path(
+    tag = "node",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json", body = Object))
+)]
+#[get("/api/v1/openapi.json")]
+async fn openapi_json(doc: web::Data<String>) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("application/json")
+        .body(doc.get_ref().clone())
+}
+
+/// What the node is doing: pause state, processors, the latest health sample.
+#[utoipa::path(tag = "node", responses((status = 200, body = NodeStatusView), (status = 503, body = ErrorBody)))]
+#[get("/api/v1/node")]
+async fn node_status(state: State) -> Result<web::Json<NodeStatusView>, ApiError> {
+    Ok(web::Json(status(&state.engine).await?))
+}
+
+/// Pause the node: schedules stop firing and no run is claimed; running jobs go on.
+#[utoipa::path(tag = "node", responses((status = 200, body = NodeStatusView), (status = 503, body = ErrorBody)))]
+#[post("/api/v1/node/pause")]
+async fn pause(state: State) -> Result<web::Json<NodeStatusView>, ApiError> {
+    Ok(web::Json(set_paused(&state.engine, true).await?))
+}
+
+/// Resume a paused node.
+#[utoipa::path(tag = "node", responses((status = 200, body = NodeStatusView), (status = 503, body = ErrorBody)))]
+#[post("/api/v1/node/resume")]
+async fn resume(state: State) -> Result<web::Json<NodeStatusView>, ApiError> {
+    Ok(web::Json(set_paused(&state.engine, false).await?))
+}

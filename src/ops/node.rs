@@ -1,0 +1,325 @@
+//! The running node and what it measured: trigger runs, pause and resume (through the
+//! [`Engine`] handle, so a face inside the node process needs no catalog lock for them), the
+//! nodes sharing the catalog, groups, and stats as bounded time series.
+
+use serde::Serialize;
+use serde_json::Value as Json;
+use utoipa::ToSchema;
+
+use super::view::Time;
+use super::{OpError, Ops};
+use crate::catalog::observe::SeriesFilter;
+use crate::runtime::{Engine, EngineError};
+
+/// The most runs one trigger request may queue.
+pub const MAX_BATCH: usize = 10_000;
+/// The most buckets a series may have.
+pub const MAX_BUCKETS: i64 = 10_000;
+/// The longest range a series may cover: 90 days.
+pub const MAX_RANGE_MS: i64 = 90 * 86_400_000;
+
+/// Refuses parameters that are not JSON objects, naming the one at fault.
+pub fn check_params(params: &[Option<Json>]) -> Result<(), OpError> {
+    if params.is_empty() {
+        return Err(OpError::invalid("runs", "at least one run is needed"));
+    }
+    if params.len() > MAX_BATCH {
+        return Err(OpError::invalid(
+            "runs",
+            format!("at most {MAX_BATCH} runs per request, got {}", params.len()),
+        ));
+    }
+    match params
+        .iter()
+        .position(|p| p.as_ref().is_some_and(|p| !p.is_object()))
+    {
+        Some(0) if params.len() == 1 => Err(OpError::invalid("params", "expected a JSON object")),
+        Some(i) => Err(OpError::invalid(
+            format!("runs[{i}].params"),
+            "expected a JSON object",
+        )),
+        None => Ok(()),
+    }
+}
+
+fn engine_error(e: EngineError) -> OpError {
+    match e {
+        EngineError::Catalog(c) => c.into(),
+        EngineError::Stopped => OpError::Unavailable("the node is stopping".into()),
+        other => OpError::Unavailable(other.to_string()),
+    }
+}
+
+/// Queues one run of `job` per parameter set through the running engine, in one transaction;
+/// returns the run ids.
+pub async fn trigger(
+    engine: &Engine,
+    job: &str,
+    params: Vec<Option<Json>>,
+) -> Result<Vec<i64>, OpError> {
+    check_params(&params)?;
+    engine.trigger_many(job, params).await.map_err(engine_error)
+}
+
+/// What the node is doing.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeStatusView {
+    /// This node's name.
+    pub node: String,
+    /// Its id in the catalog.
+    pub node_id: i64,
+    /// Paused by an operator: no schedules fire, no runs are claimed.
+    pub paused: bool,
+    /// Each processor this node runs, and the latest health sample.
+    #[schema(value_type = Object)]
+    pub detail: Json,
+}
+
+/// The node's status.
+pub async fn status(engine: &Engine) -> Result<NodeStatusView, OpError> {
+    let s = engine.status().await.map_err(engine_error)?;
+    Ok(NodeStatusView {
+        node: engine.node_name().to_string(),
+        node_id: s.node_id,
+        paused: s.paused,
+        detail: serde_json::json!({ "processors": s.processors, "health": s.health }),
+    })
+}
+
+/// Pauses (`true`) or resumes the node: schedules stop firing and claims stop; running jobs go
+/// on. Returns the status after.
+pub async fn set_paused(engine: &Engine, paused: bool) -> Result<NodeStatusView, OpError> {
+    if paused {
+        engine.pause();
+    } else {
+        engine.resume();
+    }
+    status(engine).await
+}
+
+/// A node sharing the catalog.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct NodeView {
+    /// Its name.
+    pub name: String,
+    /// Its host.
+    pub host: Option<String>,
+    /// Its process id while it runs.
+    pub pid: Option<i64>,
+    /// The jobvisor version it ran.
+    pub version: Option<String>,
+    /// When it started.
+    pub started_at: Option<Time>,
+    /// Its last heartbeat (none once it stopped).
+    pub heartbeat_at: Option<Time>,
+}
+
+/// A job group.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct GroupView {
+    /// Its name.
+    pub name: String,
+    /// A maintenance group keeps running when the disk is critical.
+    pub maintenance: bool,
+    /// Free text.
+    pub description: Option<String>,
+    /// `status = 1`.
+    pub enabled: bool,
+    /// Jobs in it.
+    pub jobs: usize,
+}
+
+/// A kind of stat.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct StatTypeView {
+    /// e.g. `device.cpu_used`.
+    pub name: String,
+    /// e.g. `%`.
+    pub unit: Option<String>,
+    /// Its newest sample.
+    pub latest: Option<Time>,
+}
+
+/// Which series to read.
+#[derive(Debug, Clone)]
+pub struct SeriesQuery {
+    /// The stat type.
+    pub stat_type: String,
+    /// Start, epoch ms (inclusive).
+    pub from: i64,
+    /// End, epoch ms (exclusive).
+    pub to: i64,
+    /// Bucket width, ms.
+    pub step: i64,
+    /// Only this subject (an object, a processor).
+    pub subject: Option<String>,
+    /// Only this node's samples.
+    pub node: Option<String>,
+}
+
+/// One point of a series: the samples of one bucket.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SeriesPoint {
+    /// The bucket's start.
+    pub at: Time,
+    /// Mean.
+    pub avg: f64,
+    /// Smallest.
+    pub min: f64,
+    /// Largest.
+    pub max: f64,
+    /// Samples in it.
+    pub count: i64,
+}
+
+/// A stat as a time series.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct SeriesView {
+    /// The stat type.
+    pub stat_type: String,
+    /// Its unit.
+    pub unit: Option<String>,
+    /// Start.
+    pub from: Time,
+    /// End.
+    pub to: Time,
+    /// Bucket width, ms.
+    pub step_ms: i64,
+    /// The non-empty buckets, in time order.
+    pub points: Vec<SeriesPoint>,
+}
+
+impl Ops {
+    /// Every node sharing the catalog.
+    pub fn nodes(&self) -> Result<Vec<NodeView>, OpError> {
+        let rows = self.catalog.nodes().map_err(self.within("listing nodes"))?;
+        Ok(rows
+            .into_iter()
+            .map(|n| NodeView {
+                name: n.name,
+                host: n.host,
+                pid: n.pid,
+                version: n.version,
+                started_at: Time::opt(n.started_at),
+                heartbeat_at: Time::opt(n.heartbeat_at),
+            })
+            .collect())
+    }
+
+    /// Every job group, with how many jobs it has.
+    pub fn groups(&self) -> Result<Vec<GroupView>, OpError> {
+        let file = self
+            .catalog
+            .export()
+            .map_err(self.within("listing groups"))?;
+        Ok(file
+            .groups
+            .iter()
+            .map(|(name, g)| GroupView {
+                name: name.clone(),
+                maintenance: g.maintenance,
+                description: g.description.clone(),
+                enabled: g.enabled,
+                jobs: file
+                    .jobs
+                    .values()
+                    .filter(|j| j.group.as_deref() == Some(name))
+                    .count(),
+            })
+            .collect())
+    }
+
+    /// Every kind of stat recorded.
+    pub fn stat_types(&self) -> Result<Vec<StatTypeView>, OpError> {
+        let rows = self
+            .catalog
+            .stat_types()
+            .map_err(self.within("listing stat types"))?;
+        Ok(rows
+            .into_iter()
+            .map(|t| StatTypeView {
+                name: t.name,
+                unit: t.unit,
+                latest: Time::opt(t.latest),
+            })
+            .collect())
+    }
+
+    /// A stat as a series of buckets; the range and the bucket count are bounded.
+    pub fn series(&self, q: &SeriesQuery) -> Result<SeriesView, OpError> {
+        if q.to <= q.from {
+            return Err(OpError::invalid("to", "must be after `from`"));
+        }
+        if q.to - q.from > MAX_RANGE_MS {
+            return Err(OpError::invalid(
+                "from",
+                format!(
+                    "the range may cover at most {} days",
+                    MAX_RANGE_MS / 86_400_000
+                ),
+            ));
+        }
+        if q.step < 1000 {
+            return Err(OpError::invalid("step", "must be at least 1 s"));
+        }
+        let buckets = (q.to - q.from + q.step - 1) / q.step;
+        if buckets > MAX_BUCKETS {
+            return Err(OpError::invalid(
+                "step",
+                format!(
+                    "{buckets} buckets; at most {MAX_BUCKETS}: choose a larger step or a \
+                     shorter range"
+                ),
+            ));
+        }
+        let unit = self
+            .catalog
+            .stat_unit(&q.stat_type)
+            .map_err(self.within("reading a stat type"))?;
+        let filter = SeriesFilter {
+            stat_type: &q.stat_type,
+            from: q.from,
+            to: q.to,
+            step: q.step,
+            subject: q.subject.as_deref(),
+            node: q.node.as_deref(),
+        };
+        let rows = self
+            .catalog
+            .series(&filter)
+            .map_err(self.within("reading a series"))?;
+        Ok(SeriesView {
+            stat_type: q.stat_type.clone(),
+            unit,
+            from: Time(q.from),
+            to: Time(q.to),
+            step_ms: q.step,
+            points: rows
+                .into_iter()
+                .map(|b| SeriesPoint {
+                    at: Time(q.from + b.index * q.step),
+                    avg: b.avg,
+                    min: b.min,
+                    max: b.max,
+                    count: b.count,
+                })
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn params_must_be_objects_and_batches_bounded() {
+        assert!(check_params(&[None, Some(serde_json::json!({"a": 1}))]).is_ok());
+        let e = check_params(&[None, Some(serde_json::json!([1]))]).unwrap_err();
+        assert_eq!(e.field(), Some("runs[1].params"));
+        let e = check_params(&[Some(serde_json::json!(3))]).unwrap_err();
+        assert_eq!(e.field(), Some("params"));
+        assert!(check_params(&[]).is_err());
+        assert!(check_params(&vec![None; MAX_BATCH + 1]).is_err());
+    }
+}

@@ -1,0 +1,593 @@
+//! The HTTP API of a real node (`jobvisor run --bind 127.0.0.1:0`): REST round trips, security
+//! defaults, and bad requests.
+
+use serde_json::{Value, json};
+
+use crate::support::{Node, Response, Workspace, api, http_raw, runs_of, text, wait_for};
+
+/// A node on a fresh catalog with only the test's jobs active, and its admin token.
+fn node() -> (Workspace, Node, String) {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let node = ws.start_node("n1");
+    let token = node
+        .token
+        .clone()
+        .expect("a first start prints an admin token");
+    (ws, node, token)
+}
+
+/// A token for a new user with `role`, made with the CLI while the node runs.
+fn token_for(ws: &Workspace, user: &str, role: &str) -> String {
+    ws.ok(&["users", "add", user, "--role", role]);
+    let out = ws.ok(&["--json", "tokens", "create", user]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}
+
+fn ok(r: Response, status: u16) -> Value {
+    assert_eq!(r.status, status, "{}", r.body);
+    if r.body.is_empty() {
+        Value::Null
+    } else {
+        r.json()
+    }
+}
+
+#[test]
+fn a_first_start_prints_an_admin_token_once_and_stores_only_its_hash() {
+    let (ws, node, token) = node();
+    assert!(token.starts_with("jv_") && token.len() == 67, "{token}");
+    let db = std::fs::read(ws.db()).unwrap();
+    let needle = token.as_bytes();
+    assert!(
+        !db.windows(needle.len()).any(|w| w == needle),
+        "the token must not be stored"
+    );
+    assert_eq!(node.stop(), Some(0));
+    // A second start has a user: no token again.
+    let again = ws.start_node("n1");
+    assert_eq!(again.token, None);
+    let users = ws.ok(&["users", "list"]);
+    assert!(users.contains("admin"), "{users}");
+}
+
+#[test]
+fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
+    let (ws, node, t) = node();
+    let base = &node.api;
+    let created = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/jobs",
+            Some(
+                &json!({"name": "hello", "type": "function", "processor": "main",
+                         "payload": {"function": "debug.echo"}, "priority": 5,
+                         "group": "housekeeping"}),
+            ),
+        ),
+        201,
+    );
+    assert_eq!(created["change"], "changed");
+    assert_eq!(created["job"]["priority"], 5);
+    let got = ok(api(base, Some(&t), "GET", "/api/v1/jobs/hello", None), 200);
+    assert_eq!(got["type"], "function");
+    let patched = ok(
+        api(
+            base,
+            Some(&t),
+            "PATCH",
+            "/api/v1/jobs/hello",
+            Some(&json!({"priority": 7, "group": null, "cron": "0 3 * * *"})),
+        ),
+        200,
+    );
+    assert_eq!(patched["job"]["priority"], 7);
+    assert_eq!(patched["job"]["group"], Value::Null);
+    let unchanged = ok(
+        api(
+            base,
+            Some(&t),
+            "PATCH",
+            "/api/v1/jobs/hello",
+            Some(&json!({"priority": 7})),
+        ),
+        200,
+    );
+    assert_eq!(unchanged["change"], "unchanged");
+    // Paging, filters and sort.
+    let page = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/jobs?limit=2&offset=1&sort=priority",
+            None,
+        ),
+        200,
+    );
+    assert_eq!(page["items"].as_array().unwrap().len(), 2);
+    assert!(page["total"].as_u64().unwrap() > 2);
+    let one = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/jobs?type=function&enabled=true",
+            None,
+        ),
+        200,
+    );
+    assert_eq!(one["total"], 1, "{one}");
+    assert_eq!(one["items"][0]["name"], "hello");
+    let next = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/jobs/hello/next?count=3",
+            None,
+        ),
+        200,
+    );
+    assert_eq!(next["next"].as_array().unwrap().len(), 3);
+    let pinned = ok(
+        api(
+            base,
+            Some(&t),
+            "PUT",
+            "/api/v1/jobs/hello/pin",
+            Some(&json!({"pin": "active"})),
+        ),
+        200,
+    );
+    assert_eq!(pinned["pinned"], "active");
+    ok(
+        api(base, Some(&t), "POST", "/api/v1/jobs/hello/disable", None),
+        200,
+    );
+    let listed = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/jobs?enabled=false&limit=1000",
+            None,
+        ),
+        200,
+    );
+    assert!(
+        listed["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|j| j["name"] == "hello")
+    );
+    ok(
+        api(base, Some(&t), "POST", "/api/v1/jobs/hello/enable", None),
+        200,
+    );
+    // The audit log names the user the token belongs to.
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let actors: Vec<String> = conn
+        .prepare("SELECT actor FROM audit WHERE subject = 'hello'")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(
+        actors.len() >= 4 && actors.iter().all(|a| a == "admin"),
+        "{actors:?}"
+    );
+    ok(
+        api(base, Some(&t), "DELETE", "/api/v1/jobs/hello", None),
+        204,
+    );
+    ok(api(base, Some(&t), "GET", "/api/v1/jobs/hello", None), 404);
+}
+
+#[test]
+fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_retried() {
+    let (ws, node, t) = node();
+    let base = &node.api;
+    ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/jobs",
+            Some(
+                &json!({"name": "echo", "type": "function", "processor": "main",
+                         "payload": {"function": "debug.echo"}}),
+            ),
+        ),
+        201,
+    );
+    let one = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/jobs/echo/runs",
+            Some(&json!({"params": {"n": 1}})),
+        ),
+        201,
+    );
+    let id = one["run_ids"][0].as_i64().unwrap();
+    let batch = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/jobs/echo/runs/batch",
+            Some(&json!({"runs": [{"params": {"n": 2}}, {}, {"params": {"n": 4}}]})),
+        ),
+        201,
+    );
+    assert_eq!(batch["run_ids"].as_array().unwrap().len(), 3);
+    wait_for(20.0, "the four runs to succeed", || {
+        let runs = runs_of(&ws.db(), "echo");
+        (runs.len() == 4 && runs.iter().all(|r| r.status == "succeeded")).then_some(())
+    });
+    let run = ok(
+        api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None),
+        200,
+    );
+    assert_eq!(run["status"], "succeeded");
+    assert_eq!(run["params"], json!({"n": 1}));
+    let listed = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/runs?job=echo&status=succeeded&since=1h",
+            None,
+        ),
+        200,
+    );
+    assert_eq!(listed.as_array().unwrap().len(), 4);
+    let retried = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            &format!("/api/v1/runs/{id}/retry"),
+            None,
+        ),
+        409,
+    );
+    assert!(
+        retried["reason"].as_str().unwrap().contains("succeeded"),
+        "{retried}"
+    );
+    // A paused node queues but does not run; a queued run cancels at once.
+    let paused = ok(api(base, Some(&t), "POST", "/api/v1/node/pause", None), 200);
+    assert_eq!(paused["paused"], true);
+    let queued = ok(
+        api(base, Some(&t), "POST", "/api/v1/jobs/echo/runs", None),
+        201,
+    );
+    let qid = queued["run_ids"][0].as_i64().unwrap();
+    let cancelled = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            &format!("/api/v1/runs/{qid}/cancel"),
+            None,
+        ),
+        200,
+    );
+    assert_eq!(cancelled["result"], "cancelled");
+    let retry = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            &format!("/api/v1/runs/{qid}/retry"),
+            None,
+        ),
+        201,
+    );
+    assert_eq!(retry["retry_of"], qid);
+    ok(
+        api(base, Some(&t), "POST", "/api/v1/node/resume", None),
+        200,
+    );
+    wait_for(20.0, "the retry to run", || {
+        let runs = runs_of(&ws.db(), "echo");
+        runs.iter()
+            .any(|r| r.retry_of == Some(qid) && r.status == "succeeded")
+            .then_some(())
+    });
+}
+
+#[test]
+fn processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served() {
+    let (_ws, node, t) = node();
+    let base = &node.api;
+    ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/processors",
+            Some(
+                &json!({"name": "far", "instances": 1, "ip_address": "127.0.0.1", "port": 9,
+                         "rpc_user": "u", "rpc_password": "s3cret-password"}),
+            ),
+        ),
+        201,
+    );
+    let procs = api(base, Some(&t), "GET", "/api/v1/processors", None);
+    assert_eq!(procs.status, 200);
+    assert!(procs.body.contains("\"***\""), "{}", procs.body);
+    assert!(!procs.body.contains("s3cret-password"));
+    let export = api(base, Some(&t), "GET", "/api/v1/catalog", None);
+    assert_eq!(export.status, 200);
+    assert!(!export.body.contains("s3cret-password"), "{}", export.body);
+    // Importing the redacted export back keeps the stored password.
+    let auth = format!("Bearer {t}");
+    let imported = http_raw(
+        base,
+        "POST",
+        "/api/v1/catalog",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/toml"),
+        ],
+        export.body.as_bytes(),
+    );
+    assert_eq!(imported.status, 200, "{}", imported.body);
+    assert_eq!(imported.json()["updated"], json!([]), "{}", imported.body);
+    ok(
+        api(
+            base,
+            Some(&t),
+            "PATCH",
+            "/api/v1/processors/far",
+            Some(&json!({"instances": 2})),
+        ),
+        200,
+    );
+    ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/objects",
+            Some(&json!({"name": "events", "type": "table", "conn_string": "events.db"})),
+        ),
+        201,
+    );
+    let objects = ok(api(base, Some(&t), "GET", "/api/v1/objects", None), 200);
+    assert!(
+        objects
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|o| o["name"] == "events")
+    );
+    ok(
+        api(base, Some(&t), "DELETE", "/api/v1/objects/events", None),
+        204,
+    );
+    ok(
+        api(base, Some(&t), "DELETE", "/api/v1/processors/far", None),
+        204,
+    );
+    let groups = ok(api(base, Some(&t), "GET", "/api/v1/groups", None), 200);
+    assert!(
+        groups
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|g| g["name"] == "housekeeping")
+    );
+    let nodes = ok(api(base, Some(&t), "GET", "/api/v1/nodes", None), 200);
+    assert_eq!(nodes[0]["name"], "n1");
+    ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/decisions?limit=5&all_nodes=true",
+            None,
+        ),
+        200,
+    );
+    let status = ok(api(base, Some(&t), "GET", "/api/v1/node", None), 200);
+    assert_eq!(status["node"], "n1");
+    ok(api(base, Some(&t), "GET", "/readyz", None), 200);
+    wait_for(20.0, "a device stat", || {
+        let types = ok(api(base, Some(&t), "GET", "/api/v1/stats", None), 200);
+        types
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|s| s["name"] == "device.cpu_used")
+            .then_some(())
+    });
+    let series = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/stats/device.cpu_used?from=10m&step=60",
+            None,
+        ),
+        200,
+    );
+    assert_eq!(series["step_ms"], 60_000);
+    assert!(!series["points"].as_array().unwrap().is_empty(), "{series}");
+}
+
+#[test]
+fn without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled() {
+    let (_ws, node, t) = node();
+    let base = &node.api;
+    assert_eq!(api(base, None, "GET", "/healthz", None).status, 200);
+    let r = api(base, None, "GET", "/api/v1/jobs", None);
+    assert_eq!(r.status, 401);
+    assert!(r.header("www-authenticate").is_some());
+    for i in 0..10 {
+        let r = api(
+            base,
+            Some(&format!("jv_{:064}", i)),
+            "GET",
+            "/api/v1/jobs",
+            None,
+        );
+        assert_eq!(r.status, 401, "attempt {i}: {}", r.body);
+    }
+    let r = api(base, Some(&t), "GET", "/api/v1/jobs", None);
+    assert_eq!(r.status, 429, "{}", r.body);
+    assert!(r.header("retry-after").is_some());
+    // /healthz stays open.
+    assert_eq!(api(base, None, "GET", "/healthz", None).status, 200);
+}
+
+#[test]
+fn roles_viewers_read_operators_run_and_only_admins_define_code() {
+    let (ws, node, admin) = node();
+    let base = &node.api;
+    let viewer = token_for(&ws, "vera", "viewer");
+    let operator = token_for(&ws, "otto", "operator");
+    ok(api(base, Some(&viewer), "GET", "/api/v1/jobs", None), 200);
+    let r = api(
+        base,
+        Some(&viewer),
+        "POST",
+        "/api/v1/jobs/device_stats/runs",
+        None,
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    let command = json!({"name": "sh", "type": "command", "processor": "main",
+                         "payload": {"argv": ["/bin/true"]}});
+    let r = api(
+        base,
+        Some(&operator),
+        "POST",
+        "/api/v1/jobs",
+        Some(&command),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    assert!(r.body.contains("admin"), "{}", r.body);
+    ok(
+        api(
+            base,
+            Some(&operator),
+            "POST",
+            "/api/v1/jobs/device_stats/runs",
+            None,
+        ),
+        201,
+    );
+    let f = json!({"name": "f", "type": "function", "processor": "main",
+                   "payload": {"function": "debug.echo"}});
+    ok(
+        api(base, Some(&operator), "POST", "/api/v1/jobs", Some(&f)),
+        201,
+    );
+    // An operator cannot turn a job into a command job.
+    let r = api(
+        base,
+        Some(&operator),
+        "PATCH",
+        "/api/v1/jobs/f",
+        Some(&json!({"type": "command"})),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    let r = api(
+        base,
+        Some(&operator),
+        "POST",
+        "/api/v1/processors",
+        Some(&json!({"name": "p"})),
+    );
+    assert_eq!(r.status, 403, "{}", r.body);
+    ok(
+        api(base, Some(&admin), "POST", "/api/v1/jobs", Some(&command)),
+        201,
+    );
+    let r = api(base, Some(&operator), "DELETE", "/api/v1/jobs/sh", None);
+    assert_eq!(r.status, 403, "{}", r.body);
+    // A revoked token stops working (within the 5 s the node trusts a checked token).
+    let tokens = ws.ok(&["--json", "tokens", "list"]);
+    let tokens: Value = serde_json::from_str(&tokens).unwrap();
+    let id = tokens
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["user"] == "vera")
+        .unwrap()["id"]
+        .to_string();
+    ws.ok(&["tokens", "revoke", &id]);
+    wait_for(10.0, "the revoked token to be refused", || {
+        (api(base, Some(&viewer), "GET", "/api/v1/jobs", None).status == 401).then_some(())
+    });
+}
+
+#[test]
+fn host_names_outside_the_allowlist_are_refused() {
+    let (_ws, node, t) = node();
+    let auth = format!("Bearer {t}");
+    for host in ["evil.example", "evil.example:7878", "127.0.0.1.nip.io"] {
+        let r = http_raw(
+            &node.api,
+            "GET",
+            "/api/v1/jobs",
+            &[("Host", host), ("Authorization", &auth)],
+            b"",
+        );
+        assert_eq!(r.status, 421, "{host}: {}", r.body);
+        assert_eq!(r.json()["field"], "Host");
+    }
+}
+
+#[test]
+fn a_non_loopback_bind_is_refused_until_the_catalog_has_a_user() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    let out = ws.run(&["run", "--bind", "0.0.0.0:0", "--data-dir", "data"]);
+    assert_eq!(out.status.code(), Some(78), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("no user") && err.contains("users add"),
+        "{err}"
+    );
+    assert!(
+        !ws.path("data").exists(),
+        "nothing may be started or written"
+    );
+    ws.ok(&["users", "add", "root", "--role", "admin"]);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+        .args(["--db"])
+        .arg(ws.db())
+        .args([
+            "run",
+            "--bind",
+            "0.0.0.0:0",
+            "--node-name",
+            "wide",
+            "--data-dir",
+        ])
+        .arg(ws.path("data"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    use std::io::BufRead as _;
+    let stdout = child.stdout.take().unwrap();
+    let started = std::io::BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l.trim().starts_with("api:"));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(started, "with a user the node serves on a wide address");
+}
