@@ -30,6 +30,8 @@ fn field_error(path: &str, e: &dyn std::fmt::Display, syntax: bool) -> ApiError 
             let name = rest.split('`').next().unwrap_or_default();
             if path == "." || path.is_empty() {
                 name.to_string()
+            } else if path == name || path.ends_with(&format!(".{name}")) {
+                path.to_string()
             } else {
                 format!("{path}.{name}")
             }
