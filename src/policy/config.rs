@@ -31,11 +31,11 @@ pub struct PolicyConfig {
     pub swap_strained: f64,
     /// Percent of swap in use above which swap is critical. Default: 80.0.
     pub swap_critical: f64,
-    /// Percent free of the data filesystem below which disk is strained: stop activating and
-    /// shed. Default: 15.0.
+    /// Percent free of the data folder's file system below which disk is strained: stop
+    /// activating; stretch and shed the jobs that write data objects first. Default: 15.0.
     pub disk_strained: f64,
-    /// Percent free of the data filesystem below which disk is critical: pause every job that
-    /// writes data objects, except maintenance groups. Default: 5.0.
+    /// Percent free of the data folder's file system below which disk is critical: pause
+    /// every job that writes data objects, except maintenance groups. Default: 5.0.
     pub disk_critical: f64,
     /// Bytes per second the network link carries (receive + send); 0 means unknown, and the
     /// network is then never strained. Default: 0.
@@ -44,10 +44,12 @@ pub struct PolicyConfig {
     pub network_strained: f64,
     /// Percent of `network_capacity` in use above which the network is critical. Default: 95.0.
     pub network_critical: f64,
-    /// Linux PSI `some avg10` (percent of time some task stalled on cpu, memory or io) above
-    /// which that resource is strained; absent PSI counts as ok. Default: 40.0.
+    /// Linux PSI `some` — the percent of the time since the previous sample in which some task
+    /// stalled on cpu, memory or io — above which that resource is strained; absent PSI
+    /// counts as ok. Default: 40.0.
     pub psi_strained: f64,
-    /// PSI `some avg10` above which that resource is critical. Default: 80.0.
+    /// PSI `some` share of the last sample interval above which that resource is critical.
+    /// Default: 80.0.
     pub psi_critical: f64,
     /// Samples in a row at a worse level before a resource enters it (0 acts as 1).
     /// Default: 2.
@@ -59,9 +61,14 @@ pub struct PolicyConfig {
     /// activated, one more job shed per this long while strained, one processor step per this
     /// long. Default: 30000.
     pub step_interval: i64,
-    /// Milliseconds after a shed before anything is activated again (anti-flap); also half
-    /// the window in which one job toggles at most twice. Default: 30000.
+    /// Milliseconds after a shed or stretch before anything is activated or restored again,
+    /// and after a restore before the next strained shed or stretch (anti-flap).
+    /// Default: 30000.
     pub cooldown: i64,
+    /// Milliseconds of the flap budget's window: health activates or deactivates one job at
+    /// most twice within it, whatever `cooldown` and `step_interval` are (a third toggle
+    /// waits, and a shed waits rather than take a higher-priority job). Default: 60000.
+    pub toggle_window: i64,
     /// Jobs with a priority at or above this are part of the minimum, like required jobs:
     /// active from start-up and never shed. Default: 100.
     pub priority_floor: i64,
@@ -93,6 +100,7 @@ impl Default for PolicyConfig {
             leave_after: 2,
             step_interval: 30_000,
             cooldown: 30_000,
+            toggle_window: 60_000,
             priority_floor: 100,
             busy_high: 0.9,
             busy_low: 0.1,
@@ -217,6 +225,7 @@ impl PolicyConfig {
         for (field, v) in [
             ("step_interval", self.step_interval),
             ("cooldown", self.cooldown),
+            ("toggle_window", self.toggle_window),
         ] {
             if v < 0 {
                 return Err(err(field, v, "must be 0 or more milliseconds".into()));

@@ -1,215 +1,69 @@
 //! The activation policy as a sans-IO state machine: [`Policy`] takes health samples
 //! ([`Policy::handle_sample`]) and the catalog's view of jobs and processors, and says what to
-//! do now ([`Policy::poll_decisions`]) — activate or deactivate a job, add or remove a processor
-//! instance, pause or resume writes — each [`Decision`] with a reason in words and the sample
-//! values behind it.
+//! do now ([`Policy::poll_decisions`]) — activate, deactivate, stretch or unstretch a job, hold,
+//! add or remove a processor instance, pause or resume writes — each [`Decision`] with a reason
+//! in words and the sample values behind it.
 //!
 //! Invariant: reads no clock and does no IO — `now` is an argument; it imports neither actix
 //! nor rusqlite. The state kept here is only *timing* (when the last step, shed and toggles
-//! were); which jobs are active always comes from the caller, so the catalog stays the truth.
+//! were); which jobs are active and how far each is stretched always come from the caller, so
+//! the catalog stays the truth.
 //!
 //! The rules, in the order [`Policy::poll_decisions`] applies them:
-//! 1. Pins win: a job pinned active is activated, one pinned inactive deactivated, whatever
+//! 1. Disk critical pauses writes once, naming the jobs it holds (every active job that
+//!    writes data objects, maintenance groups excepted); disk back above critical resumes
+//!    them once.
+//! 2. Pins win: a job pinned active is activated, one pinned inactive deactivated, whatever
 //!    the health, the cooldown or the flap budget.
-//! 2. The minimum (required, or priority at or above the floor) is always active: a minimum
+//! 3. The minimum (required, or priority at or above the floor) is always active: a minimum
 //!    job found inactive is activated at once, and a minimum job is never shed.
-//! 3. Disk critical pauses writes (once); disk back above critical resumes them (once).
-//! 4. Strained: shed the lowest-priority sheddable job at once, then one more per
-//!    `step_interval` while the latest sample still shows the strain. Critical: one per sample.
-//! 5. Ok: restore shed jobs, then activate standby jobs, in priority order, one per step
+//! 4. Strain (a resource at strained or worse whose latest reading still says so) is relieved
+//!    one step at a time, least important work first. Strained: first *stretch* the period
+//!    of every recurring job that allows it (`stretch_max`), doubling one job's factor per
+//!    step, lowest priority first; only when nothing is left to stretch, *shed* the
+//!    lowest-priority job — at once, then one per `step_interval`. Critical (the latest
+//!    reading too): shed one job per sample, no stretching. A disk strain asks for writers:
+//!    stretch and shed the jobs that write data objects first, and, when only the disk is
+//!    strained, nothing else (work that writes nothing frees no space); maintenance jobs are
+//!    never shed for the disk's sake.
+//! 5. Ok: undo in reverse, most important first — restore shed jobs, then bring stretched
+//!    periods back (halving the factor per step), then activate standby jobs, one per step
 //!    (see [`Policy::poll_decisions`] for the timing).
 //! 6. Processors: one instance step per `step_interval`.
 //!
-//! Anti-flap is three rules. Nothing is activated within `cooldown` of a shed. Nothing is
-//! shed for strain within `cooldown` of a *restore* (strain that returns that soon is
-//! flapping). And a job is toggled by health at most twice within `2 × cooldown` (its *flap
-//! budget*): a decision that would be its third waits. A shed right after a *standby step* is
-//! not delayed — the step came after `step_interval` of health, so the job just activated is
-//! the likeliest cause of the strain, and shedding is the safe direction — but the flap budget
-//! keeps that job from coming straight back. Critical sheds wait for nothing but the flap
-//! budget: the node itself is at risk. Pins and the minimum ignore all three.
+//! Priority order is strict both ways: the job shed is always the lowest-priority one its
+//! rule may shed, and the job activated the highest-priority one waiting. When that job has
+//! spent its flap budget, the policy *holds* (and says so once, with a `hold` decision) instead
+//! of taking the next job: a higher-priority job is never shed while a lower one runs.
+//!
+//! Anti-flap is three rules. Nothing is activated, restored or unstretched within `cooldown`
+//! of a shed or stretch. Nothing is shed or stretched for strain within `cooldown` of a
+//! *restore* (strain that returns that soon is flapping). And a job is toggled by health at
+//! most twice within `toggle_window` (its *flap budget*, 60 s by default): a decision that
+//! would be its third waits. A shed right after a *standby step* is not delayed — the step
+//! came after `step_interval` of health, so the job just activated is the likeliest cause of
+//! the strain, and shedding is the safe direction — but the flap budget keeps that job from
+//! coming straight back. Critical sheds wait for nothing but the flap budget: the node itself
+//! is at risk. Pins and the minimum ignore all three.
+//!
+//! Durations (`step_interval`, `cooldown`) count as reached by a sample up to a quarter of a
+//! sample interval early, so a sample that arrives a millisecond early does not cost a whole
+//! interval. The flap budget's window is exact.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::policy::{Health, Level, PolicyConfig, Resource, Sample};
-
-/// An operator's override of a job's activation on this node.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Pin {
-    /// Active regardless of health; never shed.
-    Active,
-    /// Inactive regardless of health; never activated.
-    Inactive,
-}
-
-impl Pin {
-    /// Every pin.
-    pub const ALL: [Pin; 2] = [Pin::Active, Pin::Inactive];
-
-    /// `active` or `inactive`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Pin::Active => "active",
-            Pin::Inactive => "inactive",
-        }
-    }
-
-    /// The pin named by [`Pin::as_str`].
-    pub fn parse(s: &str) -> Option<Pin> {
-        Pin::ALL.into_iter().find(|p| p.as_str() == s)
-    }
-}
-
-/// The catalog's view of one job, on this node.
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobView {
-    /// The job's id.
-    pub job_id: i64,
-    /// The job's name, for reasons.
-    pub name: String,
-    /// Larger is more important; ties go to the smaller (older) `job_id`.
-    pub priority: i64,
-    /// Part of the minimum: active from start-up, never shed.
-    pub required: bool,
-    /// The operator's override, if any.
-    pub pin: Option<Pin>,
-    /// Whether the job is active on this node now.
-    pub active: bool,
-    /// Whether it writes at least one data object (paused while the disk is critical).
-    pub writes_data: bool,
-    /// Whether its group is marked maintenance (pruning, vacuum, backup): it keeps running
-    /// while the disk is strained or critical, because it is what frees the disk.
-    pub maintenance: bool,
-}
-
-/// The runtime's view of one processor.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ProcessorView {
-    /// The processor's id.
-    pub processor_id: i64,
-    /// Its name, for reasons.
-    pub name: String,
-    /// Instances running now.
-    pub instances: u32,
-    /// The fewest instances it may have.
-    pub min_instances: u32,
-    /// The most instances it may have.
-    pub max_instances: u32,
-    /// Fraction of the last sample period its instances were busy, 0–1.
-    pub utilization: f64,
-}
-
-/// What a decision does.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Action {
-    /// Make the job active on this node.
-    Activate {
-        /// The job.
-        job_id: i64,
-    },
-    /// Make the job standby on this node.
-    Deactivate {
-        /// The job.
-        job_id: i64,
-    },
-    /// Start one more instance of the processor.
-    AddInstance {
-        /// The processor.
-        processor_id: i64,
-    },
-    /// Stop one instance of the processor.
-    RemoveInstance {
-        /// The processor.
-        processor_id: i64,
-    },
-    /// Disk critical: hold every job that writes data objects, except maintenance groups,
-    /// which keep running and go first.
-    PauseWrites,
-    /// The disk is back above critical: let writing jobs run again.
-    ResumeWrites,
-}
-
-impl Action {
-    /// `activate`, `deactivate`, `add_instance`, `remove_instance`, `pause_writes` or
-    /// `resume_writes`.
-    pub fn as_str(&self) -> &'static str {
-        match self {
-            Action::Activate { .. } => "activate",
-            Action::Deactivate { .. } => "deactivate",
-            Action::AddInstance { .. } => "add_instance",
-            Action::RemoveInstance { .. } => "remove_instance",
-            Action::PauseWrites => "pause_writes",
-            Action::ResumeWrites => "resume_writes",
-        }
-    }
-
-    /// The job it concerns, if any.
-    pub fn job_id(&self) -> Option<i64> {
-        match *self {
-            Action::Activate { job_id } | Action::Deactivate { job_id } => Some(job_id),
-            _ => None,
-        }
-    }
-
-    /// The processor it concerns, if any.
-    pub fn processor_id(&self) -> Option<i64> {
-        match *self {
-            Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
-                Some(processor_id)
-            }
-            _ => None,
-        }
-    }
-}
-
-/// Why a decision was taken, by kind: an operator's pin, the minimum, or the node's health.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Cause {
-    /// The operator pinned the job; health and anti-flap were not consulted.
-    Pin,
-    /// The job is part of the minimum (required or at/above the priority floor).
-    Minimum,
-    /// The node's health (including processor utilization).
-    Health,
-}
-
-impl Cause {
-    /// `pin`, `minimum` or `health`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Cause::Pin => "pin",
-            Cause::Minimum => "minimum",
-            Cause::Health => "health",
-        }
-    }
-}
-
-/// One decision, with a reason an operator understands and the sample values behind it.
-#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Decision {
-    /// When it was taken (the `now` of the poll), epoch ms.
-    pub at: i64,
-    /// What to do.
-    pub action: Action,
-    /// Why, in one sentence: "cpu 96.2% > 90% for 2 samples: shed lowest-priority job
-    /// `report` (priority 5)".
-    pub reason: String,
-    /// The latest sample's values behind it, in each resource's unit (see [`Resource`]);
-    /// empty for pins and the minimum, which do not depend on health.
-    pub evidence: Vec<(Resource, f64)>,
-    /// What kind of rule decided it.
-    pub cause: Cause,
-}
+use crate::policy::health::{duration, samples_over};
+use crate::policy::{
+    Action, Cause, Decision, Evidence, Health, JobView, Level, Pin, PolicyConfig, ProcessorView,
+    Resource, Sample,
+};
 
 /// The sans-IO activation policy of one node.
 ///
 /// The runtime feeds every health sample to [`Policy::handle_sample`] and then calls
 /// [`Policy::poll_decisions`] with the catalog's current state; it carries out every decision
-/// before the next poll (a decision not reflected in the next call's `active` flags is simply
-/// decided again when its rule next allows).
+/// before the next poll (a decision not reflected in the next call's views is simply decided
+/// again when its rule next allows).
 #[derive(Debug, Clone)]
 pub struct Policy {
     cfg: PolicyConfig,
@@ -217,20 +71,24 @@ pub struct Policy {
     /// When the node's overall level last became ok (`None` while it is not, or before any
     /// sample: the policy activates nothing on no evidence).
     ok_since: Option<i64>,
-    /// The last health activation (standby step or restore).
-    last_activation: Option<i64>,
-    /// The last restore (activation of a job health had shed).
+    /// The last health increase (standby step, restore or unstretch).
+    last_increase: Option<i64>,
+    /// The last restore or unstretch (the undoing of a strain response).
     last_restore: Option<i64>,
-    /// The last health deactivation.
-    last_shed: Option<i64>,
-    /// The sample number of the last shed: at most one shed per sample.
-    last_shed_sample: u64,
-    /// A shed happened and nothing was activated since: the next restore is the fast one.
+    /// The last health decrease (shed or stretch).
+    last_decrease: Option<i64>,
+    /// The sample number of the last decrease: at most one per sample.
+    last_decrease_sample: u64,
+    /// What the last decrease was, for reasons: `shed` or `stretch`.
+    last_decrease_kind: &'static str,
+    /// A decrease happened and nothing was increased since: the next restore is the fast one.
     restoring: bool,
     /// Jobs shed by health and not active since, for "restore" wording and timing.
     shed: BTreeSet<i64>,
     /// The last two toggle times per job, older first (the flap budget).
     toggles: BTreeMap<i64, [Option<i64>; 2]>,
+    /// The job a `hold` decision was last emitted for, while that hold lasts (said once).
+    holding: Option<i64>,
     /// The last processor step.
     last_processor_step: Option<i64>,
     /// Whether the last write decision was [`Action::PauseWrites`].
@@ -244,13 +102,15 @@ impl Policy {
             cfg,
             health: Health::default(),
             ok_since: None,
-            last_activation: None,
+            last_increase: None,
             last_restore: None,
-            last_shed: None,
-            last_shed_sample: 0,
+            last_decrease: None,
+            last_decrease_sample: 0,
+            last_decrease_kind: "shed",
             restoring: false,
             shed: BTreeSet::new(),
             toggles: BTreeMap::new(),
+            holding: None,
             last_processor_step: None,
             writes_paused: false,
         }
@@ -266,6 +126,12 @@ impl Policy {
     /// level (or start a burst of decisions) by itself.
     pub fn set_config(&mut self, cfg: PolicyConfig) {
         self.cfg = cfg;
+    }
+
+    /// Takes over whether writes are paused (the runtime restores it from the catalog at
+    /// start-up, so that a restart in the middle of a disk shortage resumes when it ends).
+    pub fn set_writes_paused(&mut self, paused: bool) {
+        self.writes_paused = paused;
     }
 
     /// Feeds one health sample: per-resource hysteresis, and the time the node became ok.
@@ -294,6 +160,12 @@ impl Policy {
         self.writes_paused
     }
 
+    /// Whether `job`, once active, must wait for writes to resume: writes are paused and it
+    /// writes data objects outside a maintenance group.
+    pub fn held_by_pause(&self, job: &JobView) -> bool {
+        self.writes_paused && job.writes_data && !job.maintenance
+    }
+
     /// The hysteresis state, for status pages.
     pub fn health(&self) -> &Health {
         &self.health
@@ -320,12 +192,13 @@ impl Policy {
     /// Decisions to carry out now, given the catalog's current state.
     ///
     /// Deterministic: the same policy state and inputs give the same decisions. Health
-    /// activations need every resource ok and nothing shed within `cooldown`; then the
-    /// highest-priority inactive job is activated — if it was shed, as soon as that holds
-    /// (the first restore) or one `step_interval` after the previous activation (later
-    /// restores); if it is a standby job, once every resource has been ok for
-    /// `step_interval` and `step_interval` has passed since the last activation and shed.
-    /// At most one job is activated or shed by health per poll.
+    /// increases need every resource ok and no shed or stretch within `cooldown`; then the
+    /// highest-priority inactive job is considered — if it was shed, it is restored as soon
+    /// as that holds (the first restore) or one `step_interval` after the previous increase
+    /// (later ones); otherwise stretched periods are brought back first, at the same pace,
+    /// and only then is a standby job activated, once every resource has been ok for
+    /// `step_interval` and `step_interval` has passed since the last increase and decrease.
+    /// At most one job is changed by health per poll.
     pub fn poll_decisions(
         &mut self,
         now: i64,
@@ -335,12 +208,18 @@ impl Policy {
         self.clamp_times(now);
         let mut out = Vec::new();
         let mut decided = BTreeSet::new();
+        // Writes first: a pin decided in the same poll then applies on top of the pause (a
+        // job pinned inactive ends standby), and a writer activated by a pin already knows
+        // it will wait.
+        self.writes(now, jobs, &mut out);
         self.pins_and_minimum(now, jobs, &mut out, &mut decided);
-        self.writes(now, &mut out);
         if self.shed_level() >= Level::Strained {
-            self.shed_one(now, jobs, &decided, &mut out);
-        } else if self.overall() == Level::Ok {
-            self.activate_one(now, jobs, &decided, &mut out);
+            self.relieve(now, jobs, &decided, &mut out);
+        } else {
+            self.holding = None;
+            if self.overall() == Level::Ok {
+                self.increase(now, jobs, &decided, &mut out);
+            }
         }
         self.processor_step(now, processors, &mut out);
         self.forget(now, jobs, &out);
@@ -352,9 +231,9 @@ impl Policy {
     fn clamp_times(&mut self, now: i64) {
         for t in [
             &mut self.ok_since,
-            &mut self.last_activation,
+            &mut self.last_increase,
             &mut self.last_restore,
-            &mut self.last_shed,
+            &mut self.last_decrease,
             &mut self.last_processor_step,
         ]
         .into_iter()
@@ -369,6 +248,13 @@ impl Policy {
         }
     }
 
+    /// Whether `d` ms have passed since `since`, counting a sample up to a quarter of the
+    /// latest sample interval early as reaching it: timers jitter by milliseconds, and a
+    /// sample 1 ms early must not cost a whole interval.
+    fn reached(&self, now: i64, since: i64, d: i64) -> bool {
+        now - since + self.health.gap() / 4 >= d
+    }
+
     fn pins_and_minimum(
         &mut self,
         now: i64,
@@ -379,7 +265,7 @@ impl Policy {
         let mut ordered: Vec<&JobView> = jobs.iter().collect();
         ordered.sort_by_key(|j| activation_order(j));
         for job in ordered {
-            let (action, reason, cause) = match (job.pin, job.active) {
+            let (action, why, cause) = match (job.pin, job.active) {
                 (Some(Pin::Active), false) => (
                     Action::Activate { job_id: job.job_id },
                     format!(
@@ -413,8 +299,14 @@ impl Policy {
                 }
                 _ => continue,
             };
+            let activate = matches!(action, Action::Activate { .. });
+            let reason = if activate && self.held_by_pause(job) {
+                format!("{why}; it writes data objects, so it waits until writes resume")
+            } else {
+                why
+            };
             self.record_toggle(job.job_id, now);
-            if matches!(action, Action::Activate { .. }) {
+            if activate {
                 self.shed.remove(&job.job_id);
             }
             decided.insert(job.job_id);
@@ -424,53 +316,84 @@ impl Policy {
                 reason,
                 evidence: Vec::new(),
                 cause,
+                jobs: Vec::new(),
             });
         }
     }
 
-    fn writes(&mut self, now: i64, out: &mut Vec<Decision>) {
+    fn writes(&mut self, now: i64, jobs: &[JobView], out: &mut Vec<Decision>) {
         let disk = self.level(Resource::Disk);
-        let value = self.value(Resource::Disk);
-        if disk == Level::Critical && !self.writes_paused {
-            self.writes_paused = true;
-            let what = value.map_or_else(
-                || "disk critical".to_string(),
-                |v| Resource::Disk.describe(v, Level::Critical, &self.cfg),
-            );
-            out.push(Decision {
-                at: now,
-                action: Action::PauseWrites,
-                reason: format!(
-                    "{what} for {}: pause every job that writes data objects; \
-                     maintenance jobs keep running",
-                    samples(self.health.run(Resource::Disk))
-                ),
-                evidence: value.map(|v| (Resource::Disk, v)).into_iter().collect(),
-                cause: Cause::Health,
-            });
-        } else if disk < Level::Critical && self.writes_paused {
-            self.writes_paused = false;
-            let what = value.map_or_else(
-                || "disk free space unknown".to_string(),
-                |v| format!("disk {v:.1}% free"),
-            );
-            out.push(Decision {
-                at: now,
-                action: Action::ResumeWrites,
-                reason: format!(
-                    "{what}, back above the critical {}% for {}: resume writes",
-                    self.cfg.disk_critical,
-                    samples(self.cfg.leave_after.max(1))
-                ),
-                evidence: value.map(|v| (Resource::Disk, v)).into_iter().collect(),
-                cause: Cause::Health,
-            });
+        let pause = disk == Level::Critical && !self.writes_paused;
+        let resume = disk < Level::Critical && self.writes_paused;
+        if !pause && !resume {
+            return;
         }
+        let reading = self
+            .health
+            .explain(Resource::Disk, Level::Critical, &self.cfg)
+            .unwrap_or_else(|| format!("disk {}", disk.as_str()));
+        let mut concerned: Vec<&JobView> = jobs
+            .iter()
+            .filter(|j| {
+                if pause {
+                    j.active && !j.held && j.writes_data && !j.maintenance
+                } else {
+                    j.held
+                }
+            })
+            .collect();
+        concerned.sort_by_key(|j| activation_order(j));
+        let names = name_list(&concerned);
+        let reason = if pause {
+            let maintenance: Vec<&JobView> =
+                jobs.iter().filter(|j| j.active && j.maintenance).collect();
+            let held = match concerned.len() {
+                0 => "no active job writes data objects now".to_string(),
+                1 => format!("hold the job that writes data objects ({names})"),
+                n => format!("hold the {n} jobs that write data objects ({names})"),
+            };
+            let kept = if maintenance.is_empty() {
+                "maintenance jobs would keep running".to_string()
+            } else {
+                format!(
+                    "maintenance jobs keep running ({})",
+                    name_list(&maintenance)
+                )
+            };
+            format!(
+                "{reading}: pause writes — {held}; {kept}; the node records its own statistics \
+                 once a minute until writes resume"
+            )
+        } else {
+            let held = match concerned.len() {
+                0 => "no job was held".to_string(),
+                1 => format!("the job held for writes runs again ({names})"),
+                n => format!("the {n} jobs held for writes run again ({names})"),
+            };
+            format!("{reading}: resume writes — {held}")
+        };
+        self.writes_paused = pause;
+        out.push(Decision {
+            at: now,
+            action: if pause {
+                Action::PauseWrites
+            } else {
+                Action::ResumeWrites
+            },
+            reason,
+            evidence: self
+                .health
+                .evidence(Resource::Disk, &self.cfg)
+                .into_iter()
+                .collect(),
+            cause: Cause::Health,
+            jobs: concerned.iter().map(|j| j.job_id).collect(),
+        });
     }
 
-    /// The level that sets the shedding pace. A critical disk counts as strained here:
-    /// pausing writes is its critical answer, and shedding work that writes nothing would
-    /// not free a byte.
+    /// The level that calls for relief. A critical disk counts as strained here: pausing
+    /// writes is its critical answer, and shedding work that writes nothing would not free
+    /// a byte.
     fn shed_level(&self) -> Level {
         Resource::ALL
             .into_iter()
@@ -486,89 +409,174 @@ impl Policy {
             .unwrap_or(Level::Ok)
     }
 
-    fn shed_one(
+    /// The resources whose level and latest reading both say strained or worse: the strain
+    /// a relief answers (a level held by hysteresis alone, on its way down, asks for none).
+    fn strained_now(&self) -> Vec<Resource> {
+        Resource::ALL
+            .into_iter()
+            .filter(|&r| {
+                self.level(r) >= Level::Strained && self.health.reading(r) >= Level::Strained
+            })
+            .collect()
+    }
+
+    /// The pace of relief: critical when a resource other than the disk is critical by level
+    /// and by its latest reading; strained otherwise.
+    fn pace(&self, strained: &[Resource]) -> Level {
+        let critical = strained.iter().any(|&r| {
+            r != Resource::Disk
+                && self.level(r) == Level::Critical
+                && self.health.reading(r) == Level::Critical
+        });
+        if critical {
+            Level::Critical
+        } else {
+            Level::Strained
+        }
+    }
+
+    /// One step of relief: stretch, shed, or hold (see the module's rule 4).
+    fn relieve(
         &mut self,
         now: i64,
         jobs: &[JobView],
         decided: &BTreeSet<i64>,
         out: &mut Vec<Decision>,
     ) {
-        let critical = self.shed_level() == Level::Critical;
-        // One shed per sample at most, and none on a sample that no longer shows the strain
-        // (the level is on its way down; shedding then would only delay the recovery).
-        if self.health.samples() == self.last_shed_sample || !self.strain_still_read() {
+        let strained = self.strained_now();
+        // One step per sample at most, and none on a sample that no longer shows the strain
+        // (the level is on its way down; relieving then would only delay the recovery).
+        if self.health.samples() == self.last_decrease_sample || strained.is_empty() {
             return;
         }
+        let critical = self.pace(&strained) == Level::Critical;
         if !critical {
-            // Strained: one more shed per step, and none within `cooldown` of a restore —
-            // strain that returns that soon is flapping, and the restore gets its chance.
-            // (Critical waits for neither: then the node itself is at risk.)
+            // Strained: one step per `step_interval`, and none within `cooldown` of a
+            // restore — strain that returns that soon is flapping, and the restore gets its
+            // chance. (Critical waits for neither: then the node itself is at risk.)
             let paced = self
-                .last_shed
-                .is_some_and(|t| now - t < self.cfg.step_interval);
+                .last_decrease
+                .is_some_and(|t| !self.reached(now, t, self.cfg.step_interval));
             let just_restored = self
                 .last_restore
-                .is_some_and(|t| now - t < self.cfg.cooldown);
+                .is_some_and(|t| !self.reached(now, t, self.cfg.cooldown));
             if paced || just_restored {
                 return;
             }
         }
-        let disk_strained = self.level(Resource::Disk) >= Level::Strained;
+        let disk = self.level(Resource::Disk) >= Level::Strained;
+        let disk_only = strained.iter().all(|&r| r == Resource::Disk);
+        // Who may give way: never pinned, never decided this poll, never held by the pause
+        // (nor about to be, by this poll's pause);
+        // for the disk's sake writers only when only the disk is strained, and never
+        // maintenance (it frees the disk).
+        let eligible = |j: &&JobView| {
+            j.active
+                && !self.held_by_pause(j)
+                && j.pin.is_none()
+                && !decided.contains(&j.job_id)
+                && !(disk && j.maintenance)
+                && (!disk_only || j.writes_data)
+        };
+        // Writers first while the disk is strained, then the lowest priority, newest first.
+        let order = |j: &&JobView| (disk && !j.writes_data, shed_order(j));
+        let conditions = self.conditions(&strained);
+        if !critical {
+            let mut stretchable: Vec<&JobView> = jobs
+                .iter()
+                .filter(eligible)
+                .filter(|j| j.stretch < j.stretch_max)
+                .collect();
+            stretchable.sort_by_key(order);
+            if let Some(job) = stretchable.first() {
+                let factor = job.stretch.max(1).saturating_mul(2).min(job.stretch_max);
+                out.push(Decision {
+                    at: now,
+                    action: Action::Stretch {
+                        job_id: job.job_id,
+                        factor,
+                    },
+                    reason: format!(
+                        "{conditions}: stretch the period of `{}` (priority {}, the {}) ×{} -> ×{} \
+                         (at most ×{}) before shedding anything",
+                        job.name,
+                        job.priority,
+                        which(disk, job, "lowest-priority stretchable job"),
+                        job.stretch.max(1),
+                        factor,
+                        job.stretch_max
+                    ),
+                    evidence: self.strain_evidence(),
+                    cause: Cause::Health,
+                    jobs: Vec::new(),
+                });
+                self.decreased(now, "stretch");
+                self.holding = None;
+                return;
+            }
+        }
         let mut candidates: Vec<&JobView> = jobs
             .iter()
-            .filter(|j| {
-                j.active
-                    && j.pin.is_none()
-                    && !self.in_minimum(j)
-                    && !decided.contains(&j.job_id)
-                    // Maintenance frees the disk: never shed it for the disk's sake.
-                    && !(j.maintenance && disk_strained)
-            })
+            .filter(eligible)
+            .filter(|j| !self.in_minimum(j))
             .collect();
-        candidates.sort_by_key(|j| shed_order(j));
-        let Some(lowest) = candidates.first() else {
+        candidates.sort_by_key(order);
+        let Some(&job) = candidates.first() else {
             return;
         };
-        // Strained: wait for the lowest job's flap budget (the order matters more than a few
-        // seconds). Critical: shed the lowest job that may toggle.
-        let pick = if critical {
-            candidates.iter().find(|j| self.may_toggle(j.job_id, now))
-        } else {
-            Some(lowest).filter(|j| self.may_toggle(j.job_id, now))
-        };
-        let Some(job) = pick.copied() else {
+        if !self.may_toggle(job.job_id, now) {
+            // Priority order matters more than the seconds: hold rather than shed a more
+            // important job in its place, and say so once per hold.
+            if self.holding != Some(job.job_id) {
+                self.holding = Some(job.job_id);
+                let free_at = self.toggle_free_at(job.job_id).unwrap_or(now);
+                out.push(Decision {
+                    at: now,
+                    action: Action::Hold { job_id: job.job_id },
+                    reason: format!(
+                        "{conditions}: hold — the next job to shed, `{}` (priority {}), was \
+                         switched twice within {} and may switch again in {}; no job more \
+                         important than it is shed in its place",
+                        job.name,
+                        job.priority,
+                        duration(self.cfg.toggle_window),
+                        duration(free_at - now)
+                    ),
+                    evidence: self.strain_evidence(),
+                    cause: Cause::Health,
+                    jobs: Vec::new(),
+                });
+            }
             return;
-        };
-        let which = if job.job_id == lowest.job_id {
-            format!(
-                "shed lowest-priority job `{}` (priority {})",
-                job.name, job.priority
-            )
-        } else {
-            format!(
-                "shed job `{}` (priority {}); `{}` was toggled twice within {}",
-                job.name,
-                job.priority,
-                lowest.name,
-                duration(2 * self.cfg.cooldown)
-            )
-        };
-        let evidence = self.evidence(|l| l >= Level::Strained);
+        }
         out.push(Decision {
             at: now,
             action: Action::Deactivate { job_id: job.job_id },
-            reason: format!("{}: {which}", self.conditions()),
-            evidence,
+            reason: format!(
+                "{conditions}: shed {} `{}` (priority {})",
+                which(disk, job, "lowest-priority job"),
+                job.name,
+                job.priority
+            ),
+            evidence: self.strain_evidence(),
             cause: Cause::Health,
+            jobs: Vec::new(),
         });
-        self.last_shed = Some(now);
-        self.last_shed_sample = self.health.samples();
-        self.restoring = true;
+        self.decreased(now, "shed");
+        self.holding = None;
         self.shed.insert(job.job_id);
         self.record_toggle(job.job_id, now);
     }
 
-    fn activate_one(
+    fn decreased(&mut self, now: i64, kind: &'static str) {
+        self.last_decrease = Some(now);
+        self.last_decrease_kind = kind;
+        self.last_decrease_sample = self.health.samples();
+        self.restoring = true;
+    }
+
+    /// One step back toward full work (see the module's rule 5).
+    fn increase(
         &mut self,
         now: i64,
         jobs: &[JobView],
@@ -578,71 +586,139 @@ impl Policy {
         let Some(ok_since) = self.ok_since else {
             return;
         };
-        if self.last_shed.is_some_and(|t| now - t < self.cfg.cooldown) {
+        let (step, cooldown) = (self.cfg.step_interval, self.cfg.cooldown);
+        if self
+            .last_decrease
+            .is_some_and(|t| !self.reached(now, t, cooldown))
+        {
             return;
         }
         let next = jobs
             .iter()
             .filter(|j| !j.active && j.pin.is_none() && !decided.contains(&j.job_id))
             .min_by_key(|j| activation_order(j));
+        let since_increase = self
+            .last_increase
+            .is_none_or(|t| self.reached(now, t, step));
+        // Undoing a strain response: the first at once, the rest one per step.
+        let undo_allowed = self.restoring || since_increase;
+        let after = self
+            .last_decrease
+            .map(|t| {
+                format!(
+                    ", {} after the last {}",
+                    duration(now - t),
+                    self.last_decrease_kind
+                )
+            })
+            .unwrap_or_default();
+        let ok_for = duration(now - ok_since);
+        let (n, since) = self.health.ok_readings();
+        let ok_again = format!(
+            "all resources ok again for {}{after}",
+            samples_over(n, now - since)
+        );
+        if let Some(job) = next.filter(|j| self.shed.contains(&j.job_id)) {
+            // Priority order is kept strictly: if the next job is still within its flap
+            // budget, nothing else jumps ahead of it.
+            if !undo_allowed || !self.may_toggle(job.job_id, now) {
+                return;
+            }
+            out.push(Decision {
+                at: now,
+                action: Action::Activate { job_id: job.job_id },
+                reason: format!(
+                    "{ok_again}: restore shed job `{}` (priority {})",
+                    job.name, job.priority
+                ),
+                evidence: self.all_evidence(),
+                cause: Cause::Health,
+                jobs: Vec::new(),
+            });
+            self.increased(now, true);
+            self.shed.remove(&job.job_id);
+            self.record_toggle(job.job_id, now);
+            return;
+        }
+        let stretched = jobs
+            .iter()
+            .filter(|j| j.active && j.stretch > 1 && !decided.contains(&j.job_id))
+            .min_by_key(|j| activation_order(j));
+        if let Some(job) = stretched {
+            if !undo_allowed {
+                return;
+            }
+            let factor = (job.stretch / 2).max(1);
+            let back = if factor == 1 {
+                "back to its schedule"
+            } else {
+                "closer to its schedule"
+            };
+            out.push(Decision {
+                at: now,
+                action: Action::Unstretch {
+                    job_id: job.job_id,
+                    factor,
+                },
+                reason: format!(
+                    "{ok_again}: bring the period of `{}` (priority {}) {back}, ×{} -> ×{factor}",
+                    job.name, job.priority, job.stretch
+                ),
+                evidence: self.all_evidence(),
+                cause: Cause::Health,
+                jobs: Vec::new(),
+            });
+            self.increased(now, true);
+            return;
+        }
         let Some(job) = next else {
             return;
         };
-        // Priority order is kept strictly: if the next job is still within its flap budget,
-        // nothing else jumps ahead of it.
-        if !self.may_toggle(job.job_id, now) {
+        let since_decrease = self
+            .last_decrease
+            .is_none_or(|t| self.reached(now, t, step));
+        if !self.reached(now, ok_since, step)
+            || !since_increase
+            || !since_decrease
+            || !self.may_toggle(job.job_id, now)
+        {
             return;
         }
-        let step = self.cfg.step_interval;
-        let since_activation_ok = self.last_activation.is_none_or(|t| now - t >= step);
-        let restore = self.shed.contains(&job.job_id);
-        let reason = if restore {
-            if !(self.restoring || since_activation_ok) {
-                return;
-            }
-            let after = self
-                .last_shed
-                .map(|t| format!(", {} after the last shed", duration(now - t)))
-                .unwrap_or_default();
-            format!(
-                "all resources ok again{after}: restore shed job `{}` (priority {})",
-                job.name, job.priority
-            )
-        } else {
-            let since_shed_ok = self.last_shed.is_none_or(|t| now - t >= step);
-            if now - ok_since < step || !since_activation_ok || !since_shed_ok {
-                return;
-            }
-            format!(
-                "all resources ok for {}: activate standby job `{}` (priority {})",
-                duration(now - ok_since),
-                job.name,
-                job.priority
-            )
-        };
         out.push(Decision {
             at: now,
             action: Action::Activate { job_id: job.job_id },
-            reason,
-            evidence: self.evidence(|_| true),
+            reason: format!(
+                "all resources ok for {ok_for}: activate standby job `{}` (priority {})",
+                job.name, job.priority
+            ),
+            evidence: self.all_evidence(),
             cause: Cause::Health,
+            jobs: Vec::new(),
         });
-        self.last_activation = Some(now);
-        if restore {
+        self.increased(now, false);
+        self.record_toggle(job.job_id, now);
+    }
+
+    fn increased(&mut self, now: i64, undo: bool) {
+        self.last_increase = Some(now);
+        if undo {
             self.last_restore = Some(now);
         }
         self.restoring = false;
-        self.shed.remove(&job.job_id);
-        self.record_toggle(job.job_id, now);
     }
 
     fn processor_step(&mut self, now: i64, processors: &[ProcessorView], out: &mut Vec<Decision>) {
         let step = self.cfg.step_interval;
-        if self.last_processor_step.is_some_and(|t| now - t < step) {
+        if self
+            .last_processor_step
+            .is_some_and(|t| !self.reached(now, t, step))
+        {
             return;
         }
-        let healthy = self.ok_since.is_some_and(|t| now - t >= step)
-            && self.last_shed.is_none_or(|t| now - t >= self.cfg.cooldown);
+        let healthy = self.ok_since.is_some_and(|t| self.reached(now, t, step))
+            && self
+                .last_decrease
+                .is_none_or(|t| self.reached(now, t, self.cfg.cooldown));
         let busiest = processors
             .iter()
             .filter(|p| p.utilization > self.cfg.busy_high && p.instances < p.max_instances)
@@ -659,15 +735,14 @@ impl Policy {
                     .total_cmp(&b.utilization)
                     .then(a.processor_id.cmp(&b.processor_id))
             });
-        let decision = match (healthy, busiest, idlest) {
-            (true, Some(p), _) => Decision {
-                at: now,
-                action: Action::AddInstance {
+        let (action, reason) = match (healthy, busiest, idlest) {
+            (true, Some(p), _) => (
+                Action::AddInstance {
                     processor_id: p.processor_id,
                 },
-                reason: format!(
-                    "processor `{}` {:.0}% busy > {:.0}% and all resources ok: add an instance \
-                     ({} -> {}, max {})",
+                format!(
+                    "processor `{}` {:.0}% busy > {:.0}% over the last sample and all resources \
+                     ok: add an instance ({} -> {}, max {})",
                     p.name,
                     p.utilization * 100.0,
                     self.cfg.busy_high * 100.0,
@@ -675,16 +750,14 @@ impl Policy {
                     p.instances + 1,
                     p.max_instances
                 ),
-                evidence: self.evidence(|_| true),
-                cause: Cause::Health,
-            },
-            (_, _, Some(p)) => Decision {
-                at: now,
-                action: Action::RemoveInstance {
+            ),
+            (_, _, Some(p)) => (
+                Action::RemoveInstance {
                     processor_id: p.processor_id,
                 },
-                reason: format!(
-                    "processor `{}` {:.0}% busy < {:.0}%: remove an instance ({} -> {}, min {})",
+                format!(
+                    "processor `{}` {:.0}% busy < {:.0}% over the last sample: remove an \
+                     instance ({} -> {}, min {})",
                     p.name,
                     p.utilization * 100.0,
                     self.cfg.busy_low * 100.0,
@@ -692,12 +765,17 @@ impl Policy {
                     p.instances - 1,
                     p.min_instances
                 ),
-                evidence: self.evidence(|_| true),
-                cause: Cause::Health,
-            },
+            ),
             _ => return,
         };
-        out.push(decision);
+        out.push(Decision {
+            at: now,
+            action,
+            reason,
+            evidence: self.all_evidence(),
+            cause: Cause::Health,
+            jobs: Vec::new(),
+        });
         self.last_processor_step = Some(now);
     }
 
@@ -715,7 +793,7 @@ impl Policy {
             _ => None,
         }));
         self.shed.retain(|id| keep.contains(id));
-        let window = 2 * self.cfg.cooldown;
+        let window = self.cfg.toggle_window;
         self.toggles
             .retain(|_, pair| pair[1].is_some_and(|t| now - t < window));
     }
@@ -725,85 +803,84 @@ impl Policy {
         *pair = [pair[1], Some(now)];
     }
 
-    /// The flap budget: a job may toggle unless it already did twice within `2 × cooldown`.
+    /// The flap budget: a job may toggle unless it already did twice within the window.
     fn may_toggle(&self, job_id: i64, now: i64) -> bool {
-        let window = 2 * self.cfg.cooldown;
+        self.toggle_free_at(job_id).is_none_or(|t| now >= t)
+    }
+
+    /// When the job's flap budget allows its next toggle (`None`: it does now).
+    fn toggle_free_at(&self, job_id: i64) -> Option<i64> {
         self.toggles
             .get(&job_id)
             .and_then(|pair| pair[0])
-            .is_none_or(|t| now - t >= window)
+            .map(|t| t + self.cfg.toggle_window)
     }
 
-    /// Whether the latest sample itself still reads strained or worse on a resource whose
-    /// level is strained or worse.
-    fn strain_still_read(&self) -> bool {
+    /// The strained resources in words: "cpu 96.2% > 90% (strained) for 2 samples in a row
+    /// (5.0 s)", each against the threshold of its latest reading.
+    fn conditions(&self, strained: &[Resource]) -> String {
+        let parts: Vec<String> = strained
+            .iter()
+            .filter_map(|&r| self.health.explain(r, self.health.reading(r), &self.cfg))
+            .collect();
+        if parts.is_empty() {
+            // Only resources without a value can get here (never, as a value is needed to
+            // read strained); say what is known rather than nothing.
+            let levels: Vec<String> = strained
+                .iter()
+                .map(|r| format!("{} {}", r.as_str(), self.level(*r).as_str()))
+                .collect();
+            return levels.join(", ");
+        }
+        parts.join(", ")
+    }
+
+    /// The values of every resource that is strained or worse by level or reading.
+    fn strain_evidence(&self) -> Vec<Evidence> {
         Resource::ALL
             .into_iter()
-            .any(|r| self.level(r) >= Level::Strained && self.health.reading(r) >= Level::Strained)
-    }
-
-    fn value(&self, r: Resource) -> Option<f64> {
-        self.health.last().and_then(|s| r.value(s, &self.cfg))
-    }
-
-    /// The latest values of the resources whose level passes `keep`.
-    fn evidence(&self, keep: impl Fn(Level) -> bool) -> Vec<(Resource, f64)> {
-        Resource::ALL
-            .into_iter()
-            .filter(|&r| keep(self.level(r)))
-            .filter_map(|r| self.value(r).map(|v| (r, v)))
+            .filter(|&r| {
+                self.level(r) >= Level::Strained || self.health.reading(r) >= Level::Strained
+            })
+            .filter_map(|r| self.health.evidence(r, &self.cfg))
             .collect()
     }
 
-    /// Every strained or critical resource in words: "cpu 96.2% > 90% for 2 samples".
-    fn conditions(&self) -> String {
-        let parts: Vec<String> = Resource::ALL
+    /// The values of every resource that has one.
+    fn all_evidence(&self) -> Vec<Evidence> {
+        Resource::ALL
             .into_iter()
-            .filter(|&r| self.level(r) >= Level::Strained)
-            .map(|r| {
-                let level = self.level(r);
-                let what = self.value(r).map_or_else(
-                    || format!("{} {}", r.as_str(), level.as_str()),
-                    |v| r.describe(v, level, &self.cfg),
-                );
-                let critical = if level == Level::Critical {
-                    " (critical)"
-                } else {
-                    ""
-                };
-                format!("{what}{critical} for {}", samples(self.health.run(r)))
-            })
-            .collect();
-        parts.join(", ")
+            .filter_map(|r| self.health.evidence(r, &self.cfg))
+            .collect()
+    }
+}
+
+/// How the chosen job ranks, for reasons: the given words, or, when the disk's strain put
+/// writers first, "lowest-priority job that writes data objects".
+fn which(disk: bool, job: &JobView, plain: &str) -> String {
+    if disk && job.writes_data {
+        format!("{plain} that writes data objects")
+    } else {
+        plain.to_string()
+    }
+}
+
+/// "`a`, `b` and `c`".
+fn name_list(jobs: &[&JobView]) -> String {
+    let names: Vec<String> = jobs.iter().map(|j| format!("`{}`", j.name)).collect();
+    match names.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
     }
 }
 
 /// Activation order: priority descending, then the older (smaller) job id first.
-fn activation_order(j: &JobView) -> (std::cmp::Reverse<i64>, i64) {
+pub(crate) fn activation_order(j: &JobView) -> (std::cmp::Reverse<i64>, i64) {
     (std::cmp::Reverse(j.priority), j.job_id)
 }
 
 /// Shedding order: the reverse of [`activation_order`] — lowest priority, newest job first.
-fn shed_order(j: &JobView) -> (i64, std::cmp::Reverse<i64>) {
+pub(crate) fn shed_order(j: &JobView) -> (i64, std::cmp::Reverse<i64>) {
     (j.priority, std::cmp::Reverse(j.job_id))
-}
-
-/// "1 sample", "3 samples".
-fn samples(n: u32) -> String {
-    if n == 1 {
-        "1 sample".into()
-    } else {
-        format!("{n} samples")
-    }
-}
-
-/// A duration in words: "30 s", "2 min", "1.5 s".
-pub fn duration(ms: i64) -> String {
-    if ms >= 60_000 && ms % 60_000 == 0 {
-        format!("{} min", ms / 60_000)
-    } else if ms % 1000 == 0 {
-        format!("{} s", ms / 1000)
-    } else {
-        format!("{:.1} s", ms as f64 / 1000.0)
-    }
 }

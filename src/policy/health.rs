@@ -1,14 +1,18 @@
 //! Health: one [`Sample`] of the device, the [`Resource`]s read from it, each resource's
-//! per-sample [`Level`] against the thresholds, and the hysteresis that turns those readings
-//! into the levels the policy acts on ([`Health`]).
+//! per-sample [`Level`] against the thresholds, the hysteresis that turns those readings into
+//! the levels the policy acts on ([`Health`]), and the words and [`Evidence`] that explain a
+//! level to an operator.
 //!
 //! Invariant: reads no clock and does no IO; it imports neither actix nor rusqlite. Levels
 //! change only in [`Health::handle_sample`], by counting samples — never by elapsed time — so a
-//! trace of samples fixes the levels whatever the clock does.
+//! trace of samples fixes the levels whatever the clock does. An explanation states the latest
+//! reading against the threshold it is compared with, and how many readings in a row (over
+//! how long) were on the same side of it: never a count the readings do not support.
 
 use crate::policy::PolicyConfig;
 
-/// One health sample; the runtime's Health actor fills it from sysinfo and `/proc/pressure`.
+/// One health sample; the runtime's Health actor fills it from sysinfo, `statvfs` and
+/// `/proc/pressure`.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     /// When it was taken, epoch ms.
@@ -23,17 +27,21 @@ pub struct Sample {
     pub swap_used: u64,
     /// Bytes of swap in total; 0 means no swap (swap is then always ok).
     pub swap_total: u64,
-    /// Bytes free on the data filesystem.
+    /// Bytes free (for unprivileged writers) on the file system holding the data folder.
     pub disk_available: u64,
-    /// Bytes in total on the data filesystem; 0 when unknown (disk is then ok).
+    /// Bytes in total on that file system; 0 when unknown (disk is then ok).
     pub disk_total: u64,
+    /// The mount point of that file system, for reasons ("" when unknown).
+    #[serde(default)]
+    pub disk_mount: String,
     /// Bytes per second received plus sent.
     pub net_bytes_per_s: f64,
-    /// PSI cpu `some avg10`, percent; `None` where the kernel has no PSI (counted ok).
+    /// PSI cpu `some`: percent of the time since the previous sample in which some task
+    /// stalled waiting for a CPU; `None` where the kernel has no PSI (counted ok).
     pub psi_cpu: Option<f64>,
-    /// PSI memory `some avg10`, percent.
+    /// PSI memory `some`, percent of the time since the previous sample.
     pub psi_memory: Option<f64>,
-    /// PSI io `some avg10`, percent.
+    /// PSI io `some`, percent of the time since the previous sample.
     pub psi_io: Option<f64>,
 }
 
@@ -50,15 +58,15 @@ pub enum Resource {
     Memory,
     /// Percent of swap in use.
     Swap,
-    /// Percent free of the data filesystem.
+    /// Percent free of the data file system.
     Disk,
     /// Percent of the configured link capacity in use.
     Network,
-    /// PSI cpu `some avg10`, percent.
+    /// PSI cpu `some`, percent of the last sample interval.
     PsiCpu,
-    /// PSI memory `some avg10`, percent.
+    /// PSI memory `some`, percent of the last sample interval.
     PsiMemory,
-    /// PSI io `some avg10`, percent.
+    /// PSI io `some`, percent of the last sample interval.
     PsiIo,
 }
 
@@ -133,6 +141,21 @@ impl Resource {
         }
     }
 
+    /// The threshold a reading must pass to be at `level` (the strained one for `Ok`).
+    fn threshold(self, level: Level, cfg: &PolicyConfig) -> f64 {
+        let (strained, critical, _) = self.thresholds(cfg);
+        if level == Level::Critical {
+            critical
+        } else {
+            strained
+        }
+    }
+
+    /// Whether a higher value is worse (CPU) or better (free memory, free disk).
+    fn higher_is_worse(self) -> bool {
+        !matches!(self, Resource::Memory | Resource::Disk)
+    }
+
     /// The level of one reading, before hysteresis. Thresholds are strict (`>` / `<`), as in
     /// "CPU > 90 %": a reading exactly at the threshold is still ok.
     pub fn classify(self, value: Option<f64>, cfg: &PolicyConfig) -> Level {
@@ -148,44 +171,86 @@ impl Resource {
         }
     }
 
-    /// `value` against the threshold of `level`, in words: "cpu 96.2% > 90%",
-    /// "memory 150 MiB available < 200 MiB", "disk 4.1% free < 5%".
-    pub fn describe(self, value: f64, level: Level, cfg: &PolicyConfig) -> String {
-        let (strained, critical, higher_is_worse) = self.thresholds(cfg);
-        let threshold = match level {
-            Level::Critical => critical,
-            _ => strained,
-        };
-        let cmp = match (level, higher_is_worse) {
-            (Level::Ok, true) => "<=",
-            (Level::Ok, false) => ">=",
-            (_, true) => ">",
-            (_, false) => "<",
-        };
-        // One decimal, or two when one would print the threshold itself ("90.0% > 90%").
+    /// The reading in words, without a comparison: "cpu 96.2%", "memory 150 MiB available",
+    /// "disk /data: 3.1% free (7.9 MiB of 256 MiB)". `threshold` only decides the precision
+    /// of a percentage (two decimals when one would print the threshold itself).
+    fn reading_text(
+        self,
+        value: f64,
+        threshold: f64,
+        sample: &Sample,
+        cfg: &PolicyConfig,
+    ) -> String {
         let pct = if format!("{value:.1}") == format!("{threshold:.1}") {
-            format!("{value:.2}")
+            format!("{value:.2}%")
         } else {
-            format!("{value:.1}")
+            format!("{value:.1}%")
         };
         match self {
-            Resource::Memory => format!("memory {} available {cmp} {}", mib(value), mib(threshold)),
-            Resource::Swap => format!("swap {pct}% used {cmp} {threshold}%"),
-            Resource::Disk => format!("disk {pct}% free {cmp} {threshold}%"),
-            Resource::Network => format!(
-                "network {pct}% of {} {cmp} {threshold}%",
-                rate(cfg.network_capacity)
-            ),
-            Resource::Cpu => format!("cpu {pct}% {cmp} {threshold}%"),
-            Resource::PsiCpu => format!("cpu pressure {pct}% {cmp} {threshold}%"),
-            Resource::PsiMemory => format!("memory pressure {pct}% {cmp} {threshold}%"),
-            Resource::PsiIo => format!("io pressure {pct}% {cmp} {threshold}%"),
+            Resource::Cpu => format!("cpu {pct}"),
+            Resource::Memory => format!("memory {} available", size(value)),
+            Resource::Swap => format!("swap {pct} used"),
+            Resource::Disk => {
+                let mount = if sample.disk_mount.is_empty() {
+                    String::new()
+                } else {
+                    format!(" {}:", sample.disk_mount)
+                };
+                format!(
+                    "disk{mount} {pct} free ({} of {})",
+                    size(sample.disk_available as f64),
+                    size(sample.disk_total as f64)
+                )
+            }
+            Resource::Network => {
+                format!("network {pct} of {}", rate(cfg.network_capacity))
+            }
+            Resource::PsiCpu => format!("cpu pressure {pct}"),
+            Resource::PsiMemory => format!("memory pressure {pct}"),
+            Resource::PsiIo => format!("io pressure {pct}"),
         }
+    }
+
+    /// A threshold in words, in the unit of the reading: "90%", "200 MiB".
+    fn threshold_text(self, threshold: f64) -> String {
+        match self {
+            Resource::Memory => size(threshold),
+            _ => format!("{threshold}%"),
+        }
+    }
+
+    /// The unit of [`Evidence::value`]: `MiB` for memory, `%` for the rest.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Resource::Memory => "MiB",
+            _ => "%",
+        }
+    }
+
+    /// `v` (in the unit of [`Resource::value`]) in the unit of [`Resource::unit`], rounded to
+    /// a tenth.
+    fn in_unit(self, v: f64) -> f64 {
+        let v = match self {
+            Resource::Memory => v / MIB,
+            _ => v,
+        };
+        (v * 10.0).round() / 10.0
     }
 }
 
-fn mib(bytes: f64) -> String {
-    format!("{:.0} MiB", bytes / (1024.0 * 1024.0))
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A size in words: "7.9 MiB", "256 MiB", "1.5 GiB".
+pub fn size(bytes: f64) -> String {
+    let gib = bytes / (1024.0 * MIB);
+    let mib = bytes / MIB;
+    if gib >= 1.0 {
+        format!("{gib:.1} GiB")
+    } else if mib >= 10.0 || mib == mib.round() {
+        format!("{mib:.0} MiB")
+    } else {
+        format!("{mib:.1} MiB")
+    }
 }
 
 fn rate(bytes_per_s: u64) -> String {
@@ -215,7 +280,8 @@ pub enum Level {
     /// Below every threshold: the node may take on work.
     #[default]
     Ok,
-    /// Past the strained threshold: activate nothing, shed the least important work.
+    /// Past the strained threshold: activate nothing, stretch or shed the least important
+    /// work.
     Strained,
     /// Past the critical threshold: shed at every sample down to the minimum.
     Critical,
@@ -239,24 +305,109 @@ impl Level {
     }
 }
 
+/// One resource's latest value behind a decision, rounded, in a named unit, beside the
+/// thresholds it was compared with and its levels: what an operator needs to check the
+/// reason without knowing the configuration.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Evidence {
+    /// The resource.
+    pub resource: Resource,
+    /// Its latest value in `unit`, rounded to a tenth.
+    pub value: f64,
+    /// `%` or `MiB`.
+    pub unit: String,
+    /// The strained threshold, in `unit`.
+    pub strained: f64,
+    /// The critical threshold, in `unit`.
+    pub critical: f64,
+    /// The level after hysteresis.
+    pub level: Level,
+    /// The level of the latest reading alone.
+    pub reading: Level,
+}
+
+impl Evidence {
+    /// In words: "cpu 97.1% (critical: > 97%)", "memory 150.2 MiB (strained: < 200 MiB)",
+    /// "cpu 92.0% (strained: > 90%; level critical)" when hysteresis holds a level the
+    /// reading is no longer at.
+    pub fn describe(&self) -> String {
+        let higher_is_worse = self.resource.higher_is_worse();
+        let threshold = if self.reading == Level::Critical {
+            self.critical
+        } else {
+            self.strained
+        };
+        let cmp = match (self.reading, higher_is_worse) {
+            (Level::Ok, true) => "<=",
+            (Level::Ok, false) => ">=",
+            (_, true) => ">",
+            (_, false) => "<",
+        };
+        let sep = if self.unit == "%" { "" } else { " " };
+        let held = if self.level == self.reading {
+            String::new()
+        } else {
+            format!("; level {}", self.level.as_str())
+        };
+        format!(
+            "{} {}{sep}{} ({}: {cmp} {threshold}{sep}{}{held})",
+            self.resource.as_str(),
+            self.value,
+            self.unit,
+            self.reading.as_str(),
+            self.unit
+        )
+    }
+}
+
 /// Hysteresis for one resource. The run counters are functions of the recent readings only
-/// (how many in a row were at least / at most each level), so the level is fixed by the trace.
+/// (how many in a row were at least / at most each level), so the level is fixed by the trace;
+/// beside each counter, when its run began (the time of its first reading), for durations.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 struct Track {
     level: Level,
     /// Readings in a row at `Strained` or worse, and at `Critical`.
     run_at_least: [u32; 2],
+    /// When each of those runs began.
+    since_at_least: [i64; 2],
     /// Readings in a row at `Ok`, and at `Strained` or better.
     run_at_most: [u32; 2],
+    /// When each of those runs began.
+    since_at_most: [i64; 2],
 }
 
 impl Track {
-    fn observe(&mut self, reading: Level, enter_after: u32, leave_after: u32) {
-        let bump = |run: &mut u32, cond: bool| *run = if cond { run.saturating_add(1) } else { 0 };
-        bump(&mut self.run_at_least[0], reading >= Level::Strained);
-        bump(&mut self.run_at_least[1], reading >= Level::Critical);
-        bump(&mut self.run_at_most[0], reading <= Level::Ok);
-        bump(&mut self.run_at_most[1], reading <= Level::Strained);
+    fn observe(&mut self, reading: Level, at: i64, enter_after: u32, leave_after: u32) {
+        let bump = |run: &mut u32, since: &mut i64, cond: bool| {
+            if !cond {
+                *run = 0;
+            } else {
+                if *run == 0 {
+                    *since = at;
+                }
+                *run = run.saturating_add(1);
+            }
+        };
+        bump(
+            &mut self.run_at_least[0],
+            &mut self.since_at_least[0],
+            reading >= Level::Strained,
+        );
+        bump(
+            &mut self.run_at_least[1],
+            &mut self.since_at_least[1],
+            reading >= Level::Critical,
+        );
+        bump(
+            &mut self.run_at_most[0],
+            &mut self.since_at_most[0],
+            reading <= Level::Ok,
+        );
+        bump(
+            &mut self.run_at_most[1],
+            &mut self.since_at_most[1],
+            reading <= Level::Strained,
+        );
         if reading > self.level {
             // Enter the worst level that has been sustained long enough.
             for (i, target) in [(1, Level::Critical), (0, Level::Strained)] {
@@ -277,12 +428,23 @@ impl Track {
         }
     }
 
-    /// Readings in a row at the current level or worse (for reasons: "for 3 samples").
+    /// Readings in a row at the current level or worse (or at ok, when ok).
     fn run(&self) -> u32 {
         match self.level {
             Level::Ok => self.run_at_most[0],
             Level::Strained => self.run_at_least[0],
             Level::Critical => self.run_at_least[1],
+        }
+    }
+
+    /// The run of readings on the same side of `level`'s threshold as the latest one: at
+    /// `level` or worse when `past`, better than `level` otherwise. `(count, since)`.
+    fn run_against(&self, level: Level, past: bool) -> (u32, i64) {
+        let i = usize::from(level == Level::Critical);
+        if past {
+            (self.run_at_least[i], self.since_at_least[i])
+        } else {
+            (self.run_at_most[i], self.since_at_most[i])
         }
     }
 }
@@ -292,6 +454,8 @@ impl Track {
 pub struct Health {
     tracks: [Track; 8],
     last: Option<Sample>,
+    /// The time of the sample before the latest one.
+    previous_at: Option<i64>,
     /// The latest sample's reading (before hysteresis) per resource.
     readings: [Level; 8],
     samples: u64,
@@ -305,8 +469,9 @@ impl Health {
         for (i, r) in Resource::ALL.into_iter().enumerate() {
             let reading = r.classify(r.value(sample, cfg), cfg);
             self.readings[i] = reading;
-            self.tracks[i].observe(reading, enter, leave);
+            self.tracks[i].observe(reading, sample.at, enter, leave);
         }
+        self.previous_at = self.last.as_ref().map(|s| s.at);
         self.last = Some(sample.clone());
         self.samples += 1;
     }
@@ -340,8 +505,112 @@ impl Health {
         self.last.as_ref()
     }
 
+    /// Milliseconds between the latest two samples (0 before two, or if the clock went back).
+    pub fn gap(&self) -> i64 {
+        match (&self.last, self.previous_at) {
+            (Some(s), Some(p)) => (s.at - p).max(0),
+            _ => 0,
+        }
+    }
+
     /// How many samples have been handled (a sequence number for "once per sample").
     pub fn samples(&self) -> u64 {
         self.samples
+    }
+
+    /// The run of samples in which every resource read ok: `(count, since)`, the shortest
+    /// run of any resource.
+    pub fn ok_readings(&self) -> (u32, i64) {
+        let n = self
+            .tracks
+            .iter()
+            .map(|t| t.run_at_most[0])
+            .min()
+            .unwrap_or(0);
+        let since = self
+            .tracks
+            .iter()
+            .map(|t| t.since_at_most[0])
+            .max()
+            .unwrap_or(0);
+        (n, since)
+    }
+
+    /// `r`'s latest value, in the unit of its thresholds.
+    pub fn value(&self, r: Resource, cfg: &PolicyConfig) -> Option<f64> {
+        self.last.as_ref().and_then(|s| r.value(s, cfg))
+    }
+
+    /// The latest reading of `r` against the threshold of `level` (strained or critical), in
+    /// words, with the run of readings on the same side of that threshold:
+    /// "cpu 96.2% > 90% (strained) for 2 samples in a row (5.0 s)",
+    /// "disk /data: 10.0% free (25 MiB of 256 MiB) >= 5% for 2 samples in a row (1.0 s)".
+    /// `None` without a value.
+    pub fn explain(&self, r: Resource, level: Level, cfg: &PolicyConfig) -> Option<String> {
+        let sample = self.last.as_ref()?;
+        let value = r.value(sample, cfg)?;
+        let level = level.max(Level::Strained);
+        let threshold = r.threshold(level, cfg);
+        let past = r.classify(Some(value), cfg) >= level;
+        let cmp = match (past, r.higher_is_worse()) {
+            (true, true) => ">",
+            (true, false) => "<",
+            (false, true) => "<=",
+            (false, false) => ">=",
+        };
+        let named = if past {
+            format!(" ({})", level.as_str())
+        } else {
+            String::new()
+        };
+        let (n, since) = self.tracks[r as usize].run_against(level, past);
+        Some(format!(
+            "{} {cmp} {}{named} for {}",
+            r.reading_text(value, threshold, sample, cfg),
+            r.threshold_text(threshold),
+            samples_over(n, sample.at - since)
+        ))
+    }
+
+    /// `r`'s latest value as evidence, if it has one.
+    pub fn evidence(&self, r: Resource, cfg: &PolicyConfig) -> Option<Evidence> {
+        let value = self.value(r, cfg)?;
+        let (strained, critical, _) = r.thresholds(cfg);
+        Some(Evidence {
+            resource: r,
+            value: r.in_unit(value),
+            unit: r.unit().to_string(),
+            strained: r.in_unit(strained),
+            critical: r.in_unit(critical),
+            level: self.level(r),
+            reading: self.reading(r),
+        })
+    }
+}
+
+/// "1 sample", "3 samples in a row (2.0 s)".
+pub fn samples_over(n: u32, ms: i64) -> String {
+    if n <= 1 {
+        "1 sample".into()
+    } else {
+        format!("{n} samples in a row ({})", duration(ms))
+    }
+}
+
+/// A duration in words, with one rule for every size: tenths of a second below 10 s
+/// ("1.5 s", "2.0 s"), whole seconds below 2 min ("88 s", "90 s"), minutes and seconds above
+/// ("2 min", "2 min 5 s").
+pub fn duration(ms: i64) -> String {
+    let ms = ms.max(0);
+    if ms < 9_950 {
+        return format!("{:.1} s", ms as f64 / 1000.0);
+    }
+    let s = (ms + 500) / 1000;
+    if s < 120 {
+        format!("{s} s")
+    } else if s % 60 == 0 {
+        format!("{} min", s / 60)
+    } else {
+        format!("{} min {} s", s / 60, s % 60)
     }
 }

@@ -29,6 +29,7 @@ pub fn healthy(at: i64) -> Sample {
         swap_total: 0,
         disk_available: 50 * GIB,
         disk_total: 100 * GIB,
+        disk_mount: "/data".into(),
         net_bytes_per_s: 1_000.0,
         psi_cpu: None,
         psi_memory: None,
@@ -50,8 +51,11 @@ pub fn job(job_id: i64, priority: i64) -> JobView {
         required: false,
         pin: None,
         active: false,
+        held: false,
         writes_data: false,
         maintenance: false,
+        stretch: 1,
+        stretch_max: 1,
     }
 }
 
@@ -138,8 +142,8 @@ impl World {
         let out = self
             .policy
             .poll_decisions(s.at, &self.jobs, &self.processors);
-        for d in &out {
-            self.check_decision(d);
+        for (i, d) in out.iter().enumerate() {
+            self.check_decision(d, &out[..i]);
             self.apply(d);
         }
         self.log.extend(out.iter().cloned());
@@ -166,11 +170,24 @@ impl World {
     }
 
     fn apply(&mut self, d: &Decision) {
+        let held_by_pause: Vec<bool> = self
+            .jobs
+            .iter()
+            .map(|j| self.policy.held_by_pause(j))
+            .collect();
         match d.action {
             Action::Activate { job_id } | Action::Deactivate { job_id } => {
-                let j = self.jobs.iter_mut().find(|j| j.job_id == job_id).unwrap();
+                let i = self.jobs.iter().position(|j| j.job_id == job_id).unwrap();
+                let j = &mut self.jobs[i];
                 j.active = matches!(d.action, Action::Activate { .. });
+                // As the runtime does: a writer activated while writes are paused waits.
+                j.held = j.active && held_by_pause[i];
             }
+            Action::Stretch { job_id, factor } | Action::Unstretch { job_id, factor } => {
+                let j = self.jobs.iter_mut().find(|j| j.job_id == job_id).unwrap();
+                j.stretch = factor;
+            }
+            Action::Hold { .. } => {}
             Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
                 let p = self
                     .processors
@@ -183,13 +200,39 @@ impl World {
                     p.instances -= 1;
                 }
             }
-            Action::PauseWrites | Action::ResumeWrites => {}
+            Action::PauseWrites | Action::ResumeWrites => {
+                let pause = d.action == Action::PauseWrites;
+                for id in &d.jobs {
+                    let j = self.jobs.iter_mut().find(|j| j.job_id == *id).unwrap();
+                    j.held = pause;
+                }
+            }
         }
     }
 
     /// What must hold of each decision, before it is carried out.
-    fn check_decision(&self, d: &Decision) {
+    /// `earlier`: the decisions of the same poll before it (jobs a pin or the minimum
+    /// decided there are not the health rules' to take).
+    fn check_decision(&self, d: &Decision, earlier: &[Decision]) {
+        let decided = |o: &JobView| {
+            earlier
+                .iter()
+                .any(|e| e.cause != Cause::Health && e.action.job_id() == Some(o.job_id))
+        };
         assert!(!d.reason.is_empty(), "a decision without a reason: {d:?}");
+        assert!(
+            !d.reason.contains(" 0 sample"),
+            "a count the readings do not support: {}",
+            d.reason
+        );
+        assert!(
+            !has_long_decimals(&d.reason),
+            "an unrounded number in: {}",
+            d.reason
+        );
+        for e in &d.evidence {
+            assert_eq!((e.value * 10.0).round() / 10.0, e.value, "unrounded: {e:?}");
+        }
         if let Some(id) = d.action.processor_id() {
             let p = self
                 .processors
@@ -200,6 +243,9 @@ impl World {
                 Action::AddInstance { .. } => assert!(p.instances < p.max_instances, "{d:?}"),
                 _ => assert!(p.instances > p.min_instances, "{d:?}"),
             }
+        }
+        if d.action == Action::PauseWrites {
+            assert_eq!(self.policy.level(Resource::Disk), Level::Critical, "{d:?}");
         }
         let Some(id) = d.action.job_id() else { return };
         let j = self
@@ -221,9 +267,19 @@ impl World {
                         Level::Ok,
                         "health activation while not ok: {d:?}"
                     );
+                    let ahead = self.jobs.iter().find(|o| {
+                        !o.active && o.pin.is_none() && activation_key(o) < activation_key(j)
+                    });
+                    assert!(
+                        ahead.is_none(),
+                        "activates `{}` while `{}` (more important) waits:\n{}",
+                        j.name,
+                        ahead.unwrap().name,
+                        self.dump()
+                    );
                 }
             }
-            _ => {
+            Action::Deactivate { .. } => {
                 assert!(j.active, "deactivates an inactive job: {d:?}");
                 assert_ne!(j.pin, Some(Pin::Active), "deactivates a pinned-active job");
                 if j.pin != Some(Pin::Inactive) {
@@ -233,14 +289,63 @@ impl World {
                         "sheds a job of the minimum: {d:?}"
                     );
                 }
-                if j.maintenance && d.cause == Cause::Health {
+                if d.cause == Cause::Health {
+                    assert!(!j.held, "sheds a job held by paused writes: {d:?}");
+                    if j.maintenance {
+                        assert!(
+                            self.policy.level(Resource::Disk) < Level::Strained,
+                            "sheds a maintenance job while the disk is strained: {d:?}"
+                        );
+                    }
+                    let lower =
+                        self.lower_in_line(j, |o| !self.policy.in_minimum(o) && !decided(o));
                     assert!(
-                        self.policy.level(Resource::Disk) < Level::Strained,
-                        "sheds a maintenance job while the disk is strained: {d:?}"
+                        lower.is_none(),
+                        "priority inversion: sheds `{}` while `{}` runs:\n{}",
+                        j.name,
+                        lower.unwrap().name,
+                        self.dump()
                     );
                 }
             }
+            Action::Stretch { factor, .. } => {
+                assert_eq!(d.cause, Cause::Health);
+                assert!(j.active && !j.held && j.pin.is_none(), "{d:?}");
+                assert!(factor > j.stretch && factor <= j.stretch_max, "{d:?} {j:?}");
+                let lower = self.lower_in_line(j, |o| o.stretch < o.stretch_max && !decided(o));
+                assert!(
+                    lower.is_none(),
+                    "stretches `{}` before `{}`:\n{}",
+                    j.name,
+                    lower.unwrap().name,
+                    self.dump()
+                );
+            }
+            Action::Unstretch { factor, .. } => {
+                assert_eq!(d.cause, Cause::Health);
+                assert!(factor < j.stretch && factor >= 1, "{d:?} {j:?}");
+                assert_eq!(self.policy.overall(), Level::Ok, "{d:?}");
+            }
+            Action::Hold { .. } => assert_eq!(d.cause, Cause::Health),
+            _ => {}
         }
+    }
+
+    /// An active job that the relief rules would take before `j` (lower in line for the
+    /// same resource), among the jobs `also` admits.
+    fn lower_in_line(&self, j: &JobView, also: impl Fn(&JobView) -> bool) -> Option<&JobView> {
+        let disk = self.policy.level(Resource::Disk) >= Level::Strained;
+        self.jobs.iter().find(|o| {
+            o.job_id != j.job_id
+                && o.active
+                && !o.held
+                && o.pin.is_none()
+                && !(disk && o.maintenance)
+                && also(o)
+                // Writers go first while the disk is strained.
+                && (disk && o.writes_data && !j.writes_data
+                    || (!disk || o.writes_data == j.writes_data) && shed_key(o) < shed_key(j))
+        })
     }
 
     /// What must hold after every sample's decisions are carried out.
@@ -252,21 +357,29 @@ impl World {
             if self.policy.in_minimum(j) {
                 assert!(j.active, "job `{}` of the minimum is not active", j.name);
             }
+            if j.held {
+                assert!(
+                    j.active && self.policy.writes_paused(),
+                    "job `{}` is held while writes are not paused:\n{}",
+                    j.name,
+                    self.dump()
+                );
+            }
+            assert!(j.stretch >= 1 && j.stretch <= j.stretch_max.max(1), "{j:?}");
         }
         for p in &self.processors {
             assert!(p.instances >= p.min_instances && p.instances <= p.max_instances);
         }
-        // The flap bound: no job toggled by health more than twice in any 60 s window (the
-        // flap budget is 2 × cooldown, so this holds for a cooldown of 30 s or more).
-        if self.policy.config().cooldown < 30_000 {
-            return;
-        }
+        // The flap bound: no job toggled by health more than twice in any window of
+        // `toggle_window`, whatever the cooldown.
+        let window = self.policy.config().toggle_window;
         for d in out {
-            if let Some(id) = d.action.job_id() {
-                let recent = self.toggles_of(id, d.at - 59_999, d.at);
+            if d.cause == Cause::Health && d.action.is_toggle() {
+                let id = d.action.job_id().unwrap();
+                let recent = self.toggles_of(id, d.at - window + 1, d.at);
                 assert!(
                     recent.len() <= 2,
-                    "job {id} toggled {} times within 60 s:\n{}",
+                    "job {id} toggled {} times within {window} ms:\n{}",
                     recent.len(),
                     self.dump()
                 );
@@ -274,21 +387,37 @@ impl World {
         }
     }
 
+    /// Jobs that are not active while a less important job of the same kind is: unpinned,
+    /// outside the minimum, not held, and both writers or both not (so that the disk's
+    /// writers-first rule is not counted).
+    pub fn inversions(&self) -> Vec<(&JobView, &JobView)> {
+        let free = |j: &&JobView| j.pin.is_none() && !self.policy.in_minimum(j) && !j.held;
+        let mut out = Vec::new();
+        for waiting in self.jobs.iter().filter(free).filter(|j| !j.active) {
+            for running in self.jobs.iter().filter(free).filter(|j| j.active) {
+                if running.writes_data == waiting.writes_data
+                    && activation_key(waiting) < activation_key(running)
+                {
+                    out.push((waiting, running));
+                }
+            }
+        }
+        out
+    }
+
     /// Health toggles (activate or deactivate) of one job within `from..=to`.
     pub fn toggles_of(&self, id: i64, from: i64, to: i64) -> Vec<&Decision> {
         self.log
             .iter()
-            .filter(|d| d.cause == Cause::Health && d.action.job_id() == Some(id))
+            .filter(|d| d.cause == Cause::Health && d.action.is_toggle())
+            .filter(|d| d.action.job_id() == Some(id))
             .filter(|d| (from..=to).contains(&d.at))
             .collect()
     }
 
     /// Every activate/deactivate decision, all jobs together.
     pub fn toggles(&self) -> Vec<&Decision> {
-        self.log
-            .iter()
-            .filter(|d| d.action.job_id().is_some())
-            .collect()
+        self.log.iter().filter(|d| d.action.is_toggle()).collect()
     }
 
     /// The most toggles (all jobs together) in any 60 s window, `[t, t + 60 s)`, from `from`.
@@ -329,9 +458,10 @@ impl World {
             .iter()
             .map(|d| {
                 format!(
-                    "  +{:>5}s {:<16} {}",
-                    (d.at - T0) / 1000,
+                    "  +{:>7.1}s {:<15} {:<8} {}",
+                    (d.at - T0) as f64 / 1000.0,
                     d.action.as_str(),
+                    d.cause.as_str(),
                     d.reason
                 )
             })
@@ -340,11 +470,42 @@ impl World {
     }
 }
 
+/// Activation order: priority descending, then the older job first.
+fn activation_key(j: &JobView) -> (std::cmp::Reverse<i64>, i64) {
+    (std::cmp::Reverse(j.priority), j.job_id)
+}
+
+/// Shedding order: lowest priority, newest job first.
+fn shed_key(j: &JobView) -> (i64, std::cmp::Reverse<i64>) {
+    (j.priority, std::cmp::Reverse(j.job_id))
+}
+
+/// Whether `text` holds a number with three or more decimals ("24582008832.0" has one, but
+/// "97.00000001" or "0.123" would not be a rounded figure).
+fn has_long_decimals(text: &str) -> bool {
+    let b = text.as_bytes();
+    (1..b.len()).any(|i| {
+        b[i] == b'.'
+            && b[i - 1].is_ascii_digit()
+            && b[i + 1..].iter().take_while(|c| c.is_ascii_digit()).count() >= 3
+    })
+}
+
 /// `n` samples from `start`, `TICK` apart, each built by `f(i, sample)` from a healthy one.
-pub fn trace(start: i64, n: usize, mut f: impl FnMut(usize, &mut Sample)) -> Vec<Sample> {
+pub fn trace(start: i64, n: usize, f: impl FnMut(usize, &mut Sample)) -> Vec<Sample> {
+    trace_every(start, n, TICK, f)
+}
+
+/// `n` samples from `start`, `tick` ms apart, each built by `f(i, sample)` from a healthy one.
+pub fn trace_every(
+    start: i64,
+    n: usize,
+    tick: i64,
+    mut f: impl FnMut(usize, &mut Sample),
+) -> Vec<Sample> {
     (0..n)
         .map(|i| {
-            let mut s = healthy(start + i as i64 * TICK);
+            let mut s = healthy(start + i as i64 * tick);
             f(i, &mut s);
             s
         })

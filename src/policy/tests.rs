@@ -5,8 +5,8 @@
 
 use crate::policy::testkit::*;
 use crate::policy::{
-    Action, Cause, Health, JobView, Level, Pin, Policy, PolicyConfig, ProcessorView, Resource,
-    Sample, duration,
+    Action, Cause, Evidence, Health, JobView, Level, Pin, Policy, PolicyConfig, ProcessorView,
+    Resource, Sample, duration,
 };
 
 #[test]
@@ -276,12 +276,43 @@ fn reasons_read_as_sentences() {
     assert_eq!(out[0].at, T0 + 60_000);
     assert_eq!(
         out[0].reason,
-        "cpu 96.2% > 90% for 2 samples: shed lowest-priority job `sync` (priority 40)"
+        "cpu 96.2% > 90% (strained) for 2 samples in a row (5.0 s): shed lowest-priority job \
+         `sync` (priority 40)"
     );
-    assert_eq!(out[0].evidence, [(Resource::Cpu, 96.2)]);
-    assert_eq!(duration(90_000), "90 s");
-    assert_eq!(duration(120_000), "2 min");
-    assert_eq!(duration(1_500), "1.5 s");
+    assert_eq!(
+        out[0].evidence,
+        [Evidence {
+            resource: Resource::Cpu,
+            value: 96.2,
+            unit: "%".into(),
+            strained: 90.0,
+            critical: 97.0,
+            level: Level::Strained,
+            reading: Level::Strained,
+        }]
+    );
+    assert_eq!(out[0].evidence[0].describe(), "cpu 96.2% (strained: > 90%)");
+}
+
+/// Regression (issue 18, defect 5): one rule for every duration, so "88 s" never stands
+/// beside "90.0 s".
+#[test]
+fn durations_follow_one_rule() {
+    let cases = [
+        (0, "0.0 s"),
+        (1_500, "1.5 s"),
+        (9_949, "9.9 s"),
+        (9_990, "10 s"),
+        (88_000, "88 s"),
+        (89_990, "90 s"),
+        (90_000, "90 s"),
+        (119_600, "2 min"),
+        (120_000, "2 min"),
+        (125_000, "2 min 5 s"),
+    ];
+    for (ms, text) in cases {
+        assert_eq!(duration(ms), text, "{ms} ms");
+    }
 }
 
 #[test]
@@ -290,12 +321,21 @@ fn decisions_serialize_with_stable_names() {
         at: 1,
         action: Action::Deactivate { job_id: 7 },
         reason: "r".into(),
-        evidence: vec![(Resource::PsiIo, 50.0)],
+        evidence: vec![Evidence {
+            resource: Resource::PsiIo,
+            value: 50.0,
+            unit: "%".into(),
+            strained: 40.0,
+            critical: 80.0,
+            level: Level::Strained,
+            reading: Level::Strained,
+        }],
         cause: Cause::Health,
+        jobs: vec![],
     };
     assert_eq!(
         serde_json::to_string(&d).unwrap(),
-        r#"{"at":1,"action":{"deactivate":{"job_id":7}},"reason":"r","evidence":[["psi_io",50.0]],"cause":"health"}"#
+        r#"{"at":1,"action":{"deactivate":{"job_id":7}},"reason":"r","evidence":[{"resource":"psi_io","value":50.0,"unit":"%","strained":40.0,"critical":80.0,"level":"strained","reading":"strained"}],"cause":"health"}"#
     );
     assert_eq!(
         serde_json::to_string(&Action::PauseWrites).unwrap(),
@@ -366,7 +406,8 @@ fn a_busy_processor_grows_to_its_maximum_one_step_at_a_time_only_while_healthy()
         ]
     );
     assert!(w.log[0].reason.starts_with(
-        "processor `p2` 97% busy > 90% and all resources ok: add an instance (1 -> 2, max 3)"
+        "processor `p2` 97% busy > 90% over the last sample and all resources ok: add an \
+         instance (1 -> 2, max 3)"
     ));
     // Under strain nothing is added, though it is busy.
     let mut w = World::start(PolicyConfig::default(), vec![]);
@@ -396,7 +437,7 @@ fn an_idle_processor_shrinks_to_its_minimum() {
     assert_eq!(w.processors[1].instances, 2);
     assert_eq!(
         w.log[0].reason,
-        "processor `p1` 2% busy < 10%: remove an instance (3 -> 2, min 1)"
+        "processor `p1` 2% busy < 10% over the last sample: remove an instance (3 -> 2, min 1)"
     );
 }
 
@@ -450,4 +491,117 @@ fn polling_twice_without_a_new_sample_decides_nothing_new() {
         again.iter().map(|d| d.action).collect::<Vec<_>>(),
         [Action::Deactivate { job_id: 1 }]
     );
+}
+
+/// Regression (issue 18, defect 5): "cpu 97.00% > 97% (critical) for 0 samples" — the level
+/// was held critical by hysteresis while the reading, exactly at the threshold, was only
+/// strained, and the shed went at the critical pace. A reason now states the reading against
+/// the threshold it passed, with the readings that support it, and the pace follows the
+/// reading.
+#[test]
+fn regression_a_level_held_by_hysteresis_is_not_reported_as_a_reading() {
+    let mut w = World::start(PolicyConfig::default(), mixed_jobs());
+    for i in 0..48 {
+        w.feed(&healthy(T0 + i * TICK));
+    }
+    let s = T0 + 48 * TICK;
+    let before = w.log.len();
+    for (i, cpu) in [99.0, 99.0, 97.0, 97.0, 97.0, 97.0, 97.0, 97.0]
+        .into_iter()
+        .enumerate()
+    {
+        w.feed(&Sample {
+            cpu_used: cpu,
+            ..healthy(s + i as i64 * TICK)
+        });
+    }
+    let sheds: Vec<_> = w.log[before..].iter().collect();
+    assert_eq!(sheds.len(), 2, "{}", w.dump());
+    assert_eq!(sheds[0].at, s + TICK);
+    assert_eq!(
+        sheds[0].reason,
+        "cpu 99.0% > 97% (critical) for 2 samples in a row (5.0 s): shed lowest-priority job \
+         `thumbnails` (priority 5)"
+    );
+    // 97.0% is not past 97%: the third sample reads strained while the level is still held
+    // critical — it is not a critical shed (the old code shed at once, "for 0 samples");
+    // the next shed comes a step later, at the strained pace.
+    assert_eq!(sheds[1].at, s + TICK + 30_000);
+    assert_eq!(
+        sheds[1].reason,
+        "cpu 97.0% > 90% (strained) for 8 samples in a row (35 s): shed lowest-priority job \
+         `prune` (priority 20)"
+    );
+    let mut h = Health::default();
+    let cfg = PolicyConfig::default();
+    for (i, cpu) in [99.0, 99.0, 97.0].into_iter().enumerate() {
+        h.handle_sample(
+            &Sample {
+                cpu_used: cpu,
+                ..healthy(T0 + i as i64 * TICK)
+            },
+            &cfg,
+        );
+    }
+    assert_eq!(h.level(Resource::Cpu), Level::Critical);
+    assert_eq!(
+        h.evidence(Resource::Cpu, &cfg).unwrap().describe(),
+        "cpu 97% (strained: > 90%; level critical)"
+    );
+}
+
+/// Every resource explains itself with its unit and threshold, rounded.
+#[test]
+fn each_resource_explains_its_reading_with_unit_and_threshold() {
+    let cfg = PolicyConfig {
+        network_capacity: 125_000_000,
+        ..PolicyConfig::default()
+    };
+    let mut h = Health::default();
+    let bad = |at| Sample {
+        cpu_used: 97.004,
+        memory_available: 150 * MIB + 12_345,
+        swap_used: 3 * GIB,
+        swap_total: 4 * GIB,
+        disk_available: 8 * MIB,
+        disk_total: 256 * MIB,
+        net_bytes_per_s: 110_000_000.0,
+        psi_io: Some(45.25),
+        ..healthy(at)
+    };
+    h.handle_sample(&bad(T0), &cfg);
+    h.handle_sample(&bad(T0 + 1_000), &cfg);
+    let text = |r, l| h.explain(r, l, &cfg).unwrap();
+    assert_eq!(
+        text(Resource::Cpu, Level::Critical),
+        "cpu 97.00% > 97% (critical) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::Memory, Level::Strained),
+        "memory 150 MiB available < 200 MiB (strained) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::Swap, Level::Strained),
+        "swap 75.0% used > 50% (strained) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::Disk, Level::Critical),
+        "disk /data: 3.1% free (8 MiB of 256 MiB) < 5% (critical) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::Network, Level::Strained),
+        "network 88.0% of 125 MB/s > 80% (strained) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::PsiIo, Level::Strained),
+        "io pressure 45.2% > 40% (strained) for 2 samples in a row (1.0 s)"
+    );
+    // Against a threshold it does not pass: the other side, and the readings on that side.
+    assert_eq!(
+        text(Resource::Swap, Level::Critical),
+        "swap 75.0% used <= 80% for 2 samples in a row (1.0 s)"
+    );
+    let e = h.evidence(Resource::Memory, &cfg).unwrap();
+    assert_eq!((e.value, e.unit.as_str()), (150.0, "MiB"));
+    assert_eq!(e.describe(), "memory 150 MiB (strained: < 200 MiB)");
 }

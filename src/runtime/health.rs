@@ -115,6 +115,7 @@ impl Sampler {
                 swap_total: 0,
                 disk_available: 0,
                 disk_total: 0,
+                disk_mount: String::new(),
                 net_bytes_per_s: 0.0,
                 psi_cpu: psi("cpu"),
                 psi_memory: psi("memory"),

@@ -279,7 +279,7 @@ impl Supervisor {
                         addr.do_send(SetWritesPaused(self.writes_paused));
                     }
                 }
-                Action::Activate { .. } | Action::Deactivate { .. } => {}
+                _ => {}
             }
         }
         let names: HashMap<i64, String> = jobs.iter().map(|j| (j.job_id, j.name.clone())).collect();
@@ -527,6 +527,7 @@ fn record(
             activation::set_writes_paused(c, node, matches!(d.action, Action::PauseWrites))?;
             (None, None, None)
         }
+        _ => (None, None, None),
     };
     let row = NewDecision {
         at: d.at,
@@ -551,8 +552,11 @@ fn job_view(j: &JobActivation) -> JobView {
             Pin::Inactive => crate::policy::Pin::Inactive,
         }),
         active: j.state == Some(ActivationState::Active),
+        held: false,
         writes_data: j.writes_data,
         maintenance: j.maintenance,
+        stretch: 1,
+        stretch_max: 1,
     }
 }
 
