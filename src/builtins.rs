@@ -132,6 +132,27 @@ fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
         }
         report.insert(name, json!({ "record_count": count, "file_size": size }));
     }
+    // Rows the writers inserted since the previous run (counted after each commit).
+    for (name, inserts) in ctx.env.activity.take() {
+        stats.push(StatSample {
+            stat_type: "object.count_insert".into(),
+            unit: "rows",
+            subject: Some(name.clone()),
+            value: inserts.count as f64,
+        });
+        if let Some(latest) = inserts.latest {
+            stats.push(StatSample {
+                stat_type: "object.date_recent_insert".into(),
+                unit: "epoch ms",
+                subject: Some(name.clone()),
+                value: latest as f64,
+            });
+        }
+        if let Some(Json::Object(entry)) = report.get_mut(&name) {
+            entry.insert("count_insert".into(), json!(inserts.count));
+            entry.insert("date_recent_insert".into(), json!(inserts.latest));
+        }
+    }
     let node = ctx.env.node_id;
     let now = now_ms();
     call_blocking(&ctx.env.catalog_writer, move |c| {
@@ -179,6 +200,9 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
                 ))),
             },
         };
+        if let Ok(n) = &deleted {
+            record_prune(ctx, &name, *n)?;
+        }
         report.insert(
             name,
             match deleted {
@@ -188,6 +212,30 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
         );
     }
     Ok(Json::Object(report))
+}
+
+/// `object.count_prune` (rows deleted) and `object.date_recent_prune` (when) of one prune.
+fn record_prune(ctx: &FnContext, object: &str, deleted: usize) -> Result<(), String> {
+    let now = now_ms();
+    let stats = vec![
+        StatSample {
+            stat_type: "object.count_prune".into(),
+            unit: "rows",
+            subject: Some(object.to_string()),
+            value: deleted as f64,
+        },
+        StatSample {
+            stat_type: "object.date_recent_prune".into(),
+            unit: "epoch ms",
+            subject: Some(object.to_string()),
+            value: now as f64,
+        },
+    ];
+    let node = ctx.env.node_id;
+    call_blocking(&ctx.env.catalog_writer, move |c| {
+        queue::record_stats(c, node, now, &stats)
+    })
+    .map_err(err)
 }
 
 /// Deletes finished runs older than `days` (default: the job_run object's time_to_live, else 30).
@@ -206,6 +254,7 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
         queue::prune_runs(c, before)
     })
     .map_err(err)?;
+    record_prune(ctx, "job_run", deleted)?;
     Ok(json!({ "deleted": deleted, "before": before }))
 }
 

@@ -118,6 +118,9 @@ string_enum! {
         Active => "active",
         /// In the catalog, waiting for the node to be healthy enough.
         Standby => "standby",
+        /// Active, but held while writes are paused (the disk is critical and the job writes
+        /// data objects): it runs again when writes resume.
+        Paused => "paused",
     }
 }
 

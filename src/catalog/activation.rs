@@ -1,5 +1,7 @@
-//! Activation state per node: which jobs a node runs now, operator pins, the policy's decision
-//! log, and whether the node has paused data writes.
+//! Activation state per node: which jobs a node runs now (active, standby, or paused while
+//! writes are), how far it stretched each job's period, how many instances it runs of each
+//! processor, operator pins, the policy's decision log, and whether the node has paused data
+//! writes.
 //!
 //! Invariant: every change of a job's activation is written together with the decision that
 //! caused it (same transaction, by the caller's writer op); the decision log is only appended to.
@@ -11,6 +13,7 @@ use serde::Serialize;
 
 use super::CatalogError;
 use crate::model::{ActivationState, Pin};
+use crate::policy::{Action, Decision};
 
 /// A job as the policy sees it on one node.
 #[derive(Debug, Clone, PartialEq)]
@@ -31,10 +34,41 @@ pub struct JobActivation {
     pub writes_data: bool,
     /// In a maintenance group.
     pub maintenance: bool,
+    /// The factor this node stretched its period by (1: as scheduled).
+    pub stretch: u32,
+    /// How far its period may be stretched (1 for jobs without a recurring schedule).
+    pub stretch_max: u32,
+    /// Its kind of schedule, for the elapsed-time statistics per kind.
+    pub schedule_kind: ScheduleKind,
+    /// The processor that runs it.
+    pub processor_id: i64,
+}
+
+/// A job's kind of schedule, as the spec's `job_processor.stat_elapsed_time_*` statistics
+/// group them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ScheduleKind {
+    /// `run_always`.
+    RunAlways,
+    /// `run_every`.
+    RunEvery,
+    /// `run_on_the` (hourly).
+    RunOnThe,
+    /// `run_at` or `run_date` (a daily time, or a date gate).
+    RunDate,
+    /// `cron`.
+    Cron,
+    /// No schedule: runs only when triggered.
+    OnDemand,
 }
 
 const SELECT_VIEWS: &str = "SELECT j.job_id, j.job_name, j.priority, j.required, a.pinned, a.state,
-    EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id), coalesce(g.maintenance, 0)
+    EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id), coalesce(g.maintenance, 0),
+    coalesce(a.stretch, 1), j.stretch_max,
+    CASE WHEN j.run_always = 1 THEN 'always' WHEN j.cron IS NOT NULL AND j.cron <> '' THEN 'cron'
+         WHEN j.run_every IS NOT NULL THEN 'every' WHEN j.run_on_the IS NOT NULL THEN 'on_the'
+         WHEN (j.run_at IS NOT NULL AND j.run_at <> '') OR (j.run_date IS NOT NULL AND j.run_date <> '')
+         THEN 'date' ELSE 'none' END, j.processor_id
     FROM job j
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
@@ -60,9 +94,143 @@ pub fn job_activations(
             state: state.as_deref().and_then(ActivationState::parse),
             writes_data: r.get(6)?,
             maintenance: r.get::<_, i64>(7)? == 1,
+            stretch: r.get::<_, i64>(8)?.clamp(1, u32::MAX as i64) as u32,
+            stretch_max: r.get::<_, i64>(9)?.clamp(1, u32::MAX as i64) as u32,
+            schedule_kind: match r.get::<_, String>(10)?.as_str() {
+                "always" => ScheduleKind::RunAlways,
+                "cron" => ScheduleKind::Cron,
+                "every" => ScheduleKind::RunEvery,
+                "on_the" => ScheduleKind::RunOnThe,
+                "date" => ScheduleKind::RunDate,
+                _ => ScheduleKind::OnDemand,
+            },
+            processor_id: r.get(11)?,
         })
     })?;
+    let mut jobs: Vec<JobActivation> = rows.collect::<Result<_, _>>()?;
+    for j in &mut jobs {
+        // Only a recurring job has a period to stretch.
+        if j.schedule_kind == ScheduleKind::OnDemand {
+            j.stretch_max = 1;
+        }
+    }
+    Ok(jobs)
+}
+
+impl ScheduleKind {
+    /// The `stat_type` of the elapsed time of its runs per processor, summed per minute: the
+    /// spec's four names, and two of ours for cron and on-demand jobs.
+    pub fn elapsed_stat(self) -> &'static str {
+        match self {
+            ScheduleKind::RunAlways => "job_processor.stat_elapsed_time_sum_run_always_minute",
+            ScheduleKind::RunEvery => "job_processor.stat_elapsed_time_run_every_sum",
+            ScheduleKind::RunOnThe => "job_processor.stat_elapsed_time_run_on_the_sum",
+            ScheduleKind::RunDate => "job_processor.stat_elapsed_time_run_date_sum",
+            ScheduleKind::Cron => "job_processor.stat_elapsed_time_cron_sum",
+            ScheduleKind::OnDemand => "job_processor.stat_elapsed_time_on_demand_sum",
+        }
+    }
+}
+
+const UPDATE_STRETCH: &str = "UPDATE job_activation SET stretch = ?3, reason = ?4, changed_at = ?5
+    WHERE job_id = ?1 AND node_id = ?2";
+
+/// Sets the factor `node_id` stretches the job's period by, with the reason.
+pub fn set_stretch(
+    conn: &Connection,
+    node_id: i64,
+    job_id: i64,
+    factor: u32,
+    reason: &str,
+    now: i64,
+) -> Result<(), CatalogError> {
+    conn.prepare_cached(UPDATE_STRETCH)?.execute(params![
+        job_id,
+        node_id,
+        factor.max(1),
+        reason,
+        now
+    ])?;
+    Ok(())
+}
+
+const HOLD_FOR_WRITES: &str = "UPDATE job_activation SET state = ?3, reason = ?4, changed_at = ?5
+    WHERE job_id = ?1 AND node_id = ?2 AND state IN ('active', 'paused')";
+
+/// Holds (`paused`) or lets go (`active`) an active job while writes are paused.
+pub fn set_held(
+    conn: &Connection,
+    node_id: i64,
+    job_id: i64,
+    held: bool,
+    reason: &str,
+    now: i64,
+) -> Result<(), CatalogError> {
+    let state = if held {
+        ActivationState::Paused
+    } else {
+        ActivationState::Active
+    };
+    conn.prepare_cached(HOLD_FOR_WRITES)?.execute(params![
+        job_id,
+        node_id,
+        state.as_str(),
+        reason,
+        now
+    ])?;
+    Ok(())
+}
+
+const UPSERT_INSTANCES: &str =
+    "INSERT INTO processor_activation (processor_id, node_id, instances, reason, changed_at)
+    VALUES (?1, ?2, ?3, ?4, ?5)
+    ON CONFLICT (processor_id, node_id) DO UPDATE SET instances = excluded.instances,
+        reason = excluded.reason, changed_at = excluded.changed_at";
+
+/// Records how many instances `node_id` runs of a processor, with the reason.
+pub fn set_instances(
+    conn: &Connection,
+    node_id: i64,
+    processor_id: i64,
+    instances: u32,
+    reason: &str,
+    now: i64,
+) -> Result<(), CatalogError> {
+    conn.prepare_cached(UPSERT_INSTANCES)?.execute(params![
+        processor_id,
+        node_id,
+        instances.max(1),
+        reason,
+        now
+    ])?;
+    Ok(())
+}
+
+/// The instances `node_id` runs of each processor, by processor id (processors without a row
+/// run their own `instances`).
+pub fn instances(conn: &Connection, node_id: i64) -> Result<HashMap<i64, u32>, CatalogError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT processor_id, instances FROM processor_activation WHERE node_id = ?1",
+    )?;
+    let rows = stmt.query_map([node_id], |r| {
+        Ok((
+            r.get::<_, i64>(0)?,
+            r.get::<_, i64>(1)?.clamp(1, u32::MAX as i64) as u32,
+        ))
+    })?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// Whether `node_id` has paused data writes.
+pub fn writes_paused(conn: &Connection, node_id: i64) -> Result<bool, CatalogError> {
+    Ok(conn
+        .query_row(
+            "SELECT writes_paused FROM node WHERE node_id = ?1",
+            [node_id],
+            |r| r.get::<_, i64>(0),
+        )
+        .optional()?
+        .is_some_and(|v| v == 1))
 }
 
 const UPSERT_STATE: &str = "INSERT INTO job_activation (job_id, node_id, state, reason, changed_at)
@@ -130,15 +298,15 @@ pub fn set_pin(
 }
 
 const INSERT_DECISION: &str = "INSERT INTO decision
-    (node_id, at, action, job_id, processor_id, subject, reason, evidence)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+    (node_id, at, action, job_id, processor_id, subject, reason, evidence, cause)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
 
 /// A decision to log.
 #[derive(Debug, Clone)]
 pub struct NewDecision<'a> {
     /// When.
     pub at: i64,
-    /// `activate`, `deactivate`, `add_instance`, `remove_instance`, `pause_writes`, `resume_writes`.
+    /// One of `policy::Action::NAMES`.
     pub action: &'a str,
     /// The job concerned.
     pub job_id: Option<i64>,
@@ -150,6 +318,8 @@ pub struct NewDecision<'a> {
     pub reason: &'a str,
     /// The samples behind it (JSON).
     pub evidence: Option<String>,
+    /// `health`, `pin`, `minimum` or `operator`.
+    pub cause: &'a str,
 }
 
 /// Appends a decision to the node's log.
@@ -166,9 +336,102 @@ pub fn record_decision(
         d.processor_id,
         d.subject,
         d.reason,
-        d.evidence
+        d.evidence,
+        d.cause
     ])?;
     Ok(())
+}
+
+/// What the runtime knows beside a policy decision when it carries it out.
+#[derive(Debug, Default)]
+pub struct DecisionContext {
+    /// Job names by id (subjects).
+    pub jobs: HashMap<i64, String>,
+    /// Processor names by id.
+    pub processors: HashMap<i64, String>,
+    /// Jobs that an activation makes `paused` rather than `active` (they write data objects
+    /// and writes are paused).
+    pub held_on_activation: std::collections::BTreeSet<i64>,
+    /// The instance count each instance decision leaves its processor with.
+    pub instances: HashMap<i64, u32>,
+}
+
+/// Carries out one policy decision's catalog part — a job's state or stretch, a processor's
+/// instances, the node's paused writes — and logs it with its cause, in the caller's
+/// transaction (the invariant: a change is written together with the decision that caused
+/// it).
+pub fn apply_decision(
+    conn: &Connection,
+    node_id: i64,
+    d: &Decision,
+    cx: &DecisionContext,
+) -> Result<(), CatalogError> {
+    let name = |id: i64| cx.jobs.get(&id).cloned();
+    let (job_id, processor_id, subject) = match d.action {
+        Action::Activate { job_id } => {
+            let state = if cx.held_on_activation.contains(&job_id) {
+                ActivationState::Paused
+            } else {
+                ActivationState::Active
+            };
+            set_state(conn, node_id, job_id, state, &d.reason, d.at)?;
+            (Some(job_id), None, name(job_id))
+        }
+        Action::Deactivate { job_id } => {
+            set_state(
+                conn,
+                node_id,
+                job_id,
+                ActivationState::Standby,
+                &d.reason,
+                d.at,
+            )?;
+            super::queue::skip_queued_slots(
+                conn,
+                job_id,
+                &format!("skipped: job deactivated ({})", d.reason),
+                d.at,
+            )?;
+            (Some(job_id), None, name(job_id))
+        }
+        Action::Stretch { job_id, factor } | Action::Unstretch { job_id, factor } => {
+            set_stretch(conn, node_id, job_id, factor, &d.reason, d.at)?;
+            (Some(job_id), None, name(job_id))
+        }
+        Action::Hold { job_id } => (Some(job_id), None, name(job_id)),
+        Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
+            if let Some(&n) = cx.instances.get(&processor_id) {
+                set_instances(conn, node_id, processor_id, n, &d.reason, d.at)?;
+            }
+            (
+                None,
+                Some(processor_id),
+                cx.processors.get(&processor_id).cloned(),
+            )
+        }
+        Action::PauseWrites | Action::ResumeWrites => {
+            let paused = d.action == Action::PauseWrites;
+            set_writes_paused(conn, node_id, paused)?;
+            for &job in &d.jobs {
+                set_held(conn, node_id, job, paused, &d.reason, d.at)?;
+            }
+            let names: Vec<String> = d.jobs.iter().filter_map(|&j| name(j)).collect();
+            (None, None, (!names.is_empty()).then(|| names.join(", ")))
+        }
+    };
+    let row = NewDecision {
+        at: d.at,
+        action: d.action.as_str(),
+        job_id,
+        processor_id,
+        subject: subject.as_deref(),
+        reason: &d.reason,
+        evidence: (!d.evidence.is_empty())
+            .then(|| serde_json::to_string(&d.evidence).ok())
+            .flatten(),
+        cause: d.cause.as_str(),
+    };
+    record_decision(conn, node_id, &row)
 }
 
 /// Records whether the node paused data-writing jobs.
@@ -218,10 +481,12 @@ pub struct DecisionRow {
     pub reason: String,
     /// The samples behind it (JSON).
     pub evidence: Option<serde_json::Value>,
+    /// `health`, `pin`, `minimum` or `operator`.
+    pub cause: String,
 }
 
 const SELECT_DECISIONS: &str = "SELECT d.decision_id, n.node_name, d.at, d.action, d.subject,
-    d.reason, d.evidence FROM decision d JOIN node n ON n.node_id = d.node_id
+    d.reason, d.evidence, d.cause FROM decision d JOIN node n ON n.node_id = d.node_id
     WHERE (?1 IS NULL OR n.node_name = ?1) ORDER BY d.decision_id DESC LIMIT ?2";
 
 /// The newest decisions, of one node or all.
@@ -241,6 +506,7 @@ pub fn decisions(
             subject: r.get(4)?,
             reason: r.get(5)?,
             evidence: evidence.and_then(|e| serde_json::from_str(&e).ok()),
+            cause: r.get(7)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

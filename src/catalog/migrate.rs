@@ -74,6 +74,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0011_api_tokens.sql",
         sql: include_str!("../../migrations/0011_api_tokens.sql"),
     },
+    Migration {
+        version: 12,
+        name: "0012_self_tuning.sql",
+        sql: include_str!("../../migrations/0012_self_tuning.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -12,6 +12,7 @@ pub mod open;
 pub mod queue;
 pub mod runs;
 pub mod sql_job;
+pub mod stats;
 
 pub use open::Access;
 pub use runs::{CancelOutcome, RunFilter, RunRow};
@@ -579,6 +580,11 @@ impl Catalog {
                 remote: r.get(3)?,
                 enabled: r.get::<_, i64>(4)? == 1,
                 jobs: r.get(5)?,
+                running: r
+                    .get::<_, String>(6)
+                    .ok()
+                    .and_then(|j| serde_json::from_str(&j).ok())
+                    .unwrap_or_default(),
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
@@ -794,13 +800,13 @@ const UPSERT_JOB: &str = "INSERT INTO job
     (job_name, processor_id, job_group_id, job_type_id, job_payload, description, priority,
      timeout, run_always, run_delay, run_every, run_on_the, run_at, run_date, cron, timezone,
      misfire_policy, misfire_window, max_catchup, overlap_policy, max_overlap, max_attempts,
-     backoff_base, backoff_max, required, status)
+     backoff_base, backoff_max, required, status, stretch_max)
     VALUES (?1,
         (SELECT processor_id FROM job_processor WHERE processor_name = ?2),
         (SELECT job_group_id FROM job_group WHERE job_group_name = ?3),
         (SELECT job_type_id FROM job_type WHERE job_type = ?4),
         ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-        ?23, ?24, ?25, ?26)
+        ?23, ?24, ?25, ?26, ?27)
     ON CONFLICT (job_name) DO UPDATE SET
         processor_id = excluded.processor_id, job_group_id = excluded.job_group_id,
         job_type_id = excluded.job_type_id, job_payload = excluded.job_payload,
@@ -813,7 +819,8 @@ const UPSERT_JOB: &str = "INSERT INTO job
         max_catchup = excluded.max_catchup, overlap_policy = excluded.overlap_policy,
         max_overlap = excluded.max_overlap, max_attempts = excluded.max_attempts,
         backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
-        required = excluded.required, status = excluded.status, next_run_at = NULL";
+        required = excluded.required, status = excluded.status,
+        stretch_max = excluded.stretch_max, next_run_at = NULL";
 const SELECT_JOB_ID: &str = "SELECT job_id FROM job WHERE job_name = ?1";
 const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
 const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
@@ -865,7 +872,8 @@ fn upsert_job(tx: &Transaction<'_>, name: &str, j: &JobDef) -> Result<(), Catalo
             j.backoff_base,
             j.backoff_max,
             j.required,
-            j.enabled
+            j.enabled,
+            j.stretch_max
         ],
     )?;
     let job_id: i64 = tx.query_row(SELECT_JOB_ID, [name], |r| r.get(0))?;
@@ -891,7 +899,7 @@ const SELECT_JOBS: &str = "SELECT j.job_name, t.job_type, p.processor_name, g.jo
     (SELECT group_concat(o.object_name, char(31)) FROM job_object jo
         JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
     j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
-    j.last_response, j.next_run_at
+    j.last_response, j.next_run_at, j.stretch_max
     FROM job j
     JOIN job_type t ON t.job_type_id = j.job_type_id
     JOIN job_processor p ON p.processor_id = j.processor_id
@@ -1036,6 +1044,7 @@ fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> 
         enabled: r.get::<_, i64>(24)? == 1,
         required: r.get::<_, i64>(25)? == 1,
         objects: objects.into_iter().collect(),
+        stretch_max: r.get(34)?,
     };
     Ok(Ok(JobRecord {
         name,
@@ -1052,7 +1061,11 @@ fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> 
 
 const SELECT_PROCESSOR_ROWS: &str = "SELECT p.processor_name, p.instances, p.max_instances,
     p.ip_address, p.status,
-    (SELECT count(*) FROM job j WHERE j.processor_id = p.processor_id)
+    (SELECT count(*) FROM job j WHERE j.processor_id = p.processor_id),
+    (SELECT json_group_array(json_object('node', n.node_name, 'instances', a.instances,
+                                         'reason', a.reason, 'changed_at', a.changed_at))
+       FROM processor_activation a JOIN node n ON n.node_id = a.node_id
+       WHERE a.processor_id = p.processor_id)
     FROM job_processor p ORDER BY p.processor_name";
 
 /// A processor as listed.
@@ -1070,6 +1083,21 @@ pub struct ProcessorRow {
     pub enabled: bool,
     /// Jobs assigned.
     pub jobs: i64,
+    /// The instances each node's policy runs (nodes that never changed them run `instances`).
+    pub running: Vec<NodeInstances>,
+}
+
+/// How many instances of a processor one node runs, as its policy last decided.
+#[derive(Debug, Clone, Serialize, serde::Deserialize)]
+pub struct NodeInstances {
+    /// The node.
+    pub node: String,
+    /// Instances it runs.
+    pub instances: i64,
+    /// Why, as the decision said.
+    pub reason: Option<String>,
+    /// When, epoch ms.
+    pub changed_at: Option<i64>,
 }
 
 const SELECT_OBJECT_CONN: &str =

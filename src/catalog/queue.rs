@@ -157,6 +157,8 @@ pub struct ScheduledJob {
     pub running: i64,
     /// Slot runs queued (fired by a schedule on any node, not yet started).
     pub queued: i64,
+    /// The factor this node stretched the job's period by (1: as scheduled).
+    pub stretch: u32,
 }
 
 const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
@@ -168,7 +170,7 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
     (SELECT count(*) FROM job_run r INDEXED BY job_run_running_job_idx
      WHERE r.job_id = j.job_id AND r.status = 'running'),
     (SELECT count(*) FROM job_run r INDEXED BY job_run_queued_slot_idx
-     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL)
+     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL), a.stretch
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
     JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
     WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL";
@@ -206,6 +208,7 @@ pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJo
             last_end: r.get(20)?,
             running: r.get(21)?,
             queued: r.get(22)?,
+            stretch: r.get::<_, i64>(23)?.clamp(1, u32::MAX as i64) as u32,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

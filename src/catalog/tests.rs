@@ -99,6 +99,17 @@ fn check_lists_match_rust_enums() {
             "INSERT OR REPLACE INTO job_activation (job_id, node_id, pinned) VALUES (1, 1, ?1)",
             Pin::ALL.iter().map(|s| s.as_str()).collect(),
         ),
+        (
+            "INSERT INTO decision (node_id, at, action, reason) VALUES (1, 0, ?1, 'r')",
+            crate::policy::Action::NAMES.to_vec(),
+        ),
+        (
+            "INSERT INTO decision (node_id, at, action, reason, cause) VALUES (1, 0, 'hold', 'r', ?1)",
+            crate::policy::Cause::ALL
+                .iter()
+                .map(|c| c.as_str())
+                .collect(),
+        ),
     ];
     for (insert, values) in cases.iter().skip(1) {
         for v in values {

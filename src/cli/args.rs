@@ -94,9 +94,27 @@ pub enum Command {
     /// API bearer tokens: list, create (printed once), revoke.
     #[command(subcommand)]
     Tokens(super::accounts::TokensCommand),
-    /// The self-tuning policy's decisions, newest first: time, decision, reason, samples.
+    /// The self-tuning policy's decisions, newest first: time, decision, cause, reason, samples.
     Decisions {
         /// At most this many (1–10000).
+        #[arg(long, default_value_t = 50)]
+        limit: i64,
+        /// Of every node, not just this one.
+        #[arg(long)]
+        all_nodes: bool,
+    },
+    /// Measured history as time series: the latest value of every series, or one series
+    /// (device.cpu_used, job_processor.instances, object.count_insert, …) over time.
+    Stats {
+        /// A stat type; without it, the latest value of every series.
+        stat_type: Option<String>,
+        /// Only this subject (an object or a processor).
+        #[arg(long)]
+        subject: Option<String>,
+        /// Only values sampled since: a duration back (90s, 10m, 2h, 7d) or a time.
+        #[arg(long)]
+        since: Option<String>,
+        /// At most this many values of a series, newest first (1–100000).
         #[arg(long, default_value_t = 50)]
         limit: i64,
         /// Of every node, not just this one.
@@ -291,6 +309,9 @@ pub struct JobFields {
     /// Part of the minimum the node always runs.
     #[arg(long)]
     pub required: Option<bool>,
+    /// How far the node may stretch this recurring job's period under strain (1 = never).
+    #[arg(long, allow_negative_numbers = true)]
+    pub stretch_max: Option<i64>,
 }
 
 /// `processors …`.

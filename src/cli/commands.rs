@@ -51,6 +51,20 @@ pub fn run(cli: &Cli) -> CliResult {
         Command::Decisions { limit, all_nodes } => decisions(cli, *limit, *all_nodes),
         Command::Users(cmd) => super::accounts::users(cli, cmd),
         Command::Tokens(cmd) => super::accounts::tokens(cli, cmd),
+        Command::Stats {
+            stat_type,
+            subject,
+            since,
+            limit,
+            all_nodes,
+        } => super::stats::run(
+            cli,
+            stat_type.as_deref(),
+            subject.as_deref(),
+            since.as_deref(),
+            *limit,
+            *all_nodes,
+        ),
     }
 }
 
@@ -348,6 +362,7 @@ fn job_patch(f: &JobFields) -> Result<JobPatch, Failure> {
         backoff_max: f.backoff_max,
         objects: (!f.objects.is_empty()).then(|| f.objects.clone()),
         required: f.required,
+        stretch_max: f.stretch_max,
         ..JobPatch::default()
     })
 }
@@ -616,7 +631,15 @@ fn processors(cli: &Cli, cmd: &ProcessorsCommand) -> CliResult {
     match cmd {
         ProcessorsCommand::List => {
             let rows = reading(cli)?.processors()?;
-            let headers = ["NAME", "INSTANCES", "MAX", "WHERE", "STATUS", "JOBS"];
+            let headers = [
+                "NAME",
+                "INSTANCES",
+                "MAX",
+                "WHERE",
+                "STATUS",
+                "JOBS",
+                "RUNNING (NODE: INSTANCES)",
+            ];
             list(cli, &rows, &headers, |p| {
                 vec![
                     p.name.clone(),
@@ -625,6 +648,15 @@ fn processors(cli: &Cli, cmd: &ProcessorsCommand) -> CliResult {
                     p.remote.clone().unwrap_or_else(|| "local".into()),
                     if p.enabled { "enabled" } else { "disabled" }.into(),
                     p.jobs.to_string(),
+                    if p.running.is_empty() {
+                        "-".into()
+                    } else {
+                        p.running
+                            .iter()
+                            .map(|r| format!("{}: {}", r.node, r.instances))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    },
                 ]
             });
         }
@@ -802,11 +834,20 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
     Ok(())
 }
 
-/// A decision's readings for people: `cpu 97.0 %, memory 22.9 GiB`.
+/// A decision's readings for people: `cpu 97.1% (critical: > 97%), memory 22.9 GiB (ok: >=
+/// 200 MiB)`; rows logged before evidence had units and thresholds: `cpu 97.0 %, memory 22.9
+/// GiB`.
 fn evidence(v: Option<&Json>) -> String {
     let Some(v) = v else {
         return String::new();
     };
+    if let Ok(items) = serde_json::from_value::<Vec<crate::policy::Evidence>>(v.clone()) {
+        return items
+            .iter()
+            .map(|e| e.describe())
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
     let pairs: Vec<(String, f64)> = match v {
         Json::Array(items) => items
             .iter()
@@ -858,12 +899,16 @@ fn decisions(cli: &Cli, limit: i64, all_nodes: bool) -> CliResult {
             } if f == "limit" => OpError::invalid("--limit", reason),
             other => other,
         })?;
-    let headers = ["TIME", "NODE", "DECISION", "SUBJECT", "REASON", "READINGS"];
+    let headers = [
+        "TIME", "NODE", "DECISION", "CAUSE", "SUBJECT", "REASON", "READINGS",
+    ];
     list(cli, &rows, &headers, |d| {
         vec![
-            render::time(Some(d.at)),
+            // Samples may be a second apart: milliseconds and the zone.
+            render::time_long(Some(d.at)),
             d.node.clone(),
             d.action.clone(),
+            d.cause.clone(),
             d.subject.clone().unwrap_or_else(|| "-".into()),
             d.reason.clone(),
             evidence(d.evidence.as_ref()),

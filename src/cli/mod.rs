@@ -1,5 +1,5 @@
 //! The command line: `jobvisor init|run|check|import|export|config|jobs|processors|objects|runs|
-//! decisions`. A thin adapter: arguments → a request of the application layer ([`crate::ops`])
+//! decisions|stats`. A thin adapter: arguments → a request of the application layer ([`crate::ops`])
 //! → a table for people or JSON for scripts; every failure maps to one documented exit code.
 //!
 //! Invariant: commands that validate a file (`check`, `import`) finish validating before they
@@ -10,6 +10,7 @@ mod accounts;
 mod args;
 mod commands;
 mod render;
+mod stats;
 
 use std::ffi::OsString;
 

@@ -4,6 +4,7 @@
 //! by more than its own cleanup (a command's process group is killed and reaped; a function is
 //! told to stop and abandoned).
 
+pub mod activity;
 pub mod command;
 pub mod function;
 pub mod sql;
@@ -102,6 +103,8 @@ pub struct ExecEnv {
     pub limits: ExecLimits,
     /// Stops the node (a damaged catalog).
     pub fatal: Arc<FatalAlarm>,
+    /// Rows inserted into each data object since the statistics last looked.
+    pub activity: Arc<activity::ObjectActivity>,
 }
 
 /// The input a job gets: its payload without the executor's own keys, overlaid with the run's

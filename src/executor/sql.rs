@@ -38,12 +38,19 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
         .cloned()
         .unwrap_or_default();
     let sql = sql.to_string();
+    let inserts = super::activity::is_insert(&sql);
     let result = writer::call(&writer, move |conn| {
         crate::catalog::sql_job::execute(conn, &sql, &params)
     })
     .await;
     match result {
-        Ok(v) => ExecResult::Ok(v),
+        Ok(v) => {
+            // Answered after the commit: the rows are in.
+            if inserts && let Some(n) = v.get("changes").and_then(Json::as_u64) {
+                env.activity.inserted(object, n, crate::catalog::now_ms());
+            }
+            ExecResult::Ok(v)
+        }
         Err(e) => ExecResult::Err(e.to_string()),
     }
 }

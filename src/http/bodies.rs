@@ -109,6 +109,8 @@ pub struct JobFields {
     pub objects: Option<Vec<String>>,
     /// Part of the minimum the node always runs.
     pub required: Option<bool>,
+    /// How far the node may stretch this recurring job's period under strain (1 = never).
+    pub stretch_max: Option<i64>,
 }
 
 fn cleared(v: &Option<Option<String>>) -> Option<String> {
@@ -160,6 +162,7 @@ impl JobFields {
             backoff_max: self.backoff_max_ms,
             objects: self.objects.clone(),
             required: self.required,
+            stretch_max: self.stretch_max,
         })
     }
 }

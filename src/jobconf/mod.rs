@@ -235,7 +235,13 @@ pub struct JobDef {
     pub enabled: bool,
     /// Part of the minimum the node always runs.
     pub required: bool,
+    /// How far the node may stretch the period of this recurring job under strain (1: never;
+    /// 4: it may run four times less often than scheduled). Up to [`STRETCH_MAX_LIMIT`].
+    pub stretch_max: i64,
 }
+
+/// The largest accepted `stretch_max`.
+pub const STRETCH_MAX_LIMIT: i64 = 64;
 
 impl JobDef {
     /// A job of `job_type` on `processor` with every other field at its default.
@@ -260,6 +266,7 @@ impl JobDef {
             objects: Vec::new(),
             enabled: true,
             required: false,
+            stretch_max: 1,
         }
     }
 }
@@ -514,6 +521,26 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
                 format!("must be at least {min}, got {value}"),
             );
         }
+    }
+    if !(1..=STRETCH_MAX_LIMIT).contains(&job.stretch_max) {
+        p.push(
+            s,
+            name,
+            "stretch_max",
+            format!(
+                "must be from 1 to {STRETCH_MAX_LIMIT}, got {}",
+                job.stretch_max
+            ),
+        );
+    } else if job.stretch_max > 1 && job.schedule.is_on_demand() {
+        p.push(
+            s,
+            name,
+            "stretch_max",
+            "only a recurring job (run_always, run_every, run_on_the, run_at or cron) has a \
+             period to stretch"
+                .to_string(),
+        );
     }
     if job.backoff_max < job.backoff_base {
         p.push(

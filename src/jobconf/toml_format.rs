@@ -229,6 +229,7 @@ fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     job.objects = objects;
     job.enabled = r.bool("enabled").unwrap_or(true);
     job.required = r.bool("required").unwrap_or(false);
+    job.stretch_max = r.int("stretch_max").unwrap_or(job.stretch_max);
     (job_type.is_some()).then_some(job)
 }
 
@@ -544,6 +545,7 @@ fn render_job(out: &mut String, name: &str, j: &JobDef) -> Result<(), String> {
         j.overlap_policy != d.overlap_policy,
     );
     e.int_if("max_overlap", j.max_overlap, j.max_overlap != d.max_overlap);
+    e.int_if("stretch_max", j.stretch_max, j.stretch_max != d.stretch_max);
     e.int_if(
         "max_attempts",
         j.max_attempts,

@@ -25,8 +25,10 @@ pub struct DecisionView {
     pub subject: Option<String>,
     /// Why, in words.
     pub reason: String,
-    /// The readings behind it.
+    /// The readings behind it: each resource's value, unit, thresholds and levels.
     pub evidence: Option<Json>,
+    /// What kind of rule decided it: `health`, `pin`, `minimum` or `operator`.
+    pub cause: String,
 }
 
 impl Ops {
@@ -55,6 +57,7 @@ impl Ops {
                 subject: d.subject,
                 reason: d.reason,
                 evidence: d.evidence,
+                cause: d.cause,
             })
             .collect())
     }

@@ -235,6 +235,8 @@ pub struct JobPatch {
     pub objects: Option<Vec<String>>,
     /// Part of the minimum.
     pub required: Option<bool>,
+    /// How far the node may stretch the period under strain.
+    pub stretch_max: Option<i64>,
 }
 
 impl JobPatch {
@@ -253,6 +255,7 @@ impl JobPatch {
             job.description = self.description.clone();
         }
         set(&mut job.priority, &self.priority);
+        set(&mut job.stretch_max, &self.stretch_max);
         set(&mut job.timeout, &self.timeout);
         if self.clear_schedule {
             job.schedule = ScheduleSpec::default();

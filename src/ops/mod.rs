@@ -16,6 +16,7 @@ pub mod objects;
 pub mod pages;
 pub mod processors;
 pub mod runs;
+pub mod stats;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};

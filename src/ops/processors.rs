@@ -2,6 +2,7 @@
 
 use serde::Serialize;
 
+use super::view::Time;
 use super::{OpError, Ops};
 use crate::catalog::ImportReport;
 use crate::jobconf::{ProcessorDef, Section};
@@ -28,6 +29,22 @@ pub struct ProcessorView {
     pub enabled: bool,
     /// Jobs assigned to it.
     pub jobs: i64,
+    /// The instances each node's policy runs (a node that never changed them runs
+    /// `instances`).
+    pub running: Vec<NodeInstancesView>,
+}
+
+/// How many instances of a processor one node runs, as its policy last decided.
+#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+pub struct NodeInstancesView {
+    /// The node.
+    pub node: String,
+    /// Instances it runs.
+    pub instances: i64,
+    /// Why, as the decision said.
+    pub reason: Option<String>,
+    /// When.
+    pub changed_at: Option<Time>,
 }
 
 /// Changes to a processor; `None` leaves a field as it is, `Some(None)` clears it.
@@ -94,6 +111,16 @@ impl Ops {
                     max_instances: r.max_instances,
                     enabled: r.enabled,
                     jobs: r.jobs,
+                    running: r
+                        .running
+                        .into_iter()
+                        .map(|n| NodeInstancesView {
+                            node: n.node,
+                            instances: n.instances,
+                            reason: n.reason,
+                            changed_at: n.changed_at.map(Time),
+                        })
+                        .collect(),
                 }
             })
             .collect())

@@ -26,7 +26,7 @@
 //!    stretch and shed the jobs that write data objects first, and, when only the disk is
 //!    strained, nothing else (work that writes nothing frees no space); maintenance jobs are
 //!    never shed for the disk's sake.
-//! 5. Ok: undo in reverse, most important first — restore shed jobs, then bring stretched
+//! 5. Ok (every level, and every latest reading): undo in reverse, most important first — restore shed jobs, then bring stretched
 //!    periods back (halving the factor per step), then activate standby jobs, one per step
 //!    (see [`Policy::poll_decisions`] for the timing).
 //! 6. Processors: one instance step per `step_interval`.
@@ -586,6 +586,12 @@ impl Policy {
         let Some(ok_since) = self.ok_since else {
             return;
         };
+        // Every latest reading ok too: a level still ok by hysteresis while a reading is
+        // already past its threshold is a load arriving, not health.
+        let (n_ok, ok_readings_since) = self.health.ok_readings();
+        if n_ok == 0 {
+            return;
+        }
         let (step, cooldown) = (self.cfg.step_interval, self.cfg.cooldown);
         if self
             .last_decrease
@@ -613,10 +619,9 @@ impl Policy {
             })
             .unwrap_or_default();
         let ok_for = duration(now - ok_since);
-        let (n, since) = self.health.ok_readings();
         let ok_again = format!(
             "all resources ok again for {}{after}",
-            samples_over(n, now - since)
+            samples_over(n_ok, now - ok_readings_since)
         );
         if let Some(job) = next.filter(|j| self.shed.contains(&j.job_id)) {
             // Priority order is kept strictly: if the next job is still within its flap
@@ -817,11 +822,17 @@ impl Policy {
     }
 
     /// The strained resources in words: "cpu 96.2% > 90% (strained) for 2 samples in a row
-    /// (5.0 s)", each against the threshold of its latest reading.
+    /// (5.0 s)".
     fn conditions(&self, strained: &[Resource]) -> String {
+        // Each against the threshold of the level it is acted on at: the lower of its level
+        // and its latest reading (a critical reading before the level entered critical is
+        // relieved at the strained pace, and said so).
         let parts: Vec<String> = strained
             .iter()
-            .filter_map(|&r| self.health.explain(r, self.health.reading(r), &self.cfg))
+            .filter_map(|&r| {
+                let at = self.level(r).min(self.health.reading(r));
+                self.health.explain(r, at, &self.cfg)
+            })
             .collect();
         if parts.is_empty() {
             // Only resources without a value can get here (never, as a value is needed to

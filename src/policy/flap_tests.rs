@@ -215,3 +215,35 @@ fn a_four_second_load_reaches_the_critical_level() {
     );
     assert_eq!(w.policy.level(Resource::Memory), Level::Ok);
 }
+
+/// Regression (found by the real flapping test): a job was restored on a sample reading CPU
+/// 98.5% while the level was still ok by hysteresis, with the reason "all resources ok again
+/// for 1 sample". An increase now needs every latest reading ok as well.
+#[test]
+fn regression_no_restore_on_a_sample_past_a_threshold() {
+    let mut w = World::start(fast(5_000), ladder());
+    w.run(&trace_every(T0, 70, SECOND, |_, s| s.cpu_used = 20.0));
+    let at = |s: i64| T0 + s * SECOND;
+    w.run(&trace_every(at(70), 2, SECOND, |_, s| s.cpu_used = 99.0));
+    w.run(&trace_every(at(72), 4, SECOND, |_, s| s.cpu_used = 10.0));
+    // The restore is due at +76 s; that sample reads 98.5%.
+    w.run(&trace_every(at(76), 1, SECOND, |_, s| s.cpu_used = 98.5));
+    assert_eq!(
+        w.policy.level(Resource::Cpu),
+        Level::Ok,
+        "one reading enters nothing"
+    );
+    assert_eq!(
+        w.log.last().unwrap().action,
+        Action::Deactivate { job_id: 6 }
+    );
+    w.run(&trace_every(at(77), 1, SECOND, |_, s| s.cpu_used = 10.0));
+    let restore = w.log.last().unwrap();
+    assert_eq!(restore.action, Action::Activate { job_id: 6 });
+    assert_eq!(restore.at, at(77));
+    assert_eq!(
+        restore.reason,
+        "all resources ok again for 1 sample, 6.0 s after the last shed: restore shed job `e30` \
+         (priority 30)"
+    );
+}

@@ -343,19 +343,24 @@ impl Evidence {
             (_, true) => ">",
             (_, false) => "<",
         };
-        let sep = if self.unit == "%" { "" } else { " " };
         let held = if self.level == self.reading {
             String::new()
         } else {
             format!("; level {}", self.level.as_str())
         };
+        let amount = |v: f64| {
+            if self.unit == "MiB" {
+                size(v * MIB)
+            } else {
+                format!("{v}{}", self.unit)
+            }
+        };
         format!(
-            "{} {}{sep}{} ({}: {cmp} {threshold}{sep}{}{held})",
+            "{} {} ({}: {cmp} {}{held})",
             self.resource.as_str(),
-            self.value,
-            self.unit,
+            amount(self.value),
             self.reading.as_str(),
-            self.unit
+            amount(threshold)
         )
     }
 }
@@ -588,12 +593,13 @@ impl Health {
     }
 }
 
-/// "1 sample", "3 samples in a row (2.0 s)".
+/// "1 sample", "3 samples in a row (2.0 s)" ("no sample" for 0, which a reason never
+/// states: it is called with a run that supports it).
 pub fn samples_over(n: u32, ms: i64) -> String {
-    if n <= 1 {
-        "1 sample".into()
-    } else {
-        format!("{n} samples in a row ({})", duration(ms))
+    match n {
+        0 => "no sample".into(),
+        1 => "1 sample".into(),
+        _ => format!("{n} samples in a row ({})", duration(ms)),
     }
 }
 

@@ -221,7 +221,7 @@ impl World {
         };
         assert!(!d.reason.is_empty(), "a decision without a reason: {d:?}");
         assert!(
-            !d.reason.contains(" 0 sample"),
+            !d.reason.contains(" 0 sample") && !d.reason.contains("no sample"),
             "a count the readings do not support: {}",
             d.reason
         );
@@ -266,6 +266,12 @@ impl World {
                         self.policy.overall(),
                         Level::Ok,
                         "health activation while not ok: {d:?}"
+                    );
+                    assert!(
+                        Resource::ALL
+                            .iter()
+                            .all(|&r| self.policy.health().reading(r) == Level::Ok),
+                        "health activation on a sample that is not ok: {d:?}"
                     );
                     let ahead = self.jobs.iter().find(|o| {
                         !o.active && o.pin.is_none() && activation_key(o) < activation_key(j)

@@ -1,20 +1,22 @@
-//! Health is an actor. It owns the device sampler (sysinfo, `/proc/pressure`); every
-//! `health.interval` it records a sample as `stat` rows through the CatalogWriter and sends a
-//! typed report to the Supervisor.
+//! Health is an actor. It owns the device sampler (sysinfo for CPU, memory and network;
+//! `statvfs` for the data folder's file system; `/proc/pressure` for PSI); every
+//! `health.interval` it sends a typed report to the Supervisor, which feeds the policy and
+//! records the sample as `stat` rows.
 //!
-//! Invariant: sampling never blocks the arbiter for more than a refresh of counters; the first
-//! CPU reading (meaningless to sysinfo) is never reported.
+//! Invariant: sampling never blocks the arbiter for more than a refresh of counters and two
+//! small `/proc` reads; the first CPU reading (meaningless to sysinfo) is never reported. The
+//! disk is the file system the data folder is on, whatever its type (tmpfs, NFS and CIFS
+//! included, which sysinfo's disk list leaves out), and the log says which mount that is.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use serde::Serialize;
-use sysinfo::{Disks, Networks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+use sysinfo::{Networks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
-use super::writer::{self, Writer};
 use crate::catalog::now_ms;
-use crate::catalog::queue::{self, StatSample};
+use crate::catalog::queue::StatSample;
 use crate::policy::Sample;
 
 /// A health sample, sent to the Supervisor: what the policy judges (`sample`), plus what is
@@ -79,32 +81,186 @@ impl HealthReport {
     }
 }
 
+/// The file system a folder is on: its mount point and type, from `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// Where it is mounted (`/`, `/data`).
+    pub point: PathBuf,
+    /// Its type (`ext4`, `tmpfs`, `nfs4`).
+    pub fs_type: String,
+}
+
+/// The mount that holds `path` (an absolute, canonical path): the longest mount point that is
+/// a prefix of it, as listed in `mountinfo` (the text of `/proc/self/mountinfo`). Later lines
+/// win a tie, as a later mount hides an earlier one at the same point.
+pub fn mount_of(path: &Path, mountinfo: &str) -> Option<Mount> {
+    let mut best: Option<Mount> = None;
+    for line in mountinfo.lines() {
+        // id parent major:minor root mount-point options [optional…] - type source super
+        let fields: Vec<&str> = line.split(' ').collect();
+        let Some(dash) = fields.iter().position(|f| *f == "-") else {
+            continue;
+        };
+        let (Some(point), Some(fs_type)) = (fields.get(4), fields.get(dash + 1)) else {
+            continue;
+        };
+        let point = PathBuf::from(unescape_mount(point));
+        if !path.starts_with(&point) {
+            continue;
+        }
+        let longer = best
+            .as_ref()
+            .is_none_or(|b| point.as_os_str().len() >= b.point.as_os_str().len());
+        if longer {
+            best = Some(Mount {
+                point,
+                fs_type: (*fs_type).to_string(),
+            });
+        }
+    }
+    best
+}
+
+/// `mountinfo` escapes space, tab, newline and backslash as octal (`\040`).
+fn unescape_mount(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'\\'
+            && i + 3 < b.len()
+            && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c))
+        {
+            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Bytes available to unprivileged writers and bytes in total on the file system holding
+/// `path` (`statvfs`), or `None` if it cannot be read.
+pub fn disk_space(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs writes only into the struct we pass; the path is a valid C string.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), &mut st) };
+    if rc != 0 {
+        return None;
+    }
+    let frsize = if st.f_frsize > 0 {
+        st.f_frsize as u64
+    } else {
+        st.f_bsize as u64
+    };
+    Some((
+        (st.f_bavail as u64).saturating_mul(frsize),
+        (st.f_blocks as u64).saturating_mul(frsize),
+    ))
+}
+
+/// `path` if it exists, else its nearest existing ancestor (a data folder not created yet is
+/// on its parent's file system).
+fn existing(path: &Path) -> PathBuf {
+    let path = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut p = path.as_path();
+    loop {
+        if p.exists() {
+            return std::fs::canonicalize(p).unwrap_or_else(|_| p.to_path_buf());
+        }
+        match p.parent() {
+            Some(parent) => p = parent,
+            None => return path,
+        }
+    }
+}
+
+/// PSI `some`: the share of the time since the previous reading in which some task stalled,
+/// from the kernel's cumulative `total=` (µs). The first reading has no previous one and
+/// takes `avg10` instead. `avg10` alone is a 10-second moving average: it saw a short io
+/// storm at a third of its height and kept restores waiting 12–16 s after it ended.
+#[derive(Debug, Default)]
+struct PsiWindow {
+    previous: Option<(u64, Instant)>,
+}
+
+impl PsiWindow {
+    fn read(&mut self, resource: &str) -> Option<f64> {
+        let text = std::fs::read_to_string(format!("/proc/pressure/{resource}")).ok()?;
+        self.update(&text, Instant::now())
+    }
+
+    /// The share from the text of a `/proc/pressure/*` file read at `now`.
+    fn update(&mut self, text: &str, now: Instant) -> Option<f64> {
+        let some = text.lines().find(|l| l.starts_with("some"))?;
+        let field = |name: &str| {
+            some.split_whitespace()
+                .find_map(|f| f.strip_prefix(name))
+                .map(str::to_string)
+        };
+        let total: Option<u64> = field("total=").and_then(|v| v.parse().ok());
+        let avg10: Option<f64> = field("avg10=").and_then(|v| v.parse().ok());
+        let windowed = match (self.previous, total) {
+            (Some((t0, at0)), Some(t1)) => {
+                let us = now.duration_since(at0).as_micros().max(1) as f64;
+                Some((t1.saturating_sub(t0) as f64 * 100.0 / us).clamp(0.0, 100.0))
+            }
+            _ => None,
+        };
+        self.previous = total.map(|t| (t, now));
+        windowed.or(avg10)
+    }
+}
+
 /// Reads the device's counters.
 pub struct Sampler {
     system: Option<System>,
-    disks: Option<Disks>,
     networks: Option<Networks>,
+    /// The data folder (or its nearest existing ancestor), whose file system is watched.
     data_dir: PathBuf,
+    /// That file system's mount, when `/proc/self/mountinfo` says.
+    mount: Option<Mount>,
     pid: Option<Pid>,
     /// When the network counters were last read (`received()` counts since then).
     last_net: Option<Instant>,
+    psi: [PsiWindow; 3],
 }
 
 impl Sampler {
-    /// A sampler for the filesystem holding `data_dir`.
+    /// A sampler for the file system holding `data_dir`.
     pub fn new(data_dir: &Path) -> Self {
+        let data_dir = existing(data_dir);
+        let mount = std::fs::read_to_string("/proc/self/mountinfo")
+            .ok()
+            .and_then(|info| mount_of(&data_dir, &info));
         Self {
             system: System::new().ok(),
-            disks: Disks::new_with_refreshed_list().ok(),
             networks: Networks::new_with_refreshed_list().ok(),
-            data_dir: std::fs::canonicalize(data_dir).unwrap_or_else(|_| data_dir.to_path_buf()),
+            data_dir,
+            mount,
             pid: sysinfo::get_current_pid().ok(),
             last_net: None,
+            psi: Default::default(),
         }
     }
 
-    /// Takes a sample. CPU figures are relative to the previous call.
+    /// The folder whose file system is watched, and that file system's mount.
+    pub fn watched(&self) -> (&Path, Option<&Mount>) {
+        (&self.data_dir, self.mount.as_ref())
+    }
+
+    /// Takes a sample. CPU and PSI figures are relative to the previous call.
     pub fn sample(&mut self) -> HealthReport {
+        let (disk_available, disk_total) = disk_space(&self.data_dir).unwrap_or((0, 0));
+        let disk_mount = match &self.mount {
+            Some(m) => m.point.display().to_string(),
+            None => self.data_dir.display().to_string(),
+        };
+        let [cpu, memory, io] = &mut self.psi;
         let mut r = HealthReport {
             sample: Sample {
                 at: now_ms(),
@@ -113,13 +269,13 @@ impl Sampler {
                 memory_total: 0,
                 swap_used: 0,
                 swap_total: 0,
-                disk_available: 0,
-                disk_total: 0,
-                disk_mount: String::new(),
+                disk_available,
+                disk_total,
+                disk_mount,
                 net_bytes_per_s: 0.0,
-                psi_cpu: psi("cpu"),
-                psi_memory: psi("memory"),
-                psi_io: psi("io"),
+                psi_cpu: cpu.read("cpu"),
+                psi_memory: memory.read("memory"),
+                psi_io: io.read("io"),
             },
             net_rx_per_s: 0.0,
             net_tx_per_s: 0.0,
@@ -147,18 +303,6 @@ impl Sampler {
                 }
             }
         }
-        if let Some(disks) = &mut self.disks {
-            disks.refresh(false);
-            // The disk whose mount point is the longest prefix of the data folder.
-            if let Some(d) = disks
-                .iter()
-                .filter(|d| self.data_dir.starts_with(d.mount_point()))
-                .max_by_key(|d| d.mount_point().as_os_str().len())
-            {
-                r.sample.disk_available = d.available_space();
-                r.sample.disk_total = d.total_space();
-            }
-        }
         if let Some(nets) = &mut self.networks {
             nets.refresh(true);
             let (rx, tx) = nets.iter().fold((0u64, 0u64), |(rx, tx), (_, n)| {
@@ -178,67 +322,51 @@ impl Sampler {
     }
 }
 
-/// `some avg10` from `/proc/pressure/<resource>`, if the kernel has PSI.
-fn psi(resource: &str) -> Option<f64> {
-    let text = std::fs::read_to_string(format!("/proc/pressure/{resource}")).ok()?;
-    let some = text.lines().find(|l| l.starts_with("some"))?;
-    some.split_whitespace()
-        .find_map(|f| f.strip_prefix("avg10="))
-        .and_then(|v| v.parse().ok())
-}
-
 /// The Health actor.
 pub struct Health {
     sampler: Sampler,
     interval: Duration,
-    writer: Addr<Writer>,
-    node_id: i64,
     report_to: Recipient<HealthReport>,
     warmed_up: bool,
 }
 
 impl Health {
-    /// A health actor sampling every `interval`.
-    pub fn new(
-        data_dir: &Path,
-        interval: Duration,
-        writer: Addr<Writer>,
-        node_id: i64,
-        report_to: Recipient<HealthReport>,
-    ) -> Self {
+    /// A health actor sampling every `interval` the device and the file system holding
+    /// `data_dir`.
+    pub fn new(data_dir: &Path, interval: Duration, report_to: Recipient<HealthReport>) -> Self {
+        let sampler = Sampler::new(data_dir);
+        let (dir, mount) = sampler.watched();
+        let (available, total) = disk_space(dir).unwrap_or((0, 0));
+        match mount {
+            Some(m) => tracing::info!(
+                data_dir = %dir.display(),
+                mount = %m.point.display(),
+                fs_type = %m.fs_type,
+                free = %crate::policy::size(available as f64),
+                size = %crate::policy::size(total as f64),
+                "disk: watching the file system of the data folder"
+            ),
+            None => tracing::warn!(
+                data_dir = %dir.display(),
+                "disk: watching the data folder (its mount is not listed in /proc/self/mountinfo)"
+            ),
+        }
         Self {
-            sampler: Sampler::new(data_dir),
+            sampler,
             interval,
-            writer,
-            node_id,
             report_to,
             warmed_up: false,
         }
     }
 
-    fn tick(&mut self, ctx: &mut Context<Self>) {
+    fn tick(&mut self) {
         let report = self.sampler.sample();
         if !self.warmed_up {
             // sysinfo's first CPU reading has no baseline.
             self.warmed_up = true;
             return;
         }
-        self.report_to.do_send(report.clone());
-        let stats = report.stats();
-        let node = self.node_id;
-        let writer = self.writer.clone();
-        ctx.spawn(
-            async move {
-                if let Err(e) = writer::call(&writer, move |c| {
-                    queue::record_stats(c, node, report.sample.at, &stats)
-                })
-                .await
-                {
-                    tracing::warn!("recording health stats: {e}");
-                }
-            }
-            .into_actor(self),
-        );
+        self.report_to.do_send(report);
     }
 }
 
@@ -246,12 +374,12 @@ impl Actor for Health {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.tick(ctx);
+        self.tick();
         // A first reading soon, then every interval.
-        ctx.run_later(Duration::from_millis(500).min(self.interval), |act, ctx| {
-            act.tick(ctx)
+        ctx.run_later(Duration::from_millis(500).min(self.interval), |act, _| {
+            act.tick()
         });
-        ctx.run_interval(self.interval, |act, ctx| act.tick(ctx));
+        ctx.run_interval(self.interval, |act, _| act.tick());
     }
 }
 
@@ -259,5 +387,73 @@ impl Supervised for Health {
     fn restarting(&mut self, _: &mut Context<Self>) {
         tracing::warn!("health actor restarting");
         self.warmed_up = false;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 1 253:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
+40 22 0:35 / /data rw,nosuid - tmpfs tmpfs rw,size=262144k
+41 22 0:36 / /data/nfs\\040share rw - nfs4 srv:/export rw
+42 40 0:37 / /data rw - tmpfs tmpfs rw,size=1024k
+";
+
+    #[test]
+    fn the_longest_mount_point_holding_the_folder_is_watched() {
+        let m = mount_of(Path::new("/data/jobvisor"), MOUNTINFO).unwrap();
+        assert_eq!(m.point, Path::new("/data"));
+        // The later mount on /data hides the earlier one.
+        assert_eq!(m.fs_type, "tmpfs");
+        let nfs = mount_of(Path::new("/data/nfs share/x"), MOUNTINFO).unwrap();
+        assert_eq!(
+            (nfs.point.to_str(), nfs.fs_type.as_str()),
+            (Some("/data/nfs share"), "nfs4")
+        );
+        // A prefix of characters is not a prefix of components.
+        let root = mount_of(Path::new("/database"), MOUNTINFO).unwrap();
+        assert_eq!(root.point, Path::new("/"));
+        assert_eq!(root.fs_type, "ext4");
+    }
+
+    /// Regression (issue 18, defect 7): `avg10` saw an io storm at a third of its height and
+    /// kept it for 12–16 s after it ended. The share of each sample interval sees it whole and
+    /// drops as soon as it ends.
+    #[test]
+    fn psi_is_the_stalled_share_of_each_sample_interval() {
+        let text = |total: u64, avg10: f64| {
+            format!(
+                "some avg10={avg10:.2} avg60=1.00 avg300=0.50 total={total}\n\
+                 full avg10=0.00 avg60=0.00 avg300=0.00 total=0\n"
+            )
+        };
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let mut w = PsiWindow::default();
+        // The first reading has no interval: avg10 stands in.
+        assert_eq!(w.update(&text(1_000_000, 3.5), at(0)), Some(3.5));
+        // 900 ms of stall in 1 s: 90 %, while avg10 still says 31 %.
+        assert_eq!(w.update(&text(1_900_000, 31.0), at(1_000)), Some(90.0));
+        // The storm ended: no stall in the next second, though avg10 decays slowly.
+        assert_eq!(w.update(&text(1_900_000, 28.0), at(2_000)), Some(0.0));
+        // 250 ms of stall in 500 ms.
+        assert_eq!(w.update(&text(2_150_000, 27.0), at(2_500)), Some(50.0));
+        assert_eq!(w.update("garbage", at(3_000)), None);
+    }
+
+    #[test]
+    fn disk_space_reads_the_folders_own_file_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let (avail, total) = disk_space(dir.path()).unwrap();
+        assert!(total > 0 && avail <= total, "{avail} of {total}");
+        assert!(disk_space(Path::new("/no/such/folder")).is_none());
+        // A folder not created yet is measured on its nearest existing ancestor.
+        let sampler = Sampler::new(&dir.path().join("not/yet"));
+        assert_eq!(
+            sampler.watched().0,
+            std::fs::canonicalize(dir.path()).unwrap()
+        );
     }
 }

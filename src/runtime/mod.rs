@@ -11,6 +11,7 @@ pub mod objects;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
+mod tuning;
 pub mod writer;
 
 use std::path::{Path, PathBuf};
@@ -216,6 +217,7 @@ impl EngineBuilder {
             node_id,
             limits: cfg.executor.clone(),
             fatal: fatal.clone(),
+            activity: Arc::default(),
         };
         let watch = open_connection(&db_path, &settings).map_err(CatalogError::from)?;
         let sup_ctx = Context::<supervisor::Supervisor>::new();
@@ -238,7 +240,6 @@ impl EngineBuilder {
             )
         });
         let interval = Duration::from_millis(cfg.health.interval);
-        let health_writer = catalog_writer.clone();
         let report_to = sup_addr.clone().recipient();
         let health_dir = if data_dir.exists() {
             data_dir.clone()
@@ -246,7 +247,7 @@ impl EngineBuilder {
             db_path.parent().map(Path::to_path_buf).unwrap_or_default()
         };
         let health = actix::Supervisor::start(move |_| {
-            health::Health::new(&health_dir, interval, health_writer, node_id, report_to)
+            health::Health::new(&health_dir, interval, report_to)
         });
         let supervisor = sup_ctx.run(supervisor::Supervisor::new(
             node_id,

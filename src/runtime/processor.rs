@@ -78,7 +78,7 @@ pub struct CancelRuns(pub Vec<i64>);
 pub struct TakeUtilization;
 
 /// A processor's busy fraction over a period.
-#[derive(Debug, Clone, Copy, MessageResponse)]
+#[derive(Debug, Clone, MessageResponse)]
 pub struct Utilization {
     /// Busy time / (period × instances).
     pub fraction: f64,
@@ -86,6 +86,8 @@ pub struct Utilization {
     pub busy_ms: i64,
     /// Instances now.
     pub instances: usize,
+    /// Elapsed time (ms) of the runs that finished in the period, summed per job id.
+    pub elapsed_by_job: Vec<(i64, i64)>,
 }
 
 /// What a processor is doing.
@@ -177,6 +179,9 @@ pub struct Processor {
     /// Busy time accounting: finished runs' time since `period_start`.
     busy_ms: i64,
     period_start: i64,
+    /// Elapsed time of the runs finished since `period_start`, per job (the statistics of
+    /// elapsed time per schedule kind).
+    elapsed_by_job: HashMap<i64, i64>,
     /// Claimed, not yet started (the next batch is claimed while these run: two deep).
     local: VecDeque<ClaimedRun>,
     sizer: ClaimSizer,
@@ -223,6 +228,7 @@ impl Processor {
             writes_paused: false,
             busy_ms: 0,
             period_start: now_ms(),
+            elapsed_by_job: HashMap::new(),
             local: VecDeque::new(),
             sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
             unrecorded: Vec::new(),
@@ -466,6 +472,7 @@ impl Processor {
         // The instance is free as soon as the work ends; the result is recorded in a batch.
         if let Some(done) = self.running.remove(&run.run_id) {
             self.busy_ms += finished_at - done.started_ms.max(self.period_start);
+            *self.elapsed_by_job.entry(run.job_id).or_default() += finished_at - done.started_ms;
             self.sizer
                 .handle_completed(done.began.elapsed().as_micros().min(u64::MAX as u128) as u64);
         }
@@ -720,6 +727,7 @@ impl Handler<TakeUtilization> for Processor {
             fraction: fraction.clamp(0.0, 1.0),
             busy_ms: busy,
             instances: self.cfg.instances,
+            elapsed_by_job: self.elapsed_by_job.drain().collect(),
         }
     }
 }

@@ -176,13 +176,16 @@ impl Scheduler {
         let mut entries = HashMap::with_capacity(jobs.len());
         let mut old = std::mem::take(&mut self.entries);
         for job in jobs {
-            // A job whose plan did not change keeps its planner (a re-lived span, the counts).
-            if let Some(entry) = old.remove(&job.job_id)
-                && same_plan(&entry.job, &job)
-            {
-                entries.insert(job.job_id, Entry { job, ..entry });
-                continue;
-            }
+            // A job whose plan did not change keeps its planner (a re-lived span, the counts,
+            // where it is in stretched slots); only the stretch the policy set may change.
+            let previous = match old.remove(&job.job_id) {
+                Some(mut entry) if same_plan(&entry.job, &job) => {
+                    entry.planner.set_stretch(job.stretch);
+                    entries.insert(job.job_id, Entry { job, ..entry });
+                    continue;
+                }
+                other => other,
+            };
             let schedule = match Schedule::parse(&job.spec, self.tz) {
                 Ok(s) => s,
                 Err(errors) => {
@@ -213,7 +216,12 @@ impl Scheduler {
                 running: job.running.clamp(0, u32::MAX as i64) as u32,
                 queued: job.queued.clamp(0, u32::MAX as i64) as u32,
             };
-            let planner = JobPlanner::restore(schedule, policy, history);
+            let mut planner = JobPlanner::restore(schedule, policy, history);
+            planner.set_stretch(job.stretch);
+            // A changed plan must not fire a stretched job's slot early either.
+            if let Some(previous) = &previous {
+                planner.continue_from(&previous.planner);
+            }
             entries.insert(
                 job.job_id,
                 Entry {

@@ -24,13 +24,14 @@ use super::processor::{
     SetPaused, SetWritesPaused, TakeUtilization, Utilization,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
+use super::tuning::{self, StatsBook};
 use super::writer::{self, Writer};
-use crate::catalog::activation::{self, JobActivation, NewDecision};
-use crate::catalog::queue::{self, LocalProcessor, StatSample};
+use crate::catalog::activation::{self, DecisionContext, JobActivation, NewDecision};
+use crate::catalog::queue::{self, LocalProcessor};
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::ExecEnv;
 use crate::model::{ActivationState, Pin};
-use crate::policy::{Action, Decision, JobView, Policy, PolicyConfig, ProcessorView};
+use crate::policy::{Action, Cause, Decision, JobView, Policy, PolicyConfig, ProcessorView};
 
 /// How often the node's heartbeat is written.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
@@ -83,6 +84,8 @@ pub struct Supervisor {
     activated: bool,
     evaluating: bool,
     writes_paused: bool,
+    /// The statistics recorded with each sample, and their cadence.
+    stats: StatsBook,
 }
 
 impl Supervisor {
@@ -114,6 +117,7 @@ impl Supervisor {
             activated: false,
             evaluating: false,
             writes_paused: false,
+            stats: StatsBook::default(),
         }
     }
 
@@ -125,23 +129,27 @@ impl Supervisor {
         let write = async move {
             writer::call(&writer, move |c| {
                 let jobs = activation::job_activations(c, node)?;
-                let views: Vec<JobView> = jobs.iter().map(job_view).collect();
+                let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
                 let minimum = policy.initial_active(&views);
                 let now = now_ms();
                 for job in &jobs {
-                    let (state, reason) = if minimum.contains(&job.job_id) {
-                        let why = match (job.pin, job.required) {
-                            (Some(Pin::Active), _) => "pinned active",
-                            (_, true) => "start-up minimum: required",
-                            _ => "start-up minimum: priority at or above the floor",
+                    let (state, reason, cause) = if minimum.contains(&job.job_id) {
+                        let (why, cause) = match (job.pin, job.required) {
+                            (Some(Pin::Active), _) => ("pinned active", Cause::Pin),
+                            (_, true) => ("start-up minimum: required", Cause::Minimum),
+                            _ => (
+                                "start-up minimum: priority at or above the floor",
+                                Cause::Minimum,
+                            ),
                         };
-                        (ActivationState::Active, why)
+                        (ActivationState::Active, why, cause)
                     } else if job.pin == Some(Pin::Inactive) {
-                        (ActivationState::Standby, "pinned inactive")
+                        (ActivationState::Standby, "pinned inactive", Cause::Pin)
                     } else {
                         (
                             ActivationState::Standby,
                             "standby: activated in priority order while the node is healthy",
+                            Cause::Minimum,
                         )
                     };
                     activation::set_state(c, node, job.job_id, state, reason, now)?;
@@ -158,6 +166,7 @@ impl Supervisor {
                                 subject: Some(&job.name),
                                 reason,
                                 evidence: None,
+                                cause: cause.as_str(),
                             },
                         )?;
                     }
@@ -178,11 +187,15 @@ impl Supervisor {
         }));
     }
 
-    /// One policy step: the sample in, decisions out, carried out and logged.
+    /// Whether a sample can go through the policy now: after the start-up activation, one
+    /// at a time, not while stopping or paused by the operator.
+    fn can_evaluate(&self) -> bool {
+        self.activated && !self.evaluating && !self.stopping && !self.paused
+    }
+
+    /// One policy step: the sample in, decisions out, carried out and logged together with
+    /// the sample's statistics.
     fn evaluate(&mut self, report: HealthReport, ctx: &mut Context<Self>) {
-        if !self.activated || self.evaluating || self.stopping || self.paused {
-            return;
-        }
         self.evaluating = true;
         let asks: Vec<_> = self
             .processors
@@ -216,90 +229,69 @@ impl Supervisor {
                     return tracing::error!("loading activations panicked: {e}");
                 }
             };
-            act.policy.handle_sample(&report.sample);
-            let views: Vec<JobView> = jobs.iter().map(job_view).collect();
-            let procs: Vec<ProcessorView> = utils
-                .iter()
-                .map(
-                    |(id, row, u): &(i64, LocalProcessor, Utilization)| ProcessorView {
-                        processor_id: *id,
-                        name: row.name.clone(),
-                        instances: u.instances as u32,
-                        min_instances: row.instances.max(1) as u32,
-                        max_instances: row.max_instances.max(row.instances).max(1) as u32,
-                        utilization: u.fraction,
-                    },
-                )
-                .collect();
-            let decisions = act.policy.poll_decisions(report.sample.at, &views, &procs);
-            let stats: Vec<StatSample> = utils
-                .iter()
-                .map(|(_, row, u)| StatSample {
-                    stat_type: "job_processor.busy_ms".into(),
-                    unit: "ms",
-                    subject: Some(row.name.clone()),
-                    value: u.busy_ms as f64,
-                })
-                .collect();
-            act.apply(decisions, jobs, stats, report.sample.at, ctx);
+            act.decide(report, utils, jobs, ctx);
         }));
     }
 
-    fn apply(
+    /// The policy's part of a step: feed the sample, poll, carry the decisions out.
+    fn decide(
         &mut self,
-        decisions: Vec<Decision>,
+        report: HealthReport,
+        utils: Vec<(i64, LocalProcessor, Utilization)>,
         jobs: Vec<JobActivation>,
-        stats: Vec<StatSample>,
-        at: i64,
         ctx: &mut Context<Self>,
     ) {
-        for d in &decisions {
-            tracing::info!(action = d.action.as_str(), reason = %d.reason, "policy decision");
-            match d.action {
-                Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
-                    let add = matches!(d.action, Action::AddInstance { .. });
-                    if let Some((row, addr)) = self.processors.get(&processor_id) {
-                        let now = self
-                            .instances
-                            .get(&processor_id)
-                            .copied()
-                            .unwrap_or(row.instances.max(1) as u32);
-                        let next = if add {
-                            now + 1
-                        } else {
-                            now.saturating_sub(1).max(1)
-                        };
-                        self.instances.insert(processor_id, next);
-                        addr.do_send(SetInstances(next as usize));
-                    }
-                }
-                Action::PauseWrites | Action::ResumeWrites => {
-                    self.writes_paused = matches!(d.action, Action::PauseWrites);
-                    for (_, addr) in self.processors.values() {
-                        addr.do_send(SetWritesPaused(self.writes_paused));
-                    }
-                }
-                _ => {}
-            }
-        }
-        let names: HashMap<i64, String> = jobs.iter().map(|j| (j.job_id, j.name.clone())).collect();
-        let processor_names: HashMap<i64, String> = self
-            .processors
+        self.policy.handle_sample(&report.sample);
+        let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
+        let procs: Vec<ProcessorView> = utils
             .iter()
-            .map(|(id, (row, _))| (*id, row.name.clone()))
+            .map(|(_, row, u)| tuning::processor_view(row, u))
             .collect();
-        let (writer, node) = (self.writer.clone(), self.node_id);
+        let decisions = self.policy.poll_decisions(report.sample.at, &views, &procs);
+        let mut cx = DecisionContext {
+            jobs: jobs.iter().map(|j| (j.job_id, j.name.clone())).collect(),
+            processors: self
+                .processors
+                .iter()
+                .map(|(id, (row, _))| (*id, row.name.clone()))
+                .collect(),
+            ..DecisionContext::default()
+        };
+        for d in &decisions {
+            self.carry_out(d, &views, &mut cx);
+        }
+        let (kinds, kinds_of) = tuning::kinds(&jobs);
+        for (id, _, u) in &utils {
+            self.stats.add_elapsed(*id, u, &kinds);
+        }
+        let running: Vec<(&LocalProcessor, &Utilization, u32)> = utils
+            .iter()
+            .map(|(id, row, u)| {
+                let now = self
+                    .instances
+                    .get(id)
+                    .copied()
+                    .unwrap_or(u.instances as u32);
+                (row, u, now)
+            })
+            .collect();
+        let stats = self
+            .stats
+            .rows(&report, self.writes_paused, &running, &kinds_of);
+        // Whatever changes a job's state or period changes what the scheduler plans.
         let reload = decisions.iter().any(|d| {
-            matches!(
+            !matches!(
                 d.action,
-                Action::Activate { .. } | Action::Deactivate { .. }
+                Action::Hold { .. } | Action::AddInstance { .. } | Action::RemoveInstance { .. }
             )
         });
+        let (writer, node) = (self.writer.clone(), self.node_id);
+        let at = report.sample.at;
         let write = async move {
             writer::call(&writer, move |c| {
                 queue::record_stats(c, node, at, &stats)?;
                 for d in &decisions {
-                    record(c, node, d, &names, &processor_names)?;
+                    activation::apply_decision(c, node, d, &cx)?;
                 }
                 Ok::<_, CatalogError>(())
             })
@@ -315,16 +307,94 @@ impl Supervisor {
         }));
     }
 
+    /// The runtime's part of one decision (instances, paused writes), logged; its catalog
+    /// part is written by `activation::apply_decision` with what it notes in `cx`.
+    fn carry_out(&mut self, d: &Decision, views: &[JobView], cx: &mut DecisionContext) {
+        let subject = d
+            .action
+            .job_id()
+            .and_then(|id| cx.jobs.get(&id))
+            .or_else(|| {
+                d.action
+                    .processor_id()
+                    .and_then(|id| cx.processors.get(&id))
+            });
+        tracing::info!(
+            action = d.action.as_str(),
+            cause = d.cause.as_str(),
+            subject = subject.map_or("-", String::as_str),
+            reason = %d.reason,
+            "policy decision"
+        );
+        match d.action {
+            Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
+                let add = matches!(d.action, Action::AddInstance { .. });
+                if let Some((row, addr)) = self.processors.get(&processor_id) {
+                    let now = self
+                        .instances
+                        .get(&processor_id)
+                        .copied()
+                        .unwrap_or(tuning::min_instances(row));
+                    let next = if add { now + 1 } else { now.saturating_sub(1) }
+                        .clamp(tuning::min_instances(row), tuning::max_instances(row));
+                    self.instances.insert(processor_id, next);
+                    cx.instances.insert(processor_id, next);
+                    addr.do_send(SetInstances(next as usize));
+                }
+            }
+            Action::PauseWrites | Action::ResumeWrites => {
+                self.writes_paused = d.action == Action::PauseWrites;
+                for (_, addr) in self.processors.values() {
+                    addr.do_send(SetWritesPaused(self.writes_paused));
+                }
+            }
+            Action::Activate { job_id }
+                if views
+                    .iter()
+                    .find(|v| v.job_id == job_id)
+                    .is_some_and(|v| self.policy.held_by_pause(v)) =>
+            {
+                cx.held_on_activation.insert(job_id);
+            }
+            _ => {}
+        }
+    }
+
+    /// A sample that cannot go through the policy now (a step is still being written, or the
+    /// node is paused) is still recorded.
+    fn record_only(&mut self, report: HealthReport, ctx: &mut Context<Self>) {
+        let stats = self
+            .stats
+            .rows(&report, self.writes_paused, &[], &HashMap::new());
+        if stats.is_empty() {
+            return;
+        }
+        let (writer, node, at) = (self.writer.clone(), self.node_id, report.sample.at);
+        ctx.spawn(
+            async move {
+                if let Err(e) =
+                    writer::call(&writer, move |c| queue::record_stats(c, node, at, &stats)).await
+                {
+                    tracing::warn!("recording health stats: {e}");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
     /// Starts, resizes and stops processors to match the catalog's rows.
     fn sync_processors(&mut self, ctx: &mut Context<Self>) {
-        let pool = self.pool.clone();
+        let (pool, node) = (self.pool.clone(), self.node_id);
         let load = actix_rt::task::spawn_blocking(move || {
             let conn = pool.get()?;
-            queue::load_local_processors(&conn)
+            Ok::<_, CatalogError>((
+                queue::load_local_processors(&conn)?,
+                activation::instances(&conn, node)?,
+            ))
         });
         ctx.spawn(load.into_actor(self).map(|joined, act, ctx| {
-            let rows = match joined {
-                Ok(Ok(rows)) => rows,
+            let (rows, kept) = match joined {
+                Ok(Ok(loaded)) => loaded,
                 Ok(Err(e)) => return tracing::error!("loading processors: {e}"),
                 Err(e) => return tracing::error!("loading processors panicked: {e}"),
             };
@@ -342,15 +412,25 @@ impl Supervisor {
                 false
             });
             for (id, row) in wanted {
+                // The instances the policy chose (kept in the catalog across restarts), within
+                // the row's bounds, which the operator may have changed.
+                let chosen = act
+                    .instances
+                    .get(&id)
+                    .or_else(|| kept.get(&id))
+                    .copied()
+                    .unwrap_or_else(|| tuning::min_instances(&row))
+                    .clamp(tuning::min_instances(&row), tuning::max_instances(&row));
+                let before = act.instances.insert(id, chosen);
                 match act.processors.get_mut(&id) {
                     Some((old, addr)) => {
-                        if old.instances != row.instances {
-                            addr.do_send(SetInstances(row.instances.max(1) as usize));
+                        if before != Some(chosen) {
+                            addr.do_send(SetInstances(chosen as usize));
                         }
                         *old = row;
                     }
                     None => {
-                        let addr = act.start_processor(&row, ctx);
+                        let addr = act.start_processor(&row, chosen, ctx);
                         if act.writes_paused {
                             addr.do_send(SetWritesPaused(true));
                         }
@@ -411,6 +491,7 @@ impl Supervisor {
                                 subject: Some(&job.name),
                                 reason,
                                 evidence: None,
+                                cause: Cause::Operator.as_str(),
                             },
                         )?;
                         admitted += 1;
@@ -477,11 +558,16 @@ impl Supervisor {
         }));
     }
 
-    fn start_processor(&self, row: &LocalProcessor, _ctx: &mut Context<Self>) -> Addr<Processor> {
+    fn start_processor(
+        &self,
+        row: &LocalProcessor,
+        instances: u32,
+        _ctx: &mut Context<Self>,
+    ) -> Addr<Processor> {
         let cfg = ProcessorConfig {
             processor_id: row.processor_id,
             name: row.name.clone(),
-            instances: row.instances.max(1) as usize,
+            instances: instances.max(1) as usize,
             node_id: self.node_id,
             lease_ms: self.lease_ms,
             tokens: self.tokens.clone(),
@@ -491,72 +577,6 @@ impl Supervisor {
         let events = self.scheduler.clone().recipient::<processor::RunEvents>();
         let paused = self.paused;
         actix::Supervisor::start(move |_| Processor::new(cfg, env, writer, events).paused(paused))
-    }
-}
-
-/// Carries out one decision's catalog part and logs it.
-fn record(
-    c: &rusqlite::Connection,
-    node: i64,
-    d: &Decision,
-    jobs: &HashMap<i64, String>,
-    processors: &HashMap<i64, String>,
-) -> Result<(), CatalogError> {
-    let evidence = serde_json::to_string(&d.evidence).ok();
-    let (job_id, processor_id, subject) = match d.action {
-        Action::Activate { job_id } => {
-            activation::set_state(c, node, job_id, ActivationState::Active, &d.reason, d.at)?;
-            (Some(job_id), None, jobs.get(&job_id).cloned())
-        }
-        Action::Deactivate { job_id } => {
-            activation::set_state(c, node, job_id, ActivationState::Standby, &d.reason, d.at)?;
-            queue::skip_queued_slots(
-                c,
-                job_id,
-                &format!("skipped: job deactivated ({})", d.reason),
-                d.at,
-            )?;
-            (Some(job_id), None, jobs.get(&job_id).cloned())
-        }
-        Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => (
-            None,
-            Some(processor_id),
-            processors.get(&processor_id).cloned(),
-        ),
-        Action::PauseWrites | Action::ResumeWrites => {
-            activation::set_writes_paused(c, node, matches!(d.action, Action::PauseWrites))?;
-            (None, None, None)
-        }
-        _ => (None, None, None),
-    };
-    let row = NewDecision {
-        at: d.at,
-        action: d.action.as_str(),
-        job_id,
-        processor_id,
-        subject: subject.as_deref(),
-        reason: &d.reason,
-        evidence,
-    };
-    activation::record_decision(c, node, &row)
-}
-
-fn job_view(j: &JobActivation) -> JobView {
-    JobView {
-        job_id: j.job_id,
-        name: j.name.clone(),
-        priority: j.priority,
-        required: j.required,
-        pin: j.pin.map(|p| match p {
-            Pin::Active => crate::policy::Pin::Active,
-            Pin::Inactive => crate::policy::Pin::Inactive,
-        }),
-        active: j.state == Some(ActivationState::Active),
-        held: false,
-        writes_data: j.writes_data,
-        maintenance: j.maintenance,
-        stretch: 1,
-        stretch_max: 1,
     }
 }
 
@@ -592,7 +612,11 @@ impl Handler<HealthReport> for Supervisor {
             "health"
         );
         self.last_health = Some(msg.clone());
-        self.evaluate(msg, ctx);
+        if self.can_evaluate() {
+            self.evaluate(msg, ctx);
+        } else {
+            self.record_only(msg, ctx);
+        }
     }
 }
 

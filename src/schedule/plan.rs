@@ -243,6 +243,11 @@ pub struct JobPlanner {
     relive: Option<i64>,
     /// Spans re-lived by this planner: the key offset of the current one (see module docs).
     relived_spans: i64,
+    /// The factor the node stretched the period by (1: as scheduled; see
+    /// [`JobPlanner::set_stretch`]).
+    stretch: u32,
+    /// Due slots still to pass over before the next one fires (stretched slot schedules).
+    pass: u32,
 }
 
 impl JobPlanner {
@@ -261,6 +266,8 @@ impl JobPlanner {
             next_slot: None,
             relive: None,
             relived_spans: 0,
+            stretch: 1,
+            pass: 0,
         };
         p.refresh_next();
         p
@@ -279,6 +286,40 @@ impl JobPlanner {
     /// The state to persist (and to restore from).
     pub fn history(&self) -> &JobHistory {
         &self.hist
+    }
+
+    /// Stretches the period by `factor` (1: as scheduled), as the activation policy decides
+    /// under strain. A slot schedule (every, hourly, daily, cron) fires one due slot in
+    /// `factor` and passes over the others without a row; `run_always` waits `factor` times
+    /// its period (its run plus `run_delay`) between the end of a run and the next.
+    pub fn set_stretch(&mut self, factor: u32) {
+        self.stretch = factor.max(1);
+        self.pass = self.pass.min(self.stretch - 1);
+    }
+
+    /// The stretch factor in force.
+    pub fn stretch(&self) -> u32 {
+        self.stretch
+    }
+
+    /// Takes over where `old` (the planner this one replaces after a catalog reload) was in
+    /// its stretched slots, so that a reload does not fire a slot early.
+    pub fn continue_from(&mut self, old: &JobPlanner) {
+        self.pass = old.pass.min(self.stretch - 1);
+    }
+
+    /// `delay_ms` of a run_always job, stretched: the period (the last run's length plus the
+    /// delay) times the factor, less the run's length.
+    fn stretched_delay(&self, delay_ms: i64) -> i64 {
+        if self.stretch <= 1 {
+            return delay_ms;
+        }
+        let elapsed = match (self.hist.last_begin, self.hist.last_end) {
+            (Some(b), Some(e)) if e >= b => e - b,
+            _ => 0,
+        };
+        let f = i64::from(self.stretch);
+        delay_ms.saturating_mul(f) + elapsed.saturating_mul(f - 1)
     }
 
     /// A run of this job began: a fired one leaving the queue, or a manual trigger.
@@ -392,6 +433,7 @@ impl JobPlanner {
 
     /// When a run_always job may fire next, or `None` while the overlap policy holds it.
     fn always_due(&self, now_ms: i64, delay_ms: i64) -> Option<i64> {
+        let delay_ms = self.stretched_delay(delay_ms);
         let h = &self.hist;
         // A history time in the future means the clock went back: ask for a poll now, which
         // re-bases the history on `now` instead of stalling until the clock catches up.
@@ -488,7 +530,28 @@ impl JobPlanner {
         }
         recent.reverse();
         let latest = *recent.last().unwrap();
-        let on_time = now_ms - latest <= p.misfire_window_ms;
+        if self.stretch > 1 {
+            // Stretched: one due slot in `stretch` fires; the others pass without a row.
+            let stretch = self.stretch;
+            let mut pass = self.pass;
+            recent.retain(|_| {
+                if pass > 0 {
+                    pass -= 1;
+                    false
+                } else {
+                    pass = stretch - 1;
+                    true
+                }
+            });
+            self.pass = pass;
+            if recent.is_empty() {
+                self.decided_up_to(latest, now_ms);
+                return Vec::new();
+            }
+        }
+        // On time or not is the latest slot that may fire (a stretch may have passed over
+        // later ones).
+        let on_time = now_ms - *recent.last().unwrap() <= p.misfire_window_ms;
 
         // Older due slots that get no row of their own.
         let older = if recent.len() == keep {
@@ -574,15 +637,26 @@ impl JobPlanner {
             }
         }
         self.hist.queued += in_flight - self.hist.in_flight();
+        self.decided_up_to(latest, now_ms);
+        out
+    }
+
+    /// Every due slot up to `latest` is decided (fired, skipped, or passed over by a
+    /// stretch): the history moves past it, under its re-lived key while a span is re-lived.
+    fn decided_up_to(&mut self, latest: i64, now_ms: i64) {
         if self.relive.is_some() {
+            let (last, spans) = (self.hist.last_slot, self.relived_spans);
+            let key = match last {
+                Some(l) if latest <= l => latest + spans,
+                _ => latest,
+            };
             self.relive = Some(latest);
-            self.hist.last_slot = Some(last.map_or(latest, |l| l.max(key(latest))));
+            self.hist.last_slot = Some(last.map_or(latest, |l| l.max(key)));
             self.end_relive(now_ms);
         } else {
             self.hist.last_slot = Some(latest);
         }
         self.refresh_next();
-        out
     }
 
     /// Re-living ends once the clock has passed the last slot decided before the step.

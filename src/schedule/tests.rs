@@ -1924,3 +1924,83 @@ fn plain_day_masks_agree_with_croners_day_match() {
         }
     }
 }
+
+/// Stretching (issue 18, point 8): a slot schedule stretched ×3 fires one due slot in three
+/// and passes over the others without a row; back to ×1 it fires every slot again; a reload
+/// carries the count over, so it does not fire early.
+#[test]
+fn a_stretched_slot_schedule_fires_one_slot_in_the_factor() {
+    let start = utc_at("2026-04-10 12:00");
+    let mut p = JobPlanner::new(sched(spec_every(1), utc()), PlanPolicy::default());
+    assert_eq!(p.poll_due(start), vec![]);
+    p.set_stretch(3);
+    let mut fired = Vec::new();
+    for m in 1..=12 {
+        for d in p.poll_due(start + m * MIN) {
+            match d {
+                Decision::Fire { slot, catch_up } => {
+                    assert!(!catch_up);
+                    fired.push((slot - start) / MIN);
+                    p.handle_run_started(slot);
+                    p.handle_run_finished(slot + 1000);
+                }
+                other => panic!("a passed slot got a row: {other:?}"),
+            }
+        }
+        if m == 6 {
+            // A catalog reload builds a new planner: it continues the count.
+            let mut q = JobPlanner::restore(
+                sched(spec_every(1), utc()),
+                PlanPolicy::default(),
+                *p.history(),
+            );
+            q.set_stretch(3);
+            q.continue_from(&p);
+            p = q;
+        }
+        if m == 9 {
+            p.set_stretch(1);
+        }
+    }
+    assert_eq!(fired, [1, 4, 7, 10, 11, 12]);
+    assert_eq!(p.stretch(), 1);
+}
+
+/// A run_always job stretched ×3 waits three periods (its run plus its delay) between the end
+/// of a run and the next start: 10 s delay and 2 s runs start every 36 s instead of 12 s.
+#[test]
+fn a_stretched_run_always_job_waits_the_factor_times_its_period() {
+    let start = utc_at("2026-04-10 12:00");
+    let spec = ScheduleSpec {
+        run_always: true,
+        run_delay: 10_000,
+        ..Default::default()
+    };
+    let mut p = JobPlanner::new(sched(spec, utc()), PlanPolicy::default());
+    let mut starts = Vec::new();
+    let mut ends_at: Option<i64> = None;
+    let mut t = start;
+    while t < start + 5 * MIN {
+        if ends_at == Some(t) {
+            p.handle_run_finished(t);
+            ends_at = None;
+        }
+        if !p.poll_due(t).is_empty() {
+            starts.push(t);
+            p.handle_run_started(t);
+            ends_at = Some(t + 2_000);
+            if starts.len() == 2 {
+                p.set_stretch(3);
+            }
+        }
+        let wake = [p.next_wake(t), ends_at]
+            .into_iter()
+            .flatten()
+            .min()
+            .unwrap();
+        t = wake.max(t + 1);
+    }
+    let gaps: Vec<i64> = starts.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps[0], 12_000);
+    assert!(gaps[1..].iter().all(|&g| g == 36_000), "{gaps:?}");
+}

@@ -12,3 +12,4 @@ mod operator;
 mod runtime;
 mod slots;
 mod support;
+mod tuning;

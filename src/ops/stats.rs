@@ -1,0 +1,83 @@
+//! The measured history as an operator reads it: the latest value of every series, or one
+//! series over time.
+
+use serde::Serialize;
+
+use super::view::Time;
+use super::{OpError, Ops};
+use crate::catalog::stats::{self, StatPoint};
+
+/// The most values one listing returns.
+pub const MAX_VALUES: i64 = 100_000;
+
+/// One recorded value.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatView {
+    /// When it was sampled.
+    pub at: Time,
+    /// The node that recorded it.
+    pub node: Option<String>,
+    /// `device.cpu_used`, `object.count_insert`, …
+    pub stat_type: String,
+    /// Its unit (`%`, `bytes`, `bytes/s`, `rows`, `ms`, `epoch ms`, `instances`, `load`).
+    pub unit: Option<String>,
+    /// The object or processor it is about; `None` for the device.
+    pub subject: Option<String>,
+    /// The value, in `unit`.
+    pub value: f64,
+    /// How many values the series holds (in the listing of latest values only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub values: Option<i64>,
+}
+
+impl StatView {
+    fn of(p: StatPoint, values: Option<i64>) -> Self {
+        StatView {
+            at: Time(p.at),
+            node: p.node,
+            stat_type: p.stat_type,
+            unit: p.unit,
+            subject: p.subject,
+            value: p.value,
+            values,
+        }
+    }
+}
+
+impl Ops {
+    /// The latest value of every series sampled at or after `since` (epoch ms), of the
+    /// caller's node or of every node, by type and subject.
+    pub fn stats_latest(&self, since: i64, all_nodes: bool) -> Result<Vec<StatView>, OpError> {
+        let node = (!all_nodes).then(|| self.caller.node.clone());
+        let conn = self.catalog.read().map_err(self.within("reading stats"))?;
+        let rows = stats::latest(&conn, node.as_deref()).map_err(self.within("reading stats"))?;
+        Ok(rows
+            .into_iter()
+            .filter(|r| r.latest.at >= since)
+            .map(|r| StatView::of(r.latest, Some(r.count)))
+            .collect())
+    }
+
+    /// The newest `limit` values of `stat_type` sampled at or after `since` (of one subject
+    /// when given), of the caller's node or of every node, newest first.
+    pub fn stats_series(
+        &self,
+        stat_type: &str,
+        subject: Option<&str>,
+        since: i64,
+        limit: i64,
+        all_nodes: bool,
+    ) -> Result<Vec<StatView>, OpError> {
+        if !(1..=MAX_VALUES).contains(&limit) {
+            return Err(OpError::invalid(
+                "limit",
+                format!("must be 1–{MAX_VALUES}, got {limit}"),
+            ));
+        }
+        let node = (!all_nodes).then(|| self.caller.node.clone());
+        let conn = self.catalog.read().map_err(self.within("reading stats"))?;
+        let rows = stats::series(&conn, stat_type, subject, node.as_deref(), since, limit)
+            .map_err(self.within("reading stats"))?;
+        Ok(rows.into_iter().map(|p| StatView::of(p, None)).collect())
+    }
+}

@@ -1,0 +1,297 @@
+//! The Supervisor's self-tuning bookkeeping, apart from the actor: the policy's views of the
+//! catalog's jobs, and the statistics recorded with each health sample — the device, each
+//! processor's busy time and instances, and each processor's elapsed time per schedule kind
+//! (per minute). While writes are paused (the disk is critical), the node records them once a
+//! minute instead of every sample: its own writes are part of the shortage.
+//!
+//! Invariant: no actor, no SQL; plain data in, plain data out, so the Supervisor's handlers
+//! stay thin.
+
+use std::collections::{BTreeMap, HashMap};
+
+use super::health::HealthReport;
+use super::processor::Utilization;
+use crate::catalog::activation::{JobActivation, ScheduleKind};
+use crate::catalog::queue::{LocalProcessor, StatSample};
+use crate::model::{ActivationState, Pin};
+use crate::policy::{JobView, ProcessorView};
+
+/// How often statistics are recorded while writes are paused.
+pub const REDUCED_STATS_EVERY_MS: i64 = 60_000;
+
+/// How often the elapsed time per schedule kind is recorded (the spec's `_minute` sums).
+pub const ELAPSED_EVERY_MS: i64 = 60_000;
+
+/// The policy's view of one job's activation row.
+pub fn job_view(j: &JobActivation) -> JobView {
+    JobView {
+        job_id: j.job_id,
+        name: j.name.clone(),
+        priority: j.priority,
+        required: j.required,
+        pin: j.pin.map(|p| match p {
+            Pin::Active => crate::policy::Pin::Active,
+            Pin::Inactive => crate::policy::Pin::Inactive,
+        }),
+        active: matches!(
+            j.state,
+            Some(ActivationState::Active | ActivationState::Paused)
+        ),
+        held: j.state == Some(ActivationState::Paused),
+        writes_data: j.writes_data,
+        maintenance: j.maintenance,
+        stretch: j.stretch,
+        stretch_max: j.stretch_max,
+    }
+}
+
+/// The policy's view of one running processor.
+pub fn processor_view(row: &LocalProcessor, u: &Utilization) -> ProcessorView {
+    ProcessorView {
+        processor_id: row.processor_id,
+        name: row.name.clone(),
+        instances: u.instances as u32,
+        min_instances: min_instances(row),
+        max_instances: max_instances(row),
+        utilization: u.fraction,
+    }
+}
+
+/// The fewest instances of a processor (its own `instances`).
+pub fn min_instances(row: &LocalProcessor) -> u32 {
+    row.instances.clamp(1, u32::MAX as i64) as u32
+}
+
+/// The most instances of a processor (`max_instances`, at least `instances`).
+pub fn max_instances(row: &LocalProcessor) -> u32 {
+    row.max_instances
+        .max(row.instances)
+        .clamp(1, u32::MAX as i64) as u32
+}
+
+/// What the Supervisor records with each sample, and when.
+#[derive(Debug, Default)]
+pub struct StatsBook {
+    /// When statistics were last recorded (the reduced cadence counts from it).
+    last_recorded: Option<i64>,
+    /// Elapsed ms per (processor, schedule kind) since `elapsed_since`.
+    elapsed: BTreeMap<(i64, ScheduleKind), i64>,
+    elapsed_since: Option<i64>,
+}
+
+impl StatsBook {
+    /// Adds the elapsed time of the runs that finished on `processor_id`, by their job's kind.
+    pub fn add_elapsed(
+        &mut self,
+        processor_id: i64,
+        u: &Utilization,
+        kinds: &HashMap<i64, ScheduleKind>,
+    ) {
+        for &(job_id, ms) in &u.elapsed_by_job {
+            let kind = kinds
+                .get(&job_id)
+                .copied()
+                .unwrap_or(ScheduleKind::OnDemand);
+            *self.elapsed.entry((processor_id, kind)).or_default() += ms;
+        }
+    }
+
+    /// The rows to record with the sample `report`, or none while writes are paused and the
+    /// last record is less than a minute old. `processors`: each running processor's row, its
+    /// utilization over the sample, and its instances after the sample's decisions; `kinds_of`: the schedule kinds of each processor's jobs
+    /// (its elapsed sums are recorded for those kinds, zeros included).
+    pub fn rows(
+        &mut self,
+        report: &HealthReport,
+        writes_paused: bool,
+        processors: &[(&LocalProcessor, &Utilization, u32)],
+        kinds_of: &HashMap<i64, Vec<ScheduleKind>>,
+    ) -> Vec<StatSample> {
+        let at = report.sample.at;
+        let since = *self.elapsed_since.get_or_insert(at);
+        if writes_paused
+            && self
+                .last_recorded
+                .is_some_and(|t| at - t < REDUCED_STATS_EVERY_MS)
+        {
+            return Vec::new();
+        }
+        self.last_recorded = Some(at);
+        let mut rows = report.stats();
+        for (row, u, instances) in processors {
+            let subject = Some(row.name.clone());
+            rows.push(StatSample {
+                stat_type: "job_processor.busy_ms".into(),
+                unit: "ms",
+                subject: subject.clone(),
+                value: u.busy_ms as f64,
+            });
+            rows.push(StatSample {
+                stat_type: "job_processor.instances".into(),
+                unit: "instances",
+                subject,
+                value: f64::from(*instances),
+            });
+        }
+        if at - since >= ELAPSED_EVERY_MS {
+            for (row, _, _) in processors {
+                for &kind in kinds_of.get(&row.processor_id).into_iter().flatten() {
+                    let ms = self
+                        .elapsed
+                        .get(&(row.processor_id, kind))
+                        .copied()
+                        .unwrap_or(0);
+                    rows.push(StatSample {
+                        stat_type: kind.elapsed_stat().into(),
+                        unit: "ms",
+                        subject: Some(row.name.clone()),
+                        value: ms as f64,
+                    });
+                }
+            }
+            self.elapsed.clear();
+            self.elapsed_since = Some(at);
+        }
+        rows
+    }
+}
+
+/// Each job's schedule kind, and each processor's kinds (sorted, unique).
+pub fn kinds(
+    jobs: &[JobActivation],
+) -> (HashMap<i64, ScheduleKind>, HashMap<i64, Vec<ScheduleKind>>) {
+    let by_job = jobs.iter().map(|j| (j.job_id, j.schedule_kind)).collect();
+    let mut by_processor: HashMap<i64, Vec<ScheduleKind>> = HashMap::new();
+    for j in jobs {
+        let kinds = by_processor.entry(j.processor_id).or_default();
+        if !kinds.contains(&j.schedule_kind) {
+            kinds.push(j.schedule_kind);
+        }
+    }
+    for kinds in by_processor.values_mut() {
+        kinds.sort();
+    }
+    (by_job, by_processor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::Sample;
+
+    fn report(at: i64) -> HealthReport {
+        HealthReport {
+            sample: Sample {
+                at,
+                cpu_used: 10.0,
+                memory_available: 1,
+                memory_total: 2,
+                swap_used: 0,
+                swap_total: 0,
+                disk_available: 1,
+                disk_total: 2,
+                disk_mount: "/".into(),
+                net_bytes_per_s: 0.0,
+                psi_cpu: None,
+                psi_memory: None,
+                psi_io: None,
+            },
+            net_rx_per_s: 0.0,
+            net_tx_per_s: 0.0,
+            load_1: 0.0,
+            process_cpu: 0.0,
+            process_rss: 0,
+        }
+    }
+
+    fn row() -> LocalProcessor {
+        LocalProcessor {
+            processor_id: 1,
+            name: "main".into(),
+            instances: 1,
+            max_instances: 2,
+        }
+    }
+
+    fn util(elapsed_by_job: Vec<(i64, i64)>) -> Utilization {
+        Utilization {
+            fraction: 0.5,
+            busy_ms: 500,
+            instances: 1,
+            elapsed_by_job,
+        }
+    }
+
+    #[test]
+    fn statistics_are_recorded_every_sample_or_once_a_minute_while_writes_are_paused() {
+        let mut book = StatsBook::default();
+        let none = HashMap::new();
+        assert!(!book.rows(&report(0), false, &[], &none).is_empty());
+        assert!(!book.rows(&report(1_000), false, &[], &none).is_empty());
+        // Paused: nothing until a minute after the last record.
+        assert!(book.rows(&report(2_000), true, &[], &none).is_empty());
+        assert!(book.rows(&report(60_999), true, &[], &none).is_empty());
+        assert!(!book.rows(&report(61_000), true, &[], &none).is_empty());
+        assert!(book.rows(&report(62_000), true, &[], &none).is_empty());
+        // Resumed: every sample again.
+        assert!(!book.rows(&report(63_000), false, &[], &none).is_empty());
+    }
+
+    #[test]
+    fn elapsed_time_is_summed_per_processor_and_schedule_kind_per_minute() {
+        let mut book = StatsBook::default();
+        let kinds: HashMap<i64, ScheduleKind> =
+            [(10, ScheduleKind::RunEvery), (11, ScheduleKind::RunAlways)].into();
+        let kinds_of: HashMap<i64, Vec<ScheduleKind>> = [(
+            1,
+            vec![
+                ScheduleKind::RunAlways,
+                ScheduleKind::RunEvery,
+                ScheduleKind::Cron,
+            ],
+        )]
+        .into();
+        let r = row();
+        let sums = |rows: &[StatSample]| -> Vec<(String, f64)> {
+            rows.iter()
+                .filter(|s| s.stat_type.contains("elapsed"))
+                .map(|s| (s.stat_type.clone(), s.value))
+                .collect()
+        };
+        let u = util(vec![(10, 300), (11, 50)]);
+        book.add_elapsed(1, &u, &kinds);
+        assert!(sums(&book.rows(&report(0), false, &[(&r, &u, 1)], &kinds_of)).is_empty());
+        let u2 = util(vec![(10, 200), (11, 25)]);
+        book.add_elapsed(1, &u2, &kinds);
+        let rows = book.rows(&report(60_000), false, &[(&r, &u2, 2)], &kinds_of);
+        assert_eq!(
+            sums(&rows),
+            [
+                (
+                    "job_processor.stat_elapsed_time_sum_run_always_minute".to_string(),
+                    75.0
+                ),
+                (
+                    "job_processor.stat_elapsed_time_run_every_sum".to_string(),
+                    500.0
+                ),
+                ("job_processor.stat_elapsed_time_cron_sum".to_string(), 0.0),
+            ]
+        );
+        let instances = rows
+            .iter()
+            .find(|s| s.stat_type == "job_processor.instances")
+            .unwrap();
+        assert_eq!(
+            (instances.subject.as_deref(), instances.value),
+            (Some("main"), 2.0)
+        );
+        // The next minute starts from zero.
+        let rows = book.rows(&report(120_000), false, &[(&r, &u2, 2)], &kinds_of);
+        assert!(
+            sums(&rows).iter().all(|(_, v)| *v == 0.0),
+            "{:?}",
+            sums(&rows)
+        );
+    }
+}
