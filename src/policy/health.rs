@@ -603,11 +603,14 @@ pub fn samples_over(n: u32, ms: i64) -> String {
     }
 }
 
-/// A duration in words, with one rule for every size: tenths of a second below 10 s
-/// ("1.5 s", "2.0 s"), whole seconds below 2 min ("88 s", "90 s"), minutes and seconds above
-/// ("2 min", "2 min 5 s").
+/// A duration in words, with one rule for every size: milliseconds below a second ("6 ms"),
+/// tenths of a second below 10 s ("1.5 s", "2.0 s"), whole seconds below 2 min ("88 s",
+/// "90 s"), minutes and seconds above ("2 min", "2 min 5 s").
 pub fn duration(ms: i64) -> String {
     let ms = ms.max(0);
+    if ms < 1_000 {
+        return format!("{ms} ms");
+    }
     if ms < 9_950 {
         return format!("{:.1} s", ms as f64 / 1000.0);
     }

@@ -299,7 +299,10 @@ fn reasons_read_as_sentences() {
 #[test]
 fn durations_follow_one_rule() {
     let cases = [
-        (0, "0.0 s"),
+        (0, "0 ms"),
+        (6, "6 ms"),
+        (999, "999 ms"),
+        (1_000, "1.0 s"),
         (1_500, "1.5 s"),
         (9_949, "9.9 s"),
         (9_990, "10 s"),

@@ -164,7 +164,13 @@ fn a_cpu_load_sheds_lowest_first_and_restores_most_important_first() {
         ],
     );
     t.start(&JOBS);
-    t.wait_until_quiet("device.cpu_used", 3, TOGGLE_WINDOW_MS, 180.0, |v| v < 80.0);
+    t.wait_until_quiet(
+        "device.cpu_used",
+        3,
+        TOGGLE_WINDOW_MS,
+        QUIET_WITHIN_S,
+        |v| v < 80.0,
+    );
     let start = now_ms();
     let stress = Stress::start(&["--cpu", "2", "--timeout", "20s"]);
     wait_for(20.0, "c30 to be shed", || {
@@ -225,9 +231,13 @@ fn a_memory_load_sheds_lowest_first_and_restores_most_important_first() {
     );
     t.start(&JOBS);
     let quiet_above = (strained + GIB / 2) as f64;
-    t.wait_until_quiet("device.memory_available", 3, TOGGLE_WINDOW_MS, 180.0, |v| {
-        v > quiet_above
-    });
+    t.wait_until_quiet(
+        "device.memory_available",
+        3,
+        TOGGLE_WINDOW_MS,
+        QUIET_WITHIN_S,
+        |v| v > quiet_above,
+    );
     let start = now_ms();
     let stress = Stress::start(&[
         "--vm",

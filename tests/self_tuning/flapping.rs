@@ -56,7 +56,7 @@ fn a_flapping_load_toggles_a_job_at_most_twice_a_minute_and_never_inverts_priori
     t.start(&names);
     // No settling of the flap budget is needed: the bounds hold from any state; the load
     // only needs jobs to shed.
-    t.wait_until_quiet("device.cpu_used", 3, 0, 180.0, |v| v < 80.0);
+    t.wait_until_quiet("device.cpu_used", 3, 0, QUIET_WITHIN_S, |v| v < 80.0);
     let start = now_ms();
     let at_start = t.states();
     let began = Instant::now();
