@@ -700,6 +700,15 @@ fn a_job_added_while_the_node_is_healthy_runs_at_once_and_says_why() {
     let ws = Workspace::new();
     // The real ramp (only the required jobs at start), so that "at once" is not the floor.
     ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", "1000000");
+    // Healthy whatever else this shared machine runs: CPU and PSI thresholds it cannot pass.
+    for key in [
+        "CPU_STRAINED",
+        "CPU_CRITICAL",
+        "PSI_STRAINED",
+        "PSI_CRITICAL",
+    ] {
+        ws.set_node_env(&format!("JOBVISOR__POLICY__{key}"), "100");
+    }
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     let node = ws.start_node("n1");
