@@ -608,6 +608,14 @@ impl Catalog {
         Ok(rows.collect::<Result<_, _>>()?)
     }
 
+    /// A job's consecutive failed runs since its last success (what its backoff comes from).
+    pub fn failure_streak(
+        &self,
+        job_id: i64,
+    ) -> Result<crate::schedule::FailureStreak, CatalogError> {
+        queue::failure_streak(&*self.read()?, job_id)
+    }
+
     /// The most recent audit entries, newest first.
     pub fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, CatalogError> {
         let conn = self.read()?;

@@ -322,6 +322,35 @@ pub fn in_flight(conn: &Connection, job_id: i64) -> Result<InFlight, CatalogErro
     })
 }
 
+// Newest first through the (job_id, run_id) index; queued, running, skipped and cancelled runs
+// neither end nor extend a streak.
+const SELECT_RECENT_ENDS: &str = "SELECT status, finished_at FROM job_run
+    WHERE job_id = ?1 AND finished_at IS NOT NULL
+      AND (status = 'succeeded' OR status = 'failed' OR status = 'timed_out' OR status = 'dead')
+    ORDER BY run_id DESC LIMIT 64";
+
+/// The job's consecutive failed runs (failed, timed out, dead) since its last success, and
+/// when the latest ended: what its backoff is computed from.
+pub fn failure_streak(
+    conn: &Connection,
+    job_id: i64,
+) -> Result<crate::schedule::FailureStreak, CatalogError> {
+    let mut stmt = conn.prepare_cached(SELECT_RECENT_ENDS)?;
+    let mut rows = stmt.query([job_id])?;
+    let mut streak = crate::schedule::FailureStreak::default();
+    while let Some(r) = rows.next()? {
+        let status: String = r.get(0)?;
+        if status == "succeeded" {
+            break;
+        }
+        if streak.failures == 0 {
+            streak.last_failure = r.get(1)?;
+        }
+        streak.failures += 1;
+    }
+    Ok(streak)
+}
+
 const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,
     run_after, params, status, error, created_at, finished_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, CASE WHEN ?7 = 'skipped' THEN ?9 END)

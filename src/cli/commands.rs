@@ -414,7 +414,7 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                     j.activation.label(),
                     j.schedule.clone(),
                     render::time(j.last_end),
-                    render::abbreviate(&j.activation.reason, 60),
+                    render::abbreviate(j.backoff.as_deref().unwrap_or(&j.activation.reason), 60),
                 ]
             });
         }
@@ -439,6 +439,10 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                 (
                     "# activation",
                     format!("{} on node `{}`: {}", a.label(), a.node, a.reason),
+                ),
+                (
+                    "# backoff",
+                    job.backoff.clone().unwrap_or_else(|| "-".into()),
                 ),
                 ("# in progress", job.in_progress.to_string()),
                 ("# next run", render::time_long(job.next_run_at)),

@@ -96,6 +96,8 @@ pub struct JobView {
     pub description: Option<String>,
     /// On the caller's node.
     pub activation: ActivationView,
+    /// Why its slots do not fire for now, when it backs off after consecutive failed runs.
+    pub backoff: Option<String>,
     /// Runs executing now.
     pub in_progress: i64,
     /// When the last run began.
@@ -157,6 +159,7 @@ fn job_view(j: &JobRecord, activation: ActivationView) -> JobView {
         payload: d.payload.clone(),
         description: d.description.clone(),
         activation,
+        backoff: None,
         in_progress: j.in_progress,
         last_begin: Time::opt(j.last_date_begin),
         last_end: Time::opt(j.last_date_end),
@@ -348,10 +351,25 @@ impl Ops {
     pub fn jobs(&self) -> Result<Vec<JobView>, OpError> {
         let jobs = self.catalog.jobs().map_err(self.within("listing jobs"))?;
         let by_job = self.activations()?;
-        Ok(jobs
-            .iter()
-            .map(|j| job_view(j, activation_of(&self.caller.node, &by_job, &j.name)))
-            .collect())
+        jobs.iter()
+            .map(|j| {
+                let mut view = job_view(j, activation_of(&self.caller.node, &by_job, &j.name));
+                view.backoff = self.backoff_of(j)?;
+                Ok(view)
+            })
+            .collect()
+    }
+
+    /// Why a recurring job fires no slot for now, if it backs off.
+    fn backoff_of(&self, j: &JobRecord) -> Result<Option<String>, OpError> {
+        if j.def.schedule.is_on_demand() {
+            return Ok(None);
+        }
+        let streak = self
+            .catalog
+            .failure_streak(j.id)
+            .map_err(self.within(format!("reading the runs of `{}`", j.name)))?;
+        Ok(streak.describe(crate::catalog::now_ms()))
     }
 
     /// One job, and its definition (for rendering as job.conf).
@@ -361,7 +379,8 @@ impl Ops {
             .job(name)
             .map_err(self.within(format!("reading job `{name}`")))?;
         let by_job = self.activations()?;
-        let view = job_view(&job, activation_of(&self.caller.node, &by_job, name));
+        let mut view = job_view(&job, activation_of(&self.caller.node, &by_job, name));
+        view.backoff = self.backoff_of(&job)?;
         Ok((view, job.def))
     }
 

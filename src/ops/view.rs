@@ -1,7 +1,6 @@
 //! Value types shared by the views: instants that serialize as RFC 3339, stored JSON text that
 //! serializes as JSON.
 
-use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Serialize, Serializer};
 use serde_json::Value as Json;
 
@@ -22,9 +21,7 @@ impl Time {
 
     /// RFC 3339 with milliseconds, in UTC (`2026-12-01T05:13:51.123Z`).
     pub fn rfc3339(self) -> String {
-        DateTime::<Utc>::from_timestamp_millis(self.0)
-            .map(|t| t.to_rfc3339_opts(SecondsFormat::Millis, true))
-            .unwrap_or_else(|| self.0.to_string())
+        crate::schedule::rfc3339(self.0)
     }
 }
 

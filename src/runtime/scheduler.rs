@@ -394,6 +394,8 @@ fn decide_due(c: &Connection, mut due: Vec<DueJob>, now: i64) -> Result<Decided,
             f.running.clamp(0, u32::MAX as i64) as u32,
             f.queued_slots.clamp(0, u32::MAX as i64) as u32,
         );
+        job.planner
+            .handle_failures(queue::failure_streak(c, job.job_id)?);
         for decision in job.planner.poll_due(now) {
             let (slot, status, error) = match decision {
                 Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
@@ -406,8 +408,10 @@ fn decide_due(c: &Connection, mut due: Vec<DueJob>, now: i64) -> Result<Decided,
                     count,
                     reason,
                 } => {
-                    tracing::warn!(job = %job.name, first, last, ?count, reason = reason.as_str(), "slots dropped");
-                    continue;
+                    // One row stands for every slot of the summary.
+                    let summary = summarise(first, last, count, reason.explain());
+                    tracing::info!(job = %job.name, reason = reason.as_str(), "{summary}");
+                    (first, RunStatus::Skipped, Some(summary))
                 }
             };
             let mut run = NewRun {
@@ -436,6 +440,20 @@ fn decide_due(c: &Connection, mut due: Vec<DueJob>, now: i64) -> Result<Decided,
         }
     }
     Ok(Decided { jobs: due, fired })
+}
+
+/// "skipped: … (17 slots, 2026-12-01T05:01:00Z to 2026-12-01T05:17:00Z)".
+fn summarise(first: i64, last: i64, count: Option<u64>, why: &str) -> String {
+    let at = crate::schedule::rfc3339;
+    match count {
+        Some(1) => format!("{why} (1 slot, {})", at(first)),
+        Some(n) => format!("{why} ({n} slots, {} to {})", at(first), at(last)),
+        None => format!(
+            "{why} (more than 100,000 slots, {} to {})",
+            at(first),
+            at(last)
+        ),
+    }
 }
 
 impl Actor for Scheduler {

@@ -525,6 +525,15 @@ pub fn local_ms(tz: Tz, local: &str) -> Option<i64> {
         .map(|t| t.timestamp_millis())
 }
 
+/// Formats an epoch-ms instant as RFC 3339 in UTC with milliseconds
+/// (`2026-12-01T05:13:51.123Z`), the spelling of instants in JSON and stored texts.
+pub fn rfc3339(t_ms: i64) -> String {
+    match chrono::DateTime::<chrono::Utc>::from_timestamp_millis(t_ms) {
+        Some(t) => t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+        None => format!("{t_ms} ms"),
+    }
+}
+
 /// Formats an epoch-ms instant in `tz` as `YYYY-MM-DD HH:MM:SS±HH:MM`.
 pub fn format_local(tz: Tz, t_ms: i64) -> String {
     match tz.timestamp_millis_opt(t_ms).single() {

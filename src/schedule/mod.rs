@@ -9,11 +9,13 @@
 //! - [`calendar`]: [`Schedule`], the compiled schedule: next/previous slot around an instant,
 //!   with one DST rule for every field.
 //! - [`describe`]: the schedule in words, for `jobvisor jobs next`.
+//! - [`backoff`]: [`FailureStreak`], the backoff of a recurring job that keeps failing.
 //! - [`plan`]: [`JobPlanner`], the sans-IO state machine per job: `handle_*` inputs,
 //!   [`JobPlanner::poll_due`] decisions, [`JobPlanner::next_wake`].
 //!
 //! Times at this API are `i64` epoch milliseconds, UTC, as the catalog stores them.
 
+pub mod backoff;
 pub mod calendar;
 mod cron_fast;
 pub mod describe;
@@ -23,6 +25,7 @@ pub mod spec;
 #[cfg(test)]
 mod tests;
 
-pub use calendar::{Schedule, format_local, local_ms};
+pub use backoff::FailureStreak;
+pub use calendar::{Schedule, format_local, local_ms, rfc3339};
 pub use plan::{Decision, JobHistory, JobPlanner, PlanPolicy, SkipReason, slot_keys};
 pub use spec::{FieldError, MisfirePolicy, OverlapPolicy, RunDate, ScheduleSpec};

@@ -26,7 +26,14 @@
 //! every other due slot was *missed* (the node was down, throttled, or the clock jumped: it
 //! should have fired earlier). `once` fires the latest slot and coalesces the rest into it;
 //! `skip` fires the latest slot only if it is on time; `all` fires every missed slot, the most
-//! recent `max_catchup` of them, plus the latest if on time.
+//! recent `max_catchup` of them, plus the latest if on time. The missed slots that do not fire
+//! are one [`Decision::Drop`] per poll, which the runtime records as one `skipped` row saying
+//! how many slots it stands for — not a row per slot (a job activated after an hour in standby,
+//! or a node back after a day down, writes one).
+//!
+//! Backoff: a job whose runs failed several times in a row ([`JobPlanner::handle_failures`])
+//! fires no slot until its backoff has passed; the slots passed over are one `Drop` as well,
+//! and the planner wakes for the first slot the backoff lets fire, not for each one before.
 //!
 //! Overlap, against the runs in flight at the poll: the runs of the job executing (on any node)
 //! and its slot runs waiting in the queue. The runtime reads both from the catalog in the
@@ -39,12 +46,13 @@
 //! while fewer than `max_queued` runs are in flight; `allow` fires while fewer than
 //! `max_concurrent` are. A slot that may not fire is recorded as skipped with the reason.
 
+use crate::schedule::backoff::FailureStreak;
 use crate::schedule::calendar::{Kind, Schedule};
 use crate::schedule::spec::{MisfirePolicy, OverlapPolicy};
 
-/// At most this many slots get a row (fired or skipped) per poll; older due slots are
-/// summarised in one [`Decision::Drop`] so that a node down for a year with a per-minute job
-/// does not write half a million `skipped` rows.
+/// At most this many due slots are looked at one by one per poll (a node down for a year with a
+/// per-minute job does not enumerate half a million); older ones are counted into the
+/// poll's [`Decision::Drop`].
 pub const RECORD_LIMIT: usize = 100;
 
 /// The largest accepted `max_catchup` (larger values are clamped to it).
@@ -146,15 +154,18 @@ pub enum SkipReason {
     Coalesced,
     /// The slot was missed and is older than the `max_catchup` most recent (policy `all`).
     CatchupLimit,
+    /// The job failed several times in a row and backs off ([`crate::schedule::backoff`]).
+    Backoff,
 }
 
 impl SkipReason {
     /// Every variant, in declaration order.
-    pub const ALL: [SkipReason; 4] = [
+    pub const ALL: [SkipReason; 5] = [
         SkipReason::Overlap,
         SkipReason::Misfire,
         SkipReason::Coalesced,
         SkipReason::CatchupLimit,
+        SkipReason::Backoff,
     ];
 
     /// A stable token, for the run's error column and metrics labels.
@@ -164,6 +175,7 @@ impl SkipReason {
             SkipReason::Misfire => "misfire",
             SkipReason::Coalesced => "coalesced",
             SkipReason::CatchupLimit => "catchup_limit",
+            SkipReason::Backoff => "backoff",
         }
     }
 
@@ -175,6 +187,9 @@ impl SkipReason {
             SkipReason::Coalesced => "skipped: covered by one catch-up run (misfire policy once)",
             SkipReason::CatchupLimit => {
                 "skipped: older than the max_catchup most recent missed slots"
+            }
+            SkipReason::Backoff => {
+                "skipped: the job backs off after consecutive failed runs (one success ends it)"
             }
         }
     }
@@ -197,7 +212,8 @@ pub enum Decision {
         /// Why it does not run.
         reason: SkipReason,
     },
-    /// Slots too old to record one by one ([`RECORD_LIMIT`]): log or count them.
+    /// Slots that do not run, summarised (missed slots a misfire policy does not fire, slots
+    /// passed over while the job backs off): one `skipped` row stands for all of them.
     Drop {
         /// The oldest dropped slot.
         first: i64,
@@ -248,6 +264,8 @@ pub struct JobPlanner {
     stretch: u32,
     /// Due slots still to pass over before the next one fires (stretched slot schedules).
     pass: u32,
+    /// No slot fires before this instant: the job keeps failing ([`FailureStreak`]).
+    backoff_until: Option<i64>,
 }
 
 impl JobPlanner {
@@ -268,6 +286,7 @@ impl JobPlanner {
             relived_spans: 0,
             stretch: 1,
             pass: 0,
+            backoff_until: None,
         };
         p.refresh_next();
         p
@@ -339,6 +358,18 @@ impl JobPlanner {
             self.hist.queued = self.hist.queued.saturating_sub(1);
         }
         self.hist.last_end = Some(now_ms);
+    }
+
+    /// The job's failure streak as the catalog knows it: after a few consecutive failures no
+    /// slot fires until its backoff has passed ([`FailureStreak::backoff_until`]); the slots
+    /// passed over are summarised in one [`Decision::Drop`].
+    pub fn handle_failures(&mut self, streak: FailureStreak) {
+        self.backoff_until = streak.backoff_until();
+    }
+
+    /// Until when the job backs off, if it does.
+    pub fn backoff_until(&self) -> Option<i64> {
+        self.backoff_until
     }
 
     /// What the catalog says is in flight now: runs of the job executing on any node, and its
@@ -413,11 +444,22 @@ impl JobPlanner {
         match self.schedule.kind() {
             Kind::OnDemand => None,
             Kind::Always { delay_ms } => self.always_due(now_ms, *delay_ms),
-            _ => match (self.cursor(), self.next_slot) {
-                (Some(f), Some((cached_floor, next))) if f == cached_floor => next,
-                (Some(f), _) => self.schedule.next_slot_after(f),
-                (None, _) => self.schedule.next_slot_after(now_ms),
-            },
+            _ => {
+                let next = match (self.cursor(), self.next_slot) {
+                    (Some(f), Some((cached_floor, next))) if f == cached_floor => next,
+                    (Some(f), _) => self.schedule.next_slot_after(f),
+                    (None, _) => self.schedule.next_slot_after(now_ms),
+                };
+                // Backing off: the first slot the backoff lets fire; the ones before it are
+                // summarised then, in one poll, not one wake-up each.
+                match self.backoff_until.filter(|u| *u > now_ms) {
+                    Some(until) => match next {
+                        Some(n) if n >= until => Some(n),
+                        _ => self.schedule.next_slot_after(until - 1),
+                    },
+                    None => next,
+                }
+            }
         }
     }
 
@@ -435,6 +477,11 @@ impl JobPlanner {
     fn always_due(&self, now_ms: i64, delay_ms: i64) -> Option<i64> {
         let delay_ms = self.stretched_delay(delay_ms);
         let h = &self.hist;
+        if let Some(until) = self.backoff_until.filter(|u| *u > now_ms)
+            && h.in_flight() == 0
+        {
+            return Some(until);
+        }
         // A history time in the future means the clock went back: ask for a poll now, which
         // re-bases the history on `now` instead of stalling until the clock catches up.
         if h.last_end.is_some_and(|t| t > now_ms) || h.last_begin.is_some_and(|t| t > now_ms) {
@@ -508,6 +555,28 @@ impl JobPlanner {
         if now_ms <= floor {
             return Vec::new();
         }
+        let mut out = Vec::new();
+        let mut floor = floor;
+        // Backing off: every slot due before the backoff ends is passed over, in one summary.
+        if self.relive.is_none()
+            && let Some(until) = self.backoff_until.filter(|u| *u > floor)
+        {
+            let end = now_ms.min(until - 1);
+            if let Some(first) = self.schedule.next_slot_after(floor).filter(|f| *f <= end) {
+                let last = self.schedule.prev_slot_at_or_before(end).unwrap_or(first);
+                out.push(Decision::Drop {
+                    first,
+                    last,
+                    count: self.count_slots(first, last),
+                    reason: SkipReason::Backoff,
+                });
+                self.decided_up_to(last, now_ms);
+                if now_ms < until {
+                    return out;
+                }
+                floor = last;
+            }
+        }
         let p = self.policy;
         let keep = RECORD_LIMIT.max(p.max_catchup as usize + 1);
 
@@ -572,7 +641,7 @@ impl JobPlanner {
 
         // Misfire policy: which slots fire, and why the others do not.
         let n = recent.len();
-        let mut out = Vec::with_capacity(n + 1);
+        out.reserve(n + 1);
         let (old_reason, fire): (SkipReason, Vec<bool>) = match p.misfire {
             MisfirePolicy::Once => (SkipReason::Coalesced, (0..n).map(|i| i == n - 1).collect()),
             MisfirePolicy::Skip => (
@@ -589,15 +658,21 @@ impl JobPlanner {
                 )
             }
         };
-        if let Some((first, last)) = older {
-            out.push(Decision::Drop {
-                first,
-                last,
-                count: self.count_slots(first, last),
-                reason: old_reason,
-            });
-        }
-
+        // The missed slots that do not fire are always the oldest ones: one summary for them
+        // and for the older slots, not a row each (a job activated after an hour in standby
+        // would otherwise write a `skipped` row per slot of that hour).
+        let skipped = fire.iter().take_while(|f| !**f).count();
+        let summary = match (older, skipped) {
+            (None, 0) => None,
+            (Some((first, last)), 0) => Some((first, last, self.count_slots(first, last))),
+            (older, k) => {
+                let count = match older {
+                    None => Some(k as u64),
+                    Some((f, l)) => self.count_slots(f, l).map(|c| c + k as u64),
+                };
+                Some((older.map_or(recent[0], |(f, _)| f), recent[k - 1], count))
+            }
+        };
         // Overlap policy, against what was in flight when the poll began.
         let cap = p.in_flight_cap();
         let blocked_at_start = self.hist.in_flight() >= cap;
@@ -609,15 +684,16 @@ impl JobPlanner {
             Some(l) if slot <= l => slot + spans,
             _ => slot,
         };
-        for (i, &slot) in recent.iter().enumerate() {
+        if let Some((first, last, count)) = summary {
+            out.push(Decision::Drop {
+                first: key(first),
+                last: key(last),
+                count,
+                reason: old_reason,
+            });
+        }
+        for (i, &slot) in recent.iter().enumerate().skip(skipped) {
             let slot = key(slot);
-            if !fire[i] {
-                out.push(Decision::Skip {
-                    slot,
-                    reason: old_reason,
-                });
-                continue;
-            }
             let allowed = match p.overlap {
                 OverlapPolicy::Forbid => !blocked_at_start,
                 OverlapPolicy::Queue | OverlapPolicy::Allow => in_flight < cap,

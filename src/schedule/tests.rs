@@ -755,10 +755,6 @@ fn misfire_policies_after_five_hours_down() {
         slot: slot(h),
         catch_up: c,
     };
-    let skip = |h, r| Decision::Skip {
-        slot: slot(h),
-        reason: r,
-    };
     let pol = |m, c| PlanPolicy {
         misfire: m,
         max_catchup: c,
@@ -766,14 +762,14 @@ fn misfire_policies_after_five_hours_down() {
     };
     use SkipReason::*;
 
-    let coalesced = [
-        skip(11, Coalesced),
-        skip(12, Coalesced),
-        skip(13, Coalesced),
-        skip(14, Coalesced),
-    ];
-    let mut want = coalesced.to_vec();
-    want.push(fire(15, true));
+    let drop = |from: u32, to: u32, r| Decision::Drop {
+        first: slot(from),
+        last: slot(to),
+        count: Some(u64::from(to - from + 1)),
+        reason: r,
+    };
+    // Missed slots that do not fire are one summary, not a row each.
+    let want = vec![drop(11, 14, Coalesced), fire(15, true)];
     assert_eq!(
         hourly_planner(pol(MisfirePolicy::Once, 10), last).poll_due(now),
         want
@@ -783,20 +779,19 @@ fn misfire_policies_after_five_hours_down() {
         want
     );
 
-    let mut want: Vec<Decision> = (11..15).map(|h| skip(h, Misfire)).collect();
-    want.push(fire(15, false));
+    let want = vec![drop(11, 14, Misfire), fire(15, false)];
     assert_eq!(
         hourly_planner(pol(MisfirePolicy::Skip, 10), last).poll_due(now),
         want
     );
-    let want: Vec<Decision> = (11..=15).map(|h| skip(h, Misfire)).collect();
+    let want = vec![drop(11, 15, Misfire)];
     assert_eq!(
         hourly_planner(pol(MisfirePolicy::Skip, 10), last).poll_due(late_now),
         want
     );
 
     let want = vec![
-        skip(11, CatchupLimit),
+        drop(11, 11, CatchupLimit),
         fire(12, true),
         fire(13, true),
         fire(14, true),
@@ -807,8 +802,7 @@ fn misfire_policies_after_five_hours_down() {
         want
     );
     let want = vec![
-        skip(11, CatchupLimit),
-        skip(12, CatchupLimit),
+        drop(11, 12, CatchupLimit),
         fire(13, true),
         fire(14, true),
         fire(15, true),
@@ -835,23 +829,21 @@ fn a_long_outage_is_summarised_not_recorded_slot_by_slot() {
         },
     );
     let out = p.poll_due(now);
-    assert_eq!(out.len(), RECORD_LIMIT + 1);
     let total = 365 * 24 * 60;
     assert_eq!(
-        out[0],
-        Decision::Drop {
-            first: last + MIN,
-            last: now - RECORD_LIMIT as i64 * MIN,
-            count: Some(total - RECORD_LIMIT as u64),
-            reason: SkipReason::Misfire
-        }
-    );
-    assert_eq!(
-        out[RECORD_LIMIT],
-        Decision::Fire {
-            slot: now,
-            catch_up: false
-        }
+        out,
+        vec![
+            Decision::Drop {
+                first: last + MIN,
+                last: now - MIN,
+                count: Some(total - 1),
+                reason: SkipReason::Misfire
+            },
+            Decision::Fire {
+                slot: now,
+                catch_up: false
+            }
+        ]
     );
     assert_eq!(p.history().last_slot, Some(now));
     assert_eq!(p.next_wake(now), Some(now + MIN));
@@ -1247,11 +1239,17 @@ fn expected_decisions(p: &JobPlanner, floor: i64, now: i64) -> Option<Vec<Decisi
         }
     };
     let mut out = Vec::new();
-    if !old.is_empty() {
+    // The missed slots that do not fire (always the oldest) are one summary with the older.
+    let prefix = fires.iter().take_while(|f| !**f).count();
+    if !old.is_empty() || prefix > 0 {
         out.push(Decision::Drop {
-            first: old[0],
-            last: *old.last().unwrap(),
-            count: Some(old.len() as u64),
+            first: old.first().copied().unwrap_or(recent[0]),
+            last: if prefix > 0 {
+                recent[prefix - 1]
+            } else {
+                *old.last().unwrap()
+            },
+            count: Some((old.len() + prefix) as u64),
             reason,
         });
     }
@@ -1262,12 +1260,8 @@ fn expected_decisions(p: &JobPlanner, floor: i64, now: i64) -> Option<Vec<Decisi
         OverlapPolicy::Queue => pol.max_queued,
         OverlapPolicy::Allow => pol.max_concurrent,
     };
-    for i in 0..n {
+    for i in prefix..n {
         let slot = recent[i];
-        if !fires[i] {
-            out.push(Decision::Skip { slot, reason });
-            continue;
-        }
         let ok = match pol.overlap {
             OverlapPolicy::Forbid => start == 0,
             _ => in_flight < cap,
@@ -1362,11 +1356,24 @@ fn simulate_job(seed: u64, steps: usize) -> SimStats {
             workers.start(now + sim.rng.range_i64(0, 2 * HOUR), ());
         }
         p.handle_in_flight(workers.len() as u32, queue);
+        // Now and then the job is failing: the catalog's streak makes it back off.
+        if sim.rng.chance(4) {
+            let failures = sim.rng.range_i64(0, 6) as u32;
+            let last_failure = Some(now - sim.rng.range_i64(0, 2 * HOUR));
+            p.handle_failures(crate::schedule::FailureStreak {
+                failures,
+                last_failure,
+            });
+        }
         let before = *p.history();
         let floor = before.last_slot.max(before.since);
-        // The model knows no re-lived spans: it checks every poll of a clock at or past the floor.
+        // The model knows no re-lived spans and no backoff: it checks every other poll of a
+        // clock at or past the floor.
+        let backing_off = p
+            .backoff_until()
+            .is_some_and(|u| floor.is_none_or(|f| u > f));
         let expected = match floor {
-            Some(floor) if !is_always && now >= floor && !p.is_reliving() => {
+            Some(floor) if !is_always && now >= floor && !p.is_reliving() && !backing_off => {
                 expected_decisions(&p, floor, now)
             }
             _ => None,
@@ -1378,7 +1385,12 @@ fn simulate_job(seed: u64, steps: usize) -> SimStats {
             stats.model_checked_polls += 1;
         }
         for d in &out {
-            if let Some(slot) = d.slot() {
+            // A summary is recorded as one row under its first slot's key.
+            let key = match d {
+                Decision::Drop { first, .. } => Some(*first),
+                other => other.slot(),
+            };
+            if let Some(slot) = key {
                 // The catalog records a re-lived slot under the first free key of its second
                 // (a restored planner does not know the keys earlier spans used).
                 let slot = crate::schedule::slot_keys(slot)
@@ -1418,7 +1430,10 @@ fn simulate_job(seed: u64, steps: usize) -> SimStats {
                 Decision::Skip { reason, .. } => {
                     stats.skipped.insert(reason.as_str());
                 }
-                Decision::Drop { .. } => stats.dropped += 1,
+                Decision::Drop { reason, .. } => {
+                    stats.dropped += 1;
+                    stats.skipped.insert(reason.as_str());
+                }
             }
         }
         if is_always {

@@ -899,3 +899,87 @@ fn failing_runs_are_logged_at_warn_once_a_minute_per_job() {
     assert_eq!(warnings.len(), 1, "one line a minute per job: {log}");
     assert!(warnings[0].contains("no.such.fn"), "{}", warnings[0]);
 }
+
+#[test]
+fn a_standby_job_activated_later_writes_one_skipped_row_not_one_per_missed_slot() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    ws.ok(&[
+        "jobs",
+        "add",
+        "tick",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--cron",
+        "* * * * * *",
+        "--payload",
+        r#"{"function":"debug.noop"}"#,
+    ]);
+    ws.ok(&["jobs", "pin", "tick", "inactive", "--node", "n1"]);
+    let node = ws.start_node("n1");
+    // Standby for a few seconds: slots pass while the job does not run.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    assert!(runs_of(&ws.db(), "tick").is_empty());
+    ws.ok(&["jobs", "pin", "tick", "active", "--node", "n1"]);
+    wait_for(10.0, "the job to run after its activation", || {
+        runs_of(&ws.db(), "tick")
+            .into_iter()
+            .find(|r| r.status == "succeeded")
+    });
+    assert_eq!(node.stop(), Some(0));
+    let skipped: Vec<_> = runs_of(&ws.db(), "tick")
+        .into_iter()
+        .filter(|r| r.status == "skipped")
+        .collect();
+    println!("skipped rows after activation: {skipped:?}");
+    assert!(skipped.len() <= 1, "one summary row at most: {skipped:?}");
+    if let Some(row) = skipped.first() {
+        assert!(
+            row.error.as_deref().unwrap_or("").contains("slots"),
+            "{row:?}"
+        );
+    }
+}
+
+#[test]
+fn a_recurring_job_that_keeps_failing_backs_off_and_says_why() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    ws.ok(&[
+        "jobs",
+        "add",
+        "flaky",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--cron",
+        "* * * * * *",
+        "--payload",
+        r#"{"function":"debug.fail"}"#,
+    ]);
+    ws.ok(&["jobs", "pin", "flaky", "active", "--node", "n1"]);
+    let node = ws.start_node("n1");
+    let failed = || {
+        runs_of(&ws.db(), "flaky")
+            .into_iter()
+            .filter(|r| r.status == "failed")
+            .count()
+    };
+    wait_for(15.0, "three failed runs", || (failed() >= 3).then_some(()));
+    // Backing off now: a minute before the next try, whatever the per-second schedule says.
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let after = failed();
+    let job = json_of(&ws.run(&["--node", "n1", "jobs", "show", "flaky", "--json"]));
+    assert_eq!(node.stop(), Some(0));
+    assert_eq!(after, 3, "no run while backing off");
+    let why = job["backoff"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("backing off after 3 consecutive failed runs"),
+        "{job}"
+    );
+}
