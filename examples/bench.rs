@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use jobvisor::catalog::queue::{self, ClaimedRun, Completion, NewRun, Outcome};
-use jobvisor::catalog::{Catalog, DbSettings, activation};
+use jobvisor::catalog::{Catalog, DbSettings, activation, node};
 use jobvisor::config::{Durability, NodeConfig};
 use jobvisor::jobconf::toml_format;
 use jobvisor::model::{ActivationState, RunStatus};
@@ -472,9 +472,18 @@ fn sql_catalog(tag: &str) -> (PathBuf, Catalog, i64, i64, i64) {
         .unwrap();
     let job_id = catalog.job("noop").unwrap().id;
     let conn = catalog.writer();
-    let node = queue::register_node(conn, "bench", "h", 1, "v", 0, 15_000, |_| true)
-        .unwrap()
-        .unwrap();
+    let who = node::Applicant {
+        name: "bench",
+        host: "h",
+        pid: 1,
+        version: "v",
+    };
+    let node::Registration::Taken(lease) =
+        node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap()
+    else {
+        panic!("the bench node name is free")
+    };
+    let node = lease.node_id;
     let pid: i64 = conn
         .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
         .unwrap();

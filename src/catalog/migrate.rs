@@ -79,6 +79,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0012_self_tuning.sql",
         sql: include_str!("../../migrations/0012_self_tuning.sql"),
     },
+    Migration {
+        version: 13,
+        name: "0013_fencing_and_poison.sql",
+        sql: include_str!("../../migrations/0013_fencing_and_poison.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

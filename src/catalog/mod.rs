@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod activation;
 pub mod migrate;
+pub mod node;
 pub mod observe;
 pub mod open;
 pub mod queue;
@@ -69,6 +70,17 @@ pub enum CatalogError {
     /// The change conflicts with other rows (an entry that exists, runs that execute).
     #[error("{0}")]
     Conflict(String),
+    /// This process no longer holds its node name: another process took it (this one was
+    /// stopped or cut off past its heartbeats). It must claim and record nothing more.
+    #[error(
+        "node {node_id}: the node name was taken by another process (this process held generation {generation})"
+    )]
+    Fenced {
+        /// The node.
+        node_id: i64,
+        /// The generation this process held it under.
+        generation: i64,
+    },
     /// The engine's writer is gone or did not answer.
     #[error("{0}")]
     Unavailable(String),

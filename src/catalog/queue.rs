@@ -1,5 +1,5 @@
-//! The runtime's verbs on the catalog: register a node, recover its runs, load schedules,
-//! enqueue slots, claim runs, complete them, record statistics.
+//! The runtime's verbs on the catalog: load schedules, enqueue slots, claim runs, complete them,
+//! record statistics (taking a node name and recovering its runs are in `node`).
 //!
 //! Invariant: every function here takes a connection already inside the writer's transaction
 //! (or a read connection for `load_*`), never opens one, and reads no clock: `now` is an
@@ -17,101 +17,10 @@ use super::CatalogError;
 use crate::model::{JobType, RunStatus};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
 
-/// Who holds a node name.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeHolder {
-    /// Its pid.
-    pub pid: i64,
-    /// Its host.
-    pub host: String,
-    /// Epoch ms of its last heartbeat.
-    pub heartbeat_at: i64,
-}
-
-const SELECT_NODE: &str = "SELECT node_id, pid, host, heartbeat_at FROM node WHERE node_name = ?1";
-const INSERT_NODE: &str =
-    "INSERT INTO node (node_name, host, pid, version, started_at, heartbeat_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?5)";
-const TAKE_NODE: &str = "UPDATE node SET host = ?2, pid = ?3, version = ?4, started_at = ?5,
-    heartbeat_at = ?5, status = 1 WHERE node_id = ?1";
-
-/// Claims `name` for this process. Refuses while another live process holds it: one whose
-/// heartbeat is fresher than `stale_after_ms` and that (on this host) still exists.
-#[allow(clippy::too_many_arguments)]
-pub fn register_node(
-    conn: &Connection,
-    name: &str,
-    host: &str,
-    pid: i64,
-    version: &str,
-    now: i64,
-    stale_after_ms: i64,
-    is_alive: impl Fn(i64) -> bool,
-) -> Result<Result<i64, NodeHolder>, CatalogError> {
-    type NodeRow = (i64, Option<i64>, Option<String>, Option<i64>);
-    let row: Option<NodeRow> = conn
-        .query_row(SELECT_NODE, [name], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?;
-    match row {
-        None => {
-            conn.execute(INSERT_NODE, params![name, host, pid, version, now])?;
-            Ok(Ok(conn.last_insert_rowid()))
-        }
-        Some((node_id, held_pid, held_host, heartbeat)) => {
-            if let (Some(held_pid), Some(held_host), Some(heartbeat)) =
-                (held_pid, held_host, heartbeat)
-            {
-                let fresh = now - heartbeat < stale_after_ms;
-                let alive = held_host != host || is_alive(held_pid);
-                if fresh && alive && held_pid != pid {
-                    return Ok(Err(NodeHolder {
-                        pid: held_pid,
-                        host: held_host,
-                        heartbeat_at: heartbeat,
-                    }));
-                }
-            }
-            conn.execute(TAKE_NODE, params![node_id, host, pid, version, now])?;
-            Ok(Ok(node_id))
-        }
-    }
-}
-
-/// Refreshes the node's heartbeat.
-pub fn heartbeat(conn: &Connection, node_id: i64, now: i64) -> Result<(), CatalogError> {
-    conn.execute(
-        "UPDATE node SET heartbeat_at = ?2 WHERE node_id = ?1",
-        params![node_id, now],
-    )?;
-    Ok(())
-}
-
-/// Releases the node name at a clean shutdown.
-pub fn release_node(conn: &Connection, node_id: i64) -> Result<(), CatalogError> {
-    conn.execute(
-        "UPDATE node SET pid = NULL, heartbeat_at = NULL WHERE node_id = ?1",
-        [node_id],
-    )?;
-    Ok(())
-}
-
-// Running runs are few: the partial index of running runs, scanned whole, finds a node's.
-const REQUEUE_NODE_RUNS: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
-    claim_token = NULL, lease_until = NULL, started_at = NULL
-    WHERE run_id IN (SELECT run_id FROM job_run INDEXED BY job_run_running_job_idx
-                     WHERE status = 'running' AND node_id = ?1)";
-const RECOUNT_IN_PROGRESS: &str = "UPDATE job SET in_progress = (SELECT count(*) FROM job_run r
+/// Recounts every job's runs in progress from the run states (after a recovery or a reset).
+pub(crate) const RECOUNT_IN_PROGRESS: &str =
+    "UPDATE job SET in_progress = (SELECT count(*) FROM job_run r
     WHERE r.job_id = job.job_id AND r.status = 'running')";
-
-/// Puts back in the queue every run this node left running (it crashed or was killed), and
-/// recounts `in_progress`. Returns how many runs were recovered.
-pub fn recover_node_runs(conn: &Connection, node_id: i64) -> Result<usize, CatalogError> {
-    let n = conn.execute(REQUEUE_NODE_RUNS, [node_id])?;
-    conn.execute(RECOUNT_IN_PROGRESS, [])?;
-    Ok(n)
-}
 
 /// The catalog generation: bumped by triggers on every definition change.
 pub fn generation(conn: &Connection) -> Result<i64, CatalogError> {
@@ -419,6 +328,9 @@ pub struct ClaimedRun {
     pub scheduled_for: Option<i64>,
     /// Claim order.
     pub priority: i64,
+    /// Its node died while it was claimed before: it is marked executing in the catalog before
+    /// it starts, so that a crash during its execution is blamed on it (`node`).
+    pub suspect: bool,
     /// Ids of the objects the job writes.
     pub objects: Arc<[i64]>,
     /// When it was claimed.
@@ -438,7 +350,7 @@ struct JobMeta {
 }
 
 const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for,
-    r.priority
+    r.priority, r.suspect
     FROM job_run r
     WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2
       -- Scheduled slots run only while the job is active here; on-demand runs and retries always.
@@ -455,8 +367,9 @@ const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.m
 const OBJECT_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM job_object jo
     JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running' WHERE jo.object_id = ?1)";
 const SELECT_JOB_OBJECTS: &str = "SELECT object_id FROM job_object WHERE job_id = ?1";
+// A suspect claimed is not executing yet (its processor marks it executing when it starts).
 const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2,
-    claim_token = ?3 + c.key, started_at = ?4, lease_until = ?5
+    claim_token = ?3 + c.key, started_at = ?4, lease_until = ?5, suspect = min(suspect, 1)
     FROM json_each(?1) AS c WHERE job_run.run_id = c.value AND job_run.status = 'queued'";
 const MARK_JOB_BEGIN: &str =
     "UPDATE job SET in_progress = in_progress + ?2, last_date_begin = ?3 WHERE job_id = ?1";
@@ -626,6 +539,7 @@ pub fn claim(
                 timeout,
                 scheduled_for: r.get(4)?,
                 priority: r.get(5)?,
+                suspect: r.get::<_, i64>(6)? > 0,
                 objects: meta.objects.clone(),
                 started_at: now,
             });

@@ -338,6 +338,7 @@ fn remove_refuses_a_running_job() {
 
 mod queue_verbs {
     use super::*;
+    use crate::catalog::node;
     use crate::catalog::queue::{self, Completion, NewRun, Outcome, Recorded};
 
     const TWO_ON_ONE_OBJECT: &str = r#"
@@ -368,13 +369,25 @@ payload = { function = "f" }
             .import(&toml_format::parse(TWO_ON_ONE_OBJECT).unwrap(), "t")
             .unwrap();
         let conn = catalog.writer();
-        let node = queue::register_node(conn, "n", "h", 1, "v", 0, 15_000, |_| true)
-            .unwrap()
-            .unwrap();
+        let node = register(conn, "n", "h", 1);
         let pid: i64 = conn
             .query_row("SELECT processor_id FROM job_processor", [], |r| r.get(0))
             .unwrap();
         (dir, catalog, node, pid)
+    }
+
+    /// Takes node name `name` for `pid` on `host`; returns the node id.
+    pub(crate) fn register(conn: &Connection, name: &str, host: &str, pid: i64) -> i64 {
+        let who = node::Applicant {
+            name,
+            host,
+            pid,
+            version: "v",
+        };
+        match node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap() {
+            node::Registration::Taken(lease) => lease.node_id,
+            other => panic!("{other:?}"),
+        }
     }
 
     fn enqueue(
@@ -490,12 +503,16 @@ payload = { function = "f" }
         let conn = catalog.writer();
         enqueue(conn, free, pid, 0, None);
         queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
-        let other = queue::register_node(conn, "m", "h2", 2, "v", 0, 15_000, |_| true)
-            .unwrap()
-            .unwrap();
+        let other = register(conn, "m", "h2", 2);
         enqueue(conn, low, pid, 0, None);
         queue::claim(conn, pid, other, 1, 0, 1000, 2, false).unwrap();
-        assert_eq!(queue::recover_node_runs(conn, node).unwrap(), 1);
+        assert_eq!(
+            node::recover_node_runs(conn, node, 5)
+                .unwrap()
+                .requeued
+                .len(),
+            1
+        );
         assert_eq!(statuses(conn), ["queued", "running"]);
         let in_progress: Vec<i64> = conn
             .prepare(
@@ -651,31 +668,171 @@ payload = { function = "f" }
         assert_eq!(statuses(conn), ["running", "skipped", "queued", "queued"]);
     }
 
+    fn applicant(pid: i64, host: &str) -> node::Applicant<'_> {
+        node::Applicant {
+            name: "n",
+            host,
+            pid,
+            version: "v",
+        }
+    }
+
+    /// A live holder with a fresh heartbeat keeps its name; a holder whose process is gone (on
+    /// this host) loses it at once, whatever its heartbeat says; each take bumps the generation.
     #[test]
-    fn a_live_holder_keeps_its_node_name() {
+    fn a_live_holder_keeps_its_node_name_and_a_dead_one_loses_it_at_once() {
         let (_dir, mut catalog, _node, _pid) = setup();
         let conn = catalog.writer();
-        // Fresh heartbeat, live pid: refused.
-        let held = queue::register_node(conn, "n", "h", 99, "v", 1000, 15_000, |_| true).unwrap();
+        let held = node::register_node(conn, &applicant(99, "h"), 1000, 15_000, |_| true, None);
+        let node::Registration::Held(holder) = held.unwrap() else {
+            panic!("a fresh, live holder keeps the name")
+        };
         assert_eq!(
-            held,
-            Err(queue::NodeHolder {
-                pid: 1,
-                host: "h".into(),
-                heartbeat_at: 0
-            })
+            (holder.pid, holder.heartbeat_at, holder.generation),
+            (1, 0, 1)
         );
-        // Dead pid on the same host: taken over.
+        let took = node::register_node(conn, &applicant(99, "h"), 1000, 15_000, |_| false, None);
         assert!(
-            queue::register_node(conn, "n", "h", 99, "v", 1000, 15_000, |_| false)
-                .unwrap()
-                .is_ok()
+            matches!(took.unwrap(), node::Registration::Taken(l) if l.generation == 2),
+            "a dead holder's name is taken at once, under the next generation"
         );
-        // Stale heartbeat on another host: taken over.
-        assert!(
-            queue::register_node(conn, "n", "h3", 5, "v", 100_000, 15_000, |_| true)
-                .unwrap()
-                .is_ok()
+    }
+
+    /// Issue 12, defect 5: a holder whose heartbeat is stale but whose process exists (stopped,
+    /// or on another host) is watched first; the name is taken only if its heartbeat did not
+    /// move meanwhile.
+    #[test]
+    fn a_stale_holder_that_may_be_alive_is_watched_before_its_name_is_taken() {
+        /// The holder `setup` registered.
+        const FIRST: node::NodeLease = node::NodeLease {
+            node_id: 1,
+            generation: 1,
+        };
+        let (_dir, mut catalog, _node, _pid) = setup();
+        let conn = catalog.writer();
+        for host in ["h", "elsewhere"] {
+            let first =
+                node::register_node(conn, &applicant(99, host), 60_000, 15_000, |_| true, None);
+            let node::Registration::Watch(seen) = first.unwrap() else {
+                panic!("a stale holder that may be alive is watched ({host})")
+            };
+            // It moved while watched: alive, refused.
+            node::heartbeat(conn, FIRST, 1).unwrap();
+            let again = node::register_node(
+                conn,
+                &applicant(99, host),
+                66_000,
+                15_000,
+                |_| true,
+                Some(&seen),
+            );
+            assert!(
+                matches!(again.unwrap(), node::Registration::Held(_)),
+                "{host}"
+            );
+            // Reset the heartbeat for the next host.
+            node::heartbeat(conn, FIRST, 0).unwrap();
+        }
+        let first = node::register_node(conn, &applicant(99, "h"), 60_000, 15_000, |_| true, None);
+        let node::Registration::Watch(seen) = first.unwrap() else {
+            panic!("watched")
+        };
+        let again = node::register_node(
+            conn,
+            &applicant(99, "h"),
+            66_000,
+            15_000,
+            |_| true,
+            Some(&seen),
         );
+        assert!(matches!(again.unwrap(), node::Registration::Taken(l) if l.generation == 2));
+    }
+
+    /// A process that lost its name changes nothing: its heartbeat, its claims (the fence is
+    /// their first statement) and its release all carry the old generation.
+    #[test]
+    fn a_process_that_lost_its_name_is_fenced() {
+        let (_dir, mut catalog, node_id, _pid) = setup();
+        let conn = catalog.writer();
+        let old = node::NodeLease {
+            node_id,
+            generation: 1,
+        };
+        assert!(node::heartbeat(conn, old, 10).unwrap());
+        node::check_fence(conn, old).unwrap();
+        let took = node::register_node(conn, &applicant(99, "h"), 20, 15_000, |_| false, None);
+        let node::Registration::Taken(new) = took.unwrap() else {
+            panic!("taken")
+        };
+        assert!(!node::heartbeat(conn, old, 30).unwrap());
+        assert!(matches!(
+            node::check_fence(conn, old),
+            Err(CatalogError::Fenced { generation: 1, .. })
+        ));
+        node::release_node(conn, old).unwrap();
+        let holder = node::holder(conn, node_id).unwrap().unwrap();
+        assert_eq!(
+            (holder.pid, holder.heartbeat_at, holder.generation),
+            (99, 20, 2)
+        );
+        assert!(node::heartbeat(conn, new, 40).unwrap());
+    }
+
+    /// Issue 12, defect 1: recovery blames a node death only on runs marked executing (a
+    /// suspect marks itself before it starts); every blamed death is an attempt, and after
+    /// min(max_attempts, 3) of them the run is quarantined with the reason. A run that was only
+    /// claimed beside it is requeued, never blamed.
+    #[test]
+    fn recovery_quarantines_a_run_the_node_died_executing_after_its_attempts() {
+        let (_dir, mut catalog, node_id, pid) = setup();
+        let [free, low] = job_ids(&catalog, ["free", "low"]);
+        let conn = catalog.writer();
+        conn.execute("UPDATE job SET max_attempts = 5", []).unwrap();
+        enqueue(conn, free, pid, 0, None);
+        enqueue(conn, low, pid, 0, None);
+        let claim = queue::claim(conn, pid, node_id, 2, 0, 1000, 1, false).unwrap();
+        assert_eq!(claim.runs.len(), 2);
+        assert!(claim.runs.iter().all(|r| !r.suspect));
+        // First death: nothing was marked, nothing is blamed; both become suspects.
+        let r = node::recover_node_runs(conn, node_id, 5).unwrap();
+        assert_eq!((r.requeued.len(), r.quarantined.len()), (2, 0));
+        for round in 1..=3 {
+            let claim = queue::claim(conn, pid, node_id, 2, 0, 1000, 10 * round, false).unwrap();
+            assert!(claim.runs.iter().all(|r| r.suspect), "round {round}");
+            let poison = claim.runs.iter().find(|r| r.job_id == free).unwrap();
+            assert!(node::mark_executing(conn, poison.run_id, poison.claim_token).unwrap());
+            let r = node::recover_node_runs(conn, node_id, 100 + round).unwrap();
+            if round < 3 {
+                assert_eq!(r.requeued.len(), 2, "round {round}");
+            } else {
+                assert_eq!(r.quarantined, [(poison.run_id, 3)]);
+                assert_eq!(r.requeued.len(), 1);
+            }
+        }
+        let rows: Vec<(String, i64, i64, Option<String>)> = conn
+            .prepare("SELECT status, attempt, crashes, error FROM job_run ORDER BY run_id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(rows[0].0, "dead");
+        assert_eq!(
+            (rows[0].1, rows[0].2),
+            (3, 3),
+            "each blamed death was an attempt"
+        );
+        assert_eq!(
+            rows[0].3.as_deref(),
+            Some("quarantined: the node died while it ran 3 times")
+        );
+        assert_eq!(rows[1], ("queued".into(), 1, 0, None), "the bystander");
+        // With max_attempts = 1 the first blamed death quarantines.
+        conn.execute("UPDATE job SET max_attempts = 1", []).unwrap();
+        let claim = queue::claim(conn, pid, node_id, 1, 0, 1000, 100, false).unwrap();
+        let run = &claim.runs[0];
+        assert!(node::mark_executing(conn, run.run_id, run.claim_token).unwrap());
+        let r = node::recover_node_runs(conn, node_id, 200).unwrap();
+        assert_eq!(r.quarantined, [(run.run_id, 1)]);
     }
 }

@@ -112,7 +112,7 @@ pub fn catalog_kind(e: &CatalogError) -> Kind {
         | CatalogError::Migration(_) => Kind::Config,
         CatalogError::NotFound { .. } => Kind::NotFound,
         CatalogError::Conflict(_) | CatalogError::Refused(_) => Kind::Conflict,
-        CatalogError::Unavailable(_) => Kind::Unavailable,
+        CatalogError::Unavailable(_) | CatalogError::Fenced { .. } => Kind::Unavailable,
         CatalogError::In { source, .. } => catalog_kind(source),
         _ => Kind::Storage,
     }

@@ -11,6 +11,7 @@ pub mod objects;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
+pub mod tenure;
 mod tuning;
 pub mod writer;
 
@@ -146,38 +147,14 @@ impl EngineBuilder {
         let node_name = cfg.node_name();
         let host = sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into());
         let pid = i64::from(std::process::id());
-        let conn = catalog.writer();
-        let tx = crate::catalog::write_tx(conn)?;
-        let stale = 3 * supervisor::HEARTBEAT.as_millis() as i64;
-        let now = now_ms();
-        let node_id = match queue::register_node(
-            &tx,
-            &node_name,
-            &host,
+        let who = crate::catalog::node::Applicant {
+            name: &node_name,
+            host: &host,
             pid,
-            env!("CARGO_PKG_VERSION"),
-            now,
-            stale,
-            is_alive,
-        )? {
-            Ok(id) => id,
-            Err(holder) => {
-                return Err(EngineError::NodeHeld {
-                    name: node_name,
-                    pid: holder.pid,
-                    host: holder.host,
-                    age_ms: now - holder.heartbeat_at,
-                });
-            }
+            version: env!("CARGO_PKG_VERSION"),
         };
-        let recovered = queue::recover_node_runs(&tx, node_id)?;
-        tx.commit().map_err(CatalogError::from)?;
-        if recovered > 0 {
-            tracing::warn!(
-                recovered,
-                "runs left running by an earlier process of this node were returned to the queue"
-            );
-        }
+        let lease = tenure::take_name(catalog.writer(), &who)?;
+        let node_id = lease.node_id;
         let written = {
             let conn = catalog.read()?;
             queue::load_written_objects(&conn)?
@@ -250,7 +227,7 @@ impl EngineBuilder {
             health::Health::new(&health_dir, interval, report_to)
         });
         let supervisor = sup_ctx.run(supervisor::Supervisor::new(
-            node_id,
+            Arc::new(tenure::Tenure::new(lease)),
             pool,
             catalog_writer,
             env,
@@ -269,11 +246,6 @@ impl EngineBuilder {
             seeded,
         })
     }
-}
-
-fn is_alive(pid: i64) -> bool {
-    // SAFETY: kill(2) with signal 0 only checks that the process exists.
-    pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
 }
 
 /// A running engine: the handle an embedding application (or `jobvisor run`) holds.

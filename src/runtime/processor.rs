@@ -10,15 +10,17 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
+use super::tenure::Tenure;
 use super::writer::{self, Writer};
-use crate::catalog::now_ms;
-use crate::catalog::queue::{self, ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::node;
+use crate::catalog::queue::{self, Claim, ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::{CatalogError, now_ms};
 use crate::executor::{self, ExecEnv, ExecResult};
 use crate::lease::ClaimSizer;
 
@@ -139,7 +141,33 @@ pub struct ProcessorConfig {
     pub lease_ms: i64,
     /// Source of claim tokens, shared by the node's processors.
     pub tokens: Arc<AtomicI64>,
+    /// The node's hold on its name: nothing is claimed or started while it is not valid.
+    pub tenure: Arc<Tenure>,
+    /// Shared by the node's processors: one suspect run executes at a time.
+    pub suspects: Arc<SuspectGate>,
 }
+
+/// Lets one *suspect* run (its node died while it was claimed) execute at a time on a node, so
+/// that a node death during its execution is not blamed on another suspect that merely ran
+/// beside it.
+#[derive(Debug, Default)]
+pub struct SuspectGate(AtomicBool);
+
+impl SuspectGate {
+    fn try_enter(&self) -> bool {
+        self.0
+            .compare_exchange(false, true, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    fn leave(&self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// While a processor may not start its next run (no valid tenure, the suspect gate taken), it
+/// looks again this often.
+const RETRY_START: Duration = Duration::from_millis(50);
 
 /// A run executing now.
 struct Executing {
@@ -196,6 +224,8 @@ pub struct Processor {
     /// Runs were queued that come before the buffered ones: claim without waiting for the
     /// buffer to run low.
     urgent: bool,
+    /// A pump is due after `RETRY_START`.
+    retry_armed: bool,
 }
 
 impl Processor {
@@ -239,6 +269,7 @@ impl Processor {
             last_error: None,
             requeue_pending: false,
             urgent: false,
+            retry_armed: false,
         }
     }
 
@@ -258,10 +289,23 @@ impl Processor {
         if self.paused || self.draining {
             return;
         }
+        if !self.cfg.tenure.is_valid() {
+            // Not sure this process still holds the node name (no heartbeat confirmed lately):
+            // start and claim nothing until one does, or the supervisor learns it was taken.
+            if !self.cfg.tenure.is_lost() {
+                self.retry_later(ctx);
+            }
+            return;
+        }
         while self.running.len() < self.cfg.instances {
-            let Some(run) = self.local.pop_front() else {
+            let Some(front) = self.local.front() else {
                 break;
             };
+            if front.suspect && !self.cfg.suspects.try_enter() {
+                self.retry_later(ctx);
+                break;
+            }
+            let run = self.local.pop_front().expect("the front run");
             self.start(run, ctx);
         }
         if !self.started_events.is_empty() {
@@ -291,48 +335,81 @@ impl Processor {
             self.writes_paused,
         );
         let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
-        let writer = self.writer.clone();
+        let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
         let claim = async move {
             writer::call(&writer, move |c| {
+                // The fencing token first: a process that lost its name claims nothing.
+                node::check_fence(c, fence)?;
                 queue::claim(c, pid, node, limit, now_ms(), lease, first_token, paused)
             })
             .await
         };
-        ctx.spawn(claim.into_actor(self).map(move |result, act, ctx| {
-            act.claiming = false;
-            match result {
-                Ok(claim) => {
-                    act.claim_failures = 0;
-                    let full = claim.runs.len() == limit;
-                    if !full {
-                        act.sizer.handle_short_claim();
-                    }
-                    act.buffer(claim.runs);
-                    if act.draining {
-                        act.requeue_local(ctx);
-                        return;
-                    }
-                    if let Some(at) = claim.next_due {
-                        act.arm(at, ctx);
-                    }
-                    if full || act.wake_again || !act.local.is_empty() {
-                        act.pump(ctx);
-                    }
-                }
-                Err(e) => {
-                    act.claim_failures += 1;
-                    tracing::error!(processor = %act.cfg.name, failures = act.claim_failures, "claim failed: {e}");
-                    if act.claim_failures >= CLAIM_FAILURES_BEFORE_RESTART && act.running.is_empty() && act.unrecorded.is_empty() {
-                        // Something is wrong beyond one transaction: stop, and let the
-                        // supervisor restart this processor with backoff.
-                        act.last_error = Some(e.to_string());
-                        ctx.stop();
-                        return;
-                    }
-                    ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
-                }
+        ctx.spawn(
+            claim
+                .into_actor(self)
+                .map(move |result, act, ctx| act.on_claimed(result, limit, ctx)),
+        );
+    }
+
+    fn on_claimed(
+        &mut self,
+        result: Result<Claim, CatalogError>,
+        limit: usize,
+        ctx: &mut Context<Self>,
+    ) {
+        self.claiming = false;
+        let claim = match result {
+            Ok(claim) => claim,
+            Err(CatalogError::Fenced { .. }) => {
+                // The supervisor's next heartbeat stops the node; claim nothing meanwhile.
+                tracing::error!(processor = %self.cfg.name, "claim refused: the node name was taken by another process");
+                self.cfg.tenure.lose();
+                return;
             }
-        }));
+            Err(e) => {
+                self.claim_failures += 1;
+                tracing::error!(processor = %self.cfg.name, failures = self.claim_failures, "claim failed: {e}");
+                if self.claim_failures >= CLAIM_FAILURES_BEFORE_RESTART
+                    && self.running.is_empty()
+                    && self.unrecorded.is_empty()
+                {
+                    // Something is wrong beyond one transaction: stop, and let the supervisor
+                    // restart this processor with backoff.
+                    self.last_error = Some(e.to_string());
+                    ctx.stop();
+                    return;
+                }
+                ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
+                return;
+            }
+        };
+        self.claim_failures = 0;
+        let full = claim.runs.len() == limit;
+        if !full {
+            self.sizer.handle_short_claim();
+        }
+        self.buffer(claim.runs);
+        if self.draining {
+            self.requeue_local(ctx);
+            return;
+        }
+        if let Some(at) = claim.next_due {
+            self.arm(at, ctx);
+        }
+        if full || self.wake_again || !self.local.is_empty() {
+            self.pump(ctx);
+        }
+    }
+
+    /// Pumps again after `RETRY_START` (one such timer at a time).
+    fn retry_later(&mut self, ctx: &mut Context<Self>) {
+        if std::mem::replace(&mut self.retry_armed, true) {
+            return;
+        }
+        ctx.run_later(RETRY_START, |act, ctx| {
+            act.retry_armed = false;
+            act.pump(ctx);
+        });
     }
 
     /// Adds claimed runs to the buffer in claim order: by priority (a later claim's urgent run
@@ -410,14 +487,25 @@ impl Processor {
         self.running.insert(run.run_id, executing);
         self.started_events
             .push(RunEvent::Started(run.job_id, run.started_at));
-        let env = self.env.clone();
+        let (env, writer) = (self.env.clone(), self.writer.clone());
         let meta = run.clone();
         // A task of its own: a panicking executor fails its run, not this processor.
-        let exec =
-            actix_rt::spawn(async move { execute_with_timeout(&run, &env, rx, cancel).await });
+        let exec = actix_rt::spawn(async move {
+            if run.suspect {
+                // Marked executing before it starts, so that a node death now is blamed on it.
+                let (id, token) = (run.run_id, run.claim_token);
+                match writer::call(&writer, move |c| node::mark_executing(c, id, token)).await {
+                    Ok(true) => {}
+                    Ok(false) => return Start::NotOurs,
+                    Err(_) => return Start::NotMarked,
+                }
+            }
+            Start::Ran(execute_with_timeout(&run, &env, rx, cancel).await)
+        });
         ctx.spawn(exec.into_actor(self).map(move |joined, act, ctx| {
             let (result, log, timed_out) = match joined {
-                Ok(outcome) => outcome,
+                Ok(Start::Ran(outcome)) => outcome,
+                Ok(start) => return act.not_started(meta, start, ctx),
                 Err(e) => (
                     ExecResult::Err(format!("the executor panicked: {e}")),
                     None,
@@ -426,6 +514,21 @@ impl Processor {
             };
             act.finish(meta, result, log, timed_out, ctx);
         }));
+    }
+
+    /// A suspect run that could not be marked executing: forgotten when its claim no longer
+    /// holds, otherwise returned to the queue.
+    fn not_started(&mut self, run: ClaimedRun, start: Start, ctx: &mut Context<Self>) {
+        self.running.remove(&run.run_id);
+        self.cfg.suspects.leave();
+        if matches!(start, Start::NotOurs) {
+            self.events
+                .do_send(RunEvents(vec![RunEvent::Finished(run.job_id, now_ms())]));
+        } else {
+            self.end_unstarted(run, Outcome::Interrupted);
+            self.flush(ctx);
+        }
+        self.pump(ctx);
     }
 
     fn finish(
@@ -469,6 +572,9 @@ impl Processor {
             finished_at,
             retry_at,
         };
+        if run.suspect {
+            self.cfg.suspects.leave();
+        }
         // The instance is free as soon as the work ends; the result is recorded in a batch.
         if let Some(done) = self.running.remove(&run.run_id) {
             self.busy_ms += finished_at - done.started_ms.max(self.period_start);
@@ -598,6 +704,16 @@ impl FailureLog {
         *last = now;
         *quiet = 0;
     }
+}
+
+/// How a run's start went.
+enum Start {
+    /// It executed: result, captured output, whether its timeout fired.
+    Ran((ExecResult, Option<String>, bool)),
+    /// A suspect whose claim no longer holds (the node name was taken): not ours to run.
+    NotOurs,
+    /// A suspect that could not be marked executing (the writer failed): back to the queue.
+    NotMarked,
 }
 
 /// Executes `run`; past its timeout, signals cancel and gives the executor a moment to clean

@@ -21,12 +21,14 @@ use serde::Serialize;
 use super::health::HealthReport;
 use super::processor::{
     self, CancelRuns, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances,
-    SetPaused, SetWritesPaused, TakeUtilization, Utilization,
+    SetPaused, SetWritesPaused, SuspectGate, TakeUtilization, Utilization,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
+use super::tenure::Tenure;
 use super::tuning::{self, StatsBook};
 use super::writer::{self, Writer};
 use crate::catalog::activation::{self, DecisionContext, JobActivation, NewDecision};
+use crate::catalog::node::{self, NodeHolder};
 use crate::catalog::queue::{self, LocalProcessor};
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::ExecEnv;
@@ -67,6 +69,10 @@ pub struct EngineStatus {
 /// The Supervisor actor.
 pub struct Supervisor {
     node_id: i64,
+    /// This process's hold on the node name, renewed by each heartbeat.
+    tenure: Arc<Tenure>,
+    /// Runs whose node died while they were claimed execute one at a time on this node.
+    suspects: Arc<SuspectGate>,
     pool: Pool<SqliteConnectionManager>,
     writer: Addr<Writer>,
     env: ExecEnv,
@@ -89,9 +95,9 @@ pub struct Supervisor {
 }
 
 impl Supervisor {
-    /// A supervisor for `node_id`; `scheduler` is already running.
+    /// A supervisor for the node `tenure` holds; `scheduler` is already running.
     pub fn new(
-        node_id: i64,
+        tenure: Arc<Tenure>,
         pool: Pool<SqliteConnectionManager>,
         writer: Addr<Writer>,
         env: ExecEnv,
@@ -101,7 +107,9 @@ impl Supervisor {
         // Claim tokens grow with time across restarts, and with each claim within one.
         let tokens = Arc::new(AtomicI64::new(now_ms() << 10));
         Self {
-            node_id,
+            node_id: tenure.lease().node_id,
+            tenure,
+            suspects: Arc::new(SuspectGate::default()),
             pool,
             writer,
             env,
@@ -571,6 +579,8 @@ impl Supervisor {
             node_id: self.node_id,
             lease_ms: self.lease_ms,
             tokens: self.tokens.clone(),
+            tenure: self.tenure.clone(),
+            suspects: self.suspects.clone(),
         };
         let env = self.env.clone();
         let writer = self.writer.clone();
@@ -586,19 +596,58 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.activate_minimum(ctx);
         self.sync_processors(ctx);
-        ctx.run_interval(HEARTBEAT, |act, ctx| {
-            let (writer, node) = (act.writer.clone(), act.node_id);
-            ctx.spawn(
-                async move {
-                    if let Err(e) =
-                        writer::call(&writer, move |c| queue::heartbeat(c, node, now_ms())).await
-                    {
-                        tracing::warn!("heartbeat: {e}");
-                    }
-                }
-                .into_actor(act),
-            );
-        });
+        ctx.run_interval(HEARTBEAT, |act, ctx| act.heartbeat(ctx));
+    }
+}
+
+impl Supervisor {
+    /// Writes the heartbeat under this process's generation: it renews the tenure, or finds
+    /// that another process took the name.
+    fn heartbeat(&mut self, ctx: &mut Context<Self>) {
+        if self.tenure.is_lost() {
+            return;
+        }
+        let (writer, lease, mark) = (self.writer.clone(), self.tenure.lease(), self.tenure.mark());
+        let beat = async move {
+            writer::call(&writer, move |c| {
+                let held = node::heartbeat(c, lease, now_ms())?;
+                Ok((
+                    held,
+                    if held {
+                        None
+                    } else {
+                        node::holder(c, lease.node_id)?
+                    },
+                ))
+            })
+            .await
+        };
+        ctx.spawn(
+            beat.into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok((true, _)) => act.tenure.confirm(mark),
+                    Ok((false, taker)) => act.fenced(taker),
+                    Err(e) => tracing::warn!("heartbeat: {e}"),
+                }),
+        );
+    }
+
+    /// Another process took the node name: stop claiming and starting at once, and stop the
+    /// node without touching the runs (they are the taker's now).
+    fn fenced(&mut self, taker: Option<NodeHolder>) {
+        self.tenure.lose();
+        self.stopping = true;
+        self.scheduler.do_send(PauseSchedules(true));
+        for (_, addr) in self.processors.values() {
+            addr.do_send(SetPaused(true));
+        }
+        let by = taker.map_or_else(
+            || "another process".to_string(),
+            |t| format!("pid {} on host {}", t.pid, t.host),
+        );
+        self.env.fatal.raise(format!(
+            "the node name was taken by {by} while this process did not renew it (stopped or cut              off past its heartbeats): stopping without recording or requeueing its runs"
+        ));
     }
 }
 
@@ -681,13 +730,13 @@ impl Handler<Shutdown> for Supervisor {
             .values()
             .map(|(_, a)| a.send(Drain(msg.0)))
             .collect();
-        let (writer, node) = (self.writer.clone(), self.node_id);
+        let (writer, lease) = (self.writer.clone(), self.tenure.lease());
         Box::pin(
             async move {
                 for d in drains {
                     let _ = d.await;
                 }
-                if let Err(e) = writer::call(&writer, move |c| queue::release_node(c, node)).await {
+                if let Err(e) = writer::call(&writer, move |c| node::release_node(c, lease)).await {
                     tracing::warn!("releasing the node name: {e}");
                 }
             }

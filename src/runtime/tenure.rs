@@ -1,0 +1,161 @@
+//! The node's tenure of its name: taking it at start (watching a stale holder that may be alive
+//! before taking over), recovering the runs an earlier process of the node left running, and the
+//! [`Tenure`] that every heartbeat renews and that processors consult before they claim or start
+//! a run.
+//!
+//! Why a tenure and not only the catalog's generation check: runs claimed before a process was
+//! stopped (SIGSTOP, a frozen VM) sit in its processors' buffers; when it continues, it could
+//! start them before its next heartbeat finds that the name was taken. So a process starts
+//! nothing once its last confirmed heartbeat is older than [`VALID_FOR`], which is shorter than
+//! the time a taker waits (the stale threshold, then a watched heartbeat interval).
+//!
+//! Invariant: a process claims and starts runs only while its tenure is valid; once another
+//! process took its name it never becomes valid again.
+
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::time::{Duration, Instant};
+
+use rusqlite::Connection;
+
+use super::EngineError;
+use super::supervisor::HEARTBEAT;
+use crate::catalog::node::{self, Applicant, NodeHolder, NodeLease, Registration};
+use crate::catalog::{CatalogError, now_ms, write_tx};
+
+/// A holder whose heartbeat is older than this is stale.
+pub const STALE_AFTER: Duration = Duration::from_secs(3 * HEARTBEAT.as_secs());
+
+/// How long a confirmed heartbeat lets this process claim and start runs: two heartbeats, well
+/// below what a taker waits (`STALE_AFTER` plus a watched heartbeat interval).
+pub const VALID_FOR: Duration = Duration::from_secs(2 * HEARTBEAT.as_secs());
+
+/// How long a taker watches a stale holder that may be alive: a heartbeat interval and a margin.
+const WATCH_FOR: Duration = Duration::from_secs(HEARTBEAT.as_secs() + 1);
+
+/// This process's hold on its node name, as its heartbeats last confirmed it.
+#[derive(Debug)]
+pub struct Tenure {
+    lease: NodeLease,
+    origin: Instant,
+    /// When the latest confirmed heartbeat was sent, ms after `origin`.
+    confirmed_ms: AtomicI64,
+    lost: AtomicBool,
+}
+
+impl Tenure {
+    /// A tenure just taken (registration is a confirmation).
+    pub fn new(lease: NodeLease) -> Self {
+        Self {
+            lease,
+            origin: Instant::now(),
+            confirmed_ms: AtomicI64::new(0),
+            lost: AtomicBool::new(false),
+        }
+    }
+
+    /// The lease heartbeats and claims carry.
+    pub fn lease(&self) -> NodeLease {
+        self.lease
+    }
+
+    /// A reading to take just before sending a heartbeat, and to confirm with once it landed.
+    pub fn mark(&self) -> i64 {
+        self.origin.elapsed().as_millis() as i64
+    }
+
+    /// A heartbeat sent at `mark` landed under this process's generation.
+    pub fn confirm(&self, mark: i64) {
+        self.confirmed_ms.fetch_max(mark, Ordering::AcqRel);
+    }
+
+    /// Another process took the name: nothing may be claimed or started any more.
+    pub fn lose(&self) {
+        self.lost.store(true, Ordering::Release);
+    }
+
+    /// Whether the name was taken by another process.
+    pub fn is_lost(&self) -> bool {
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// Whether this process may claim and start runs now.
+    pub fn is_valid(&self) -> bool {
+        !self.is_lost()
+            && self.mark() - self.confirmed_ms.load(Ordering::Acquire)
+                < VALID_FOR.as_millis() as i64
+    }
+}
+
+/// Takes the node name for this process (watching a stale holder that may be alive for a
+/// heartbeat interval first), and recovers the runs an earlier process of the node left
+/// running, in one transaction with the take. Blocks while it watches.
+pub fn take_name(conn: &mut Connection, who: &Applicant<'_>) -> Result<NodeLease, EngineError> {
+    let mut watched: Option<NodeHolder> = None;
+    loop {
+        let tx = write_tx(conn)?;
+        let now = now_ms();
+        let stale = STALE_AFTER.as_millis() as i64;
+        match node::register_node(&tx, who, now, stale, is_alive, watched.as_ref())? {
+            Registration::Taken(lease) => {
+                let recovery = node::recover_node_runs(&tx, lease.node_id, now)?;
+                tx.commit().map_err(CatalogError::from)?;
+                if let Some(old) = &watched {
+                    tracing::warn!(
+                        node = who.name,
+                        pid = old.pid,
+                        host = %old.host,
+                        "took over the node name from a process whose heartbeat stopped"
+                    );
+                }
+                log_recovery(&recovery);
+                return Ok(lease);
+            }
+            Registration::Held(holder) => {
+                return Err(EngineError::NodeHeld {
+                    name: who.name.to_string(),
+                    pid: holder.pid,
+                    host: holder.host,
+                    age_ms: now - holder.heartbeat_at,
+                });
+            }
+            Registration::Watch(holder) => {
+                drop(tx);
+                tracing::warn!(
+                    node = who.name,
+                    pid = holder.pid,
+                    host = %holder.host,
+                    heartbeat_age_ms = now - holder.heartbeat_at,
+                    "the node name's holder stopped its heartbeat but may be alive; watching it for {:?}",
+                    WATCH_FOR
+                );
+                std::thread::sleep(WATCH_FOR);
+                watched = Some(holder);
+            }
+        }
+    }
+}
+
+/// Names the runs a recovery requeued and quarantined (a long list is cut).
+fn log_recovery(r: &node::Recovery) {
+    const SHOWN: usize = 50;
+    if !r.requeued.is_empty() {
+        let ids: Vec<i64> = r.requeued.iter().copied().take(SHOWN).collect();
+        tracing::warn!(
+            count = r.requeued.len(),
+            "runs left running by an earlier process of this node were returned to the queue: {ids:?}{}",
+            if r.requeued.len() > SHOWN { " …" } else { "" }
+        );
+    }
+    for (run, crashes) in &r.quarantined {
+        tracing::error!(
+            run,
+            crashes,
+            "run quarantined (dead): the node died while it ran {crashes} times"
+        );
+    }
+}
+
+fn is_alive(pid: i64) -> bool {
+    // SAFETY: kill(2) with signal 0 only checks that the process exists.
+    pid > 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
