@@ -1,0 +1,127 @@
+//! The fault suite (issue 12): real `jobvisor run` processes put through crashes, a poison job,
+//! a full disk, clock jumps and a stopped process whose name is taken, plus proptest targets
+//! for the parsers. A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! other test's load changes their timing.
+//!
+//! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery
+//! times, WAL peak, …) to stderr and to `target/tmp/faults/<scenario>.txt`; `.ci/test` prints
+//! those files at the end. `JOBVISOR_SOAK=1` runs the long variants.
+
+#[path = "../it/support.rs"]
+mod support;
+
+mod crash;
+mod fence;
+mod poison;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// One scenario at a time (libtest runs tests on several threads).
+pub fn serial() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether the long variants run (`JOBVISOR_SOAK=1`).
+pub fn soak() -> bool {
+    std::env::var("JOBVISOR_SOAK").is_ok_and(|v| v == "1")
+}
+
+/// Prints a scenario's figures and keeps them in `target/tmp/faults/<scenario>.txt`.
+pub fn figures(scenario: &str, lines: &[String]) {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("faults");
+    std::fs::create_dir_all(&dir).unwrap();
+    let text: String = lines.iter().map(|l| format!("{scenario}: {l}\n")).collect();
+    eprint!("{text}");
+    std::fs::write(dir.join(format!("{scenario}.txt")), text).unwrap();
+}
+
+/// `PRAGMA integrity_check` of the catalog at `db`, read by a connection of its own.
+pub fn integrity(db: &Path) -> String {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    let rows: Vec<String> = conn
+        .prepare("PRAGMA integrity_check")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    rows.join("; ")
+}
+
+/// A read connection to the catalog at `db` that waits for locks.
+pub fn open(db: &Path) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(db).unwrap();
+    conn.busy_timeout(Duration::from_secs(10)).unwrap();
+    conn
+}
+
+/// Counts of the runs of `job` by status.
+pub fn statuses(db: &Path, job: &str) -> std::collections::BTreeMap<String, i64> {
+    open(db)
+        .prepare(
+            "SELECT r.status, count(*) FROM job_run r JOIN job j USING (job_id)
+             WHERE j.job_name = ?1 GROUP BY r.status",
+        )
+        .unwrap()
+        .query_map([job], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+/// Samples the size of a file every 10 ms until dropped; `peak()` is the largest seen.
+pub struct SizePeak {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    peak: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl SizePeak {
+    /// Starts sampling `path`.
+    pub fn start(path: PathBuf) -> Self {
+        use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let peak = std::sync::Arc::new(AtomicU64::new(0));
+        let (s, p) = (stop.clone(), peak.clone());
+        let thread = std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let size = std::fs::metadata(&path).map_or(0, |m| m.len());
+                p.fetch_max(size, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        Self {
+            stop,
+            peak,
+            thread: Some(thread),
+        }
+    }
+
+    /// The largest size seen so far, MB.
+    pub fn peak_mb(&self) -> f64 {
+        self.peak.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
+    }
+}
+
+impl Drop for SizePeak {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The size of a file, MB (0 when it does not exist).
+pub fn size_mb(path: &Path) -> f64 {
+    std::fs::metadata(path).map_or(0.0, |m| m.len() as f64 / 1e6)
+}
+
+/// The catalog's WAL beside `db`.
+pub fn wal(db: &Path) -> PathBuf {
+    PathBuf::from(format!("{}-wal", db.display()))
+}
