@@ -199,6 +199,10 @@ impl Default for DbSettings {
     }
 }
 
+/// A WAL file left larger than this is cut back to it when the log is rewound (the runtime's
+/// writer rewinds it past 16 MiB; this also bounds what other writers, the CLI's, leave).
+pub const JOURNAL_SIZE_LIMIT: u64 = 16 << 20;
+
 /// The pragmas every connection gets, in one place. A misspelt pragma is silently ignored by
 /// SQLite, so `tests::pragmas_read_back` reads each one back.
 fn pragmas(s: &DbSettings) -> String {
@@ -211,6 +215,7 @@ fn pragmas(s: &DbSettings) -> String {
          PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = ON;
          PRAGMA temp_store = MEMORY;
+         PRAGMA journal_size_limit = {JOURNAL_SIZE_LIMIT};
          PRAGMA busy_timeout = {};",
         s.busy_timeout.as_millis()
     )

@@ -41,6 +41,10 @@ fn pragmas_read_back() {
             // Savepoint sub-journals stay in memory (every writer operation has a savepoint).
             assert_eq!(pragma(conn, "temp_store"), "2");
             assert_eq!(pragma(conn, "busy_timeout"), "4321");
+            assert_eq!(
+                pragma(conn, "journal_size_limit"),
+                crate::catalog::JOURNAL_SIZE_LIMIT.to_string()
+            );
             assert_eq!(pragma(conn, "synchronous"), synchronous);
         }
     }

@@ -739,6 +739,8 @@ impl Handler<Shutdown> for Supervisor {
                 if let Err(e) = writer::call(&writer, move |c| node::release_node(c, lease)).await {
                     tracing::warn!("releasing the node name: {e}");
                 }
+                // The catalog file alone holds everything afterwards: the WAL is emptied.
+                let _ = writer.send(writer::Settle).await;
             }
             .into_actor(self),
         )

@@ -9,10 +9,22 @@
 //! inside its own savepoint when there are several, and none is acknowledged before its
 //! transaction committed. WAL checkpoints run on a thread of their own (the Checkpointer), never
 //! inside a commit.
+//!
+//! The WAL stays bounded (issue 12: it grew to 67 MB during a drain and stayed so after exit,
+//! filling small disks). The Checkpointer's passive checkpoints copy pages back but can never
+//! rewind a log that a writer appends to without pause, so past [`WAL_RESTART_BYTES`] the
+//! writer's thread itself runs a RESTART checkpoint between two transactions (it copies what
+//! the passive ones left; the next transaction writes the log from its start, over the same
+//! file, which `journal_size_limit` keeps at that size); after [`SETTLE_AFTER_IDLE`] without
+//! work, and when the writer is told to settle at shutdown, a TRUNCATE checkpoint empties the
+//! file. Emptying the file at every bound instead cost the drain its file's preallocation
+//! (measured: same peak, a drain rate that varied more).
 
 use std::path::PathBuf;
-use std::sync::mpsc::{Receiver, Sender, SyncSender, TrySendError, channel, sync_channel};
-use std::time::Duration;
+use std::sync::mpsc::{
+    Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
+};
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use rusqlite::Connection;
@@ -29,6 +41,31 @@ type Op = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Submit(Op);
+
+/// Empty the WAL into the database file now (a TRUNCATE checkpoint, between transactions): at a
+/// clean shutdown, so that the file alone holds everything. Answers when done (or given up on
+/// because a reader held the log).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Settle;
+
+/// What the writer's thread is asked to do.
+enum Job {
+    /// An operation for the next transaction.
+    Op(Op),
+    /// A TRUNCATE checkpoint, then the answer.
+    Settle(oneshot::Sender<()>),
+}
+
+/// Past this WAL size the writer's thread rewinds the log with a RESTART checkpoint between two
+/// transactions (after one that a reader made fail, not again before [`RESTART_EVERY`]).
+pub const WAL_RESTART_BYTES: u64 = crate::catalog::JOURNAL_SIZE_LIMIT;
+/// After a reader made rewinding the WAL fail, the least time before the next try.
+const RESTART_EVERY: Duration = Duration::from_secs(1);
+/// A checkpoint that needs readers to finish waits at most this long for them.
+const CHECKPOINT_WAIT: Duration = Duration::from_millis(200);
+/// A writer with nothing to do for this long empties the WAL (TRUNCATE checkpoint).
+pub const SETTLE_AFTER_IDLE: Duration = Duration::from_secs(1);
 
 /// Most operations that share one transaction.
 const MAX_BATCH: usize = 2048;
@@ -94,7 +131,7 @@ pub struct Writer {
     label: String,
     path: PathBuf,
     /// To the writer's thread; `None` when the thread could not start.
-    ops: Option<Sender<Op>>,
+    ops: Option<Sender<Job>>,
 }
 
 impl Writer {
@@ -106,13 +143,15 @@ impl Writer {
         settings: crate::catalog::DbSettings,
     ) -> Self {
         let label = label.into();
-        let (ops, queued) = channel::<Op>();
+        let (ops, queued) = channel::<Job>();
         let thread = WriterThread {
             label: label.clone(),
             path: path.clone(),
             settings,
             conn: Some(conn),
             checkpointer: None,
+            dirty: false,
+            held_at: None,
         };
         let started = std::thread::Builder::new()
             .name(format!("writer {label}"))
@@ -135,11 +174,15 @@ struct WriterThread {
     settings: crate::catalog::DbSettings,
     conn: Option<Connection>,
     checkpointer: Option<Checkpointer>,
+    /// Something was committed since the WAL was last emptied.
+    dirty: bool,
+    /// When rewinding a WAL grown past its bound last failed (a reader held it).
+    held_at: Option<Instant>,
 }
 
 impl WriterThread {
     /// Runs transactions until every sender is gone (the actor stopped) and nothing is queued.
-    fn run(mut self, queued: Receiver<Op>) {
+    fn run(mut self, queued: Receiver<Job>) {
         self.checkpointer = match Checkpointer::start(&self.label, &self.path, &self.settings) {
             Ok(c) => Some(c),
             Err(e) => {
@@ -150,18 +193,113 @@ impl WriterThread {
         if let Some(conn) = &self.conn {
             tune_writer(conn, &self.label, self.checkpointer.is_some());
         }
-        while let Ok(first) = queued.recv() {
-            // Everything queued meanwhile shares the transaction.
-            let mut batch = vec![first];
-            while batch.len() < MAX_BATCH {
-                match queued.try_recv() {
-                    Ok(op) => batch.push(op),
+        loop {
+            let first = if self.dirty {
+                match queued.recv_timeout(SETTLE_AFTER_IDLE) {
+                    Ok(job) => job,
+                    Err(RecvTimeoutError::Timeout) => {
+                        self.settle();
+                        continue;
+                    }
+                    Err(RecvTimeoutError::Disconnected) => break,
+                }
+            } else {
+                match queued.recv() {
+                    Ok(job) => job,
                     Err(_) => break,
                 }
+            };
+            // Everything queued meanwhile shares the transaction; a settle waits for it.
+            let mut batch = Vec::new();
+            let mut settles = Vec::new();
+            let mut next = Some(first);
+            while let Some(job) = next.take() {
+                match job {
+                    Job::Op(op) => batch.push(op),
+                    Job::Settle(done) => settles.push(done),
+                }
+                if batch.len() < MAX_BATCH {
+                    next = queued.try_recv().ok();
+                }
             }
-            self.run_batch(batch);
+            if !batch.is_empty() {
+                self.run_batch(batch);
+                self.bound_wal();
+            }
+            if !settles.is_empty() {
+                self.settle();
+                for done in settles {
+                    let _ = done.send(());
+                }
+            }
         }
+        self.settle();
         tracing::debug!(writer = %self.label, "writer thread ends");
+    }
+
+    /// After a commit: rewinds a WAL grown past [`WAL_RESTART_BYTES`] (module docs).
+    fn bound_wal(&mut self) {
+        self.dirty = true;
+        let wal = crate::catalog::open::wal_path(&self.path);
+        if std::fs::metadata(&wal).map_or(0, |m| m.len()) <= WAL_RESTART_BYTES
+            || self.held_at.is_some_and(|t| t.elapsed() < RESTART_EVERY)
+        {
+            return;
+        }
+        match self.checkpoint("RESTART") {
+            Some((0, log, copied)) => {
+                self.held_at = None;
+                tracing::debug!(writer = %self.label, log, copied, "WAL rewound");
+            }
+            _ => {
+                // A reader holds the log: let it finish before asking again.
+                self.held_at = Some(Instant::now());
+                tracing::debug!(writer = %self.label, "a reader holds the WAL past its bound");
+            }
+        }
+    }
+
+    /// Empties the WAL into the database file (TRUNCATE checkpoint), unless a reader holds it.
+    fn settle(&mut self) {
+        if !self.dirty {
+            return;
+        }
+        match self.checkpoint("TRUNCATE") {
+            Some((0, _, _)) => self.dirty = false,
+            Some(_) => {
+                tracing::debug!(writer = %self.label, "a reader holds the WAL; emptying it later")
+            }
+            None => {}
+        }
+    }
+
+    /// Runs `PRAGMA wal_checkpoint(mode)` on the writer's connection (outside a transaction),
+    /// waiting at most [`CHECKPOINT_WAIT`] for readers, and for the Checkpointer's passive
+    /// checkpoint when one is under way: (busy, log pages, checkpointed pages).
+    fn checkpoint(&self, mode: &str) -> Option<(i64, i64, i64)> {
+        let conn = self.conn.as_ref()?;
+        let _ = conn.busy_timeout(CHECKPOINT_WAIT);
+        let started = Instant::now();
+        let done = loop {
+            let done = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            });
+            // (1, -1, -1): another connection's checkpoint holds the log; it takes a moment.
+            match done {
+                Ok((1, -1, -1)) if started.elapsed() < CHECKPOINT_WAIT => {
+                    std::thread::sleep(Duration::from_millis(5))
+                }
+                other => break other,
+            }
+        };
+        let _ = conn.busy_timeout(self.settings.busy_timeout);
+        match done {
+            Ok(figures) => Some(figures),
+            Err(e) => {
+                tracing::warn!(writer = %self.label, "{mode} checkpoint failed: {e}");
+                None
+            }
+        }
     }
 
     fn run_batch(&mut self, batch: Vec<Op>) {
@@ -296,9 +434,27 @@ impl Handler<Submit> for Writer {
 
     fn handle(&mut self, msg: Submit, _: &mut Context<Self>) {
         // A failed send drops the operation: its caller hears the writer did not answer.
-        if self.ops.as_ref().is_none_or(|ops| ops.send(msg.0).is_err()) {
+        if self
+            .ops
+            .as_ref()
+            .is_none_or(|ops| ops.send(Job::Op(msg.0)).is_err())
+        {
             tracing::error!(writer = %self.label, "the writer thread is gone; operation dropped");
         }
+    }
+}
+
+impl Handler<Settle> for Writer {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, _: Settle, _: &mut Context<Self>) -> ResponseFuture<()> {
+        let (tx, rx) = oneshot::channel();
+        if let Some(ops) = &self.ops {
+            let _ = ops.send(Job::Settle(tx));
+        }
+        Box::pin(async move {
+            let _ = rx.await;
+        })
     }
 }
 
@@ -392,6 +548,49 @@ mod tests {
                 [2],
                 "the panicking operation's insert was rolled back"
             );
+        });
+    }
+
+    /// Issue 12, defect 2: a writer that commits without pause keeps its WAL near its bound
+    /// (the passive checkpoints alone let it grow without end), and the log is emptied when the
+    /// writer is told to settle, and after it idles.
+    #[test]
+    fn the_wal_stays_bounded_under_constant_writes_and_is_emptied_when_settled_or_idle() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let wal = crate::catalog::open::wal_path(&path);
+        let settings = DbSettings::default();
+        let conn = crate::catalog::open_connection(&path, &settings).unwrap();
+        conn.execute_batch("CREATE TABLE t (v BLOB)").unwrap();
+        let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
+        actix_rt::System::new().block_on(async move {
+            let writer = Writer::new("test", path.clone(), conn, settings).start();
+            let mut peak = 0;
+            // 48 MiB written (and 24 MiB deleted) in 12 KiB transactions, back to back.
+            for i in 0..4096 {
+                call(&writer, move |c| {
+                    c.execute("INSERT INTO t (v) VALUES (zeroblob(12000))", [])?;
+                    if i % 2 == 1 {
+                        c.execute("DELETE FROM t WHERE rowid = (SELECT min(rowid) FROM t)", [])?;
+                    }
+                    Ok(())
+                })
+                .await
+                .unwrap();
+                peak = peak.max(size(&wal));
+            }
+            assert!(
+                peak <= WAL_RESTART_BYTES + (4 << 20),
+                "WAL peak {peak} bytes, bound {WAL_RESTART_BYTES}"
+            );
+            writer.send(Settle).await.unwrap();
+            assert_eq!(size(&wal), 0, "settled: the WAL is empty");
+            call(&writer, |c| Ok(c.execute("DELETE FROM t", [])?))
+                .await
+                .unwrap();
+            assert!(size(&wal) > 0);
+            actix_rt::time::sleep(SETTLE_AFTER_IDLE + Duration::from_millis(500)).await;
+            assert_eq!(size(&wal), 0, "idle: the WAL is empty");
         });
     }
 
