@@ -14,6 +14,7 @@ pub mod executor;
 pub mod http;
 pub mod jobconf;
 pub mod lease;
+pub mod metrics;
 pub mod model;
 pub mod ops;
 

@@ -13,6 +13,7 @@ pub mod error;
 pub mod extract;
 mod jobs;
 mod listing;
+mod metrics;
 mod node;
 mod runs;
 
@@ -125,6 +126,7 @@ pub fn routes(cfg: &mut ServiceConfig) {
     jobs::routes(cfg);
     runs::routes(cfg);
     listing::routes(cfg);
+    metrics::routes(cfg);
 }
 
 /// The OpenAPI 3.1 document of the API (what `/api/v1/openapi.json` serves and

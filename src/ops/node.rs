@@ -189,7 +189,58 @@ pub struct SeriesView {
     pub points: Vec<SeriesPoint>,
 }
 
+/// The node's health readings as (name, value) pairs: every number of its latest health
+/// report (percentages, bytes, bytes per second), for `/metrics`.
+pub async fn health_readings(engine: &Engine) -> Result<(bool, Vec<(String, f64)>), OpError> {
+    let s = engine.status().await.map_err(engine_error)?;
+    let mut readings = Vec::new();
+    if let Some(Json::Object(map)) = s
+        .health
+        .map(|h| serde_json::to_value(h).unwrap_or_default())
+    {
+        for (k, v) in map {
+            if let Some(x) = v.as_f64()
+                && k != "at"
+            {
+                readings.push((k, x));
+            }
+        }
+    }
+    Ok((s.paused, readings))
+}
+
+/// The queue and activation counts, for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct QueueGauges {
+    /// Queued runs.
+    pub queued: i64,
+    /// Running runs.
+    pub running: i64,
+    /// How long the oldest due queued run has waited, ms (0 when none waits).
+    pub lag_ms: i64,
+    /// Jobs per activation state on the caller's node.
+    pub activation: Vec<(String, i64)>,
+}
+
 impl Ops {
+    /// The queue's depth and lag at `now`, and activation counts on the caller's node.
+    pub fn queue_gauges(&self, now: i64) -> Result<QueueGauges, OpError> {
+        let q = self
+            .catalog
+            .queue_state()
+            .map_err(self.within("reading the queue"))?;
+        let activation = self
+            .catalog
+            .activation_counts(&self.caller.node)
+            .map_err(self.within("reading activations"))?;
+        Ok(QueueGauges {
+            queued: q.queued,
+            running: q.running,
+            lag_ms: q.oldest_due.map_or(0, |due| (now - due).max(0)),
+            activation,
+        })
+    }
+
     /// Every node sharing the catalog.
     pub fn nodes(&self) -> Result<Vec<NodeView>, OpError> {
         let rows = self.catalog.nodes().map_err(self.within("listing nodes"))?;

@@ -384,6 +384,7 @@ impl Processor {
             }
         };
         self.claim_failures = 0;
+        crate::metrics::claimed(claim.runs.len());
         let full = claim.runs.len() == limit;
         if !full {
             self.sizer.handle_short_claim();
@@ -608,18 +609,24 @@ impl Processor {
             match recorded {
                 Ok(results) => {
                     let mut finished = Vec::with_capacity(runs.len());
+                    let mut counted = Vec::with_capacity(runs.len());
                     for ((run, completion), result) in runs.iter().zip(completions.iter()).zip(results) {
                         match result {
                             Recorded::Done(status, retry) => {
+                                counted.push((&*run.job_name, status.as_str(), completion.finished_at - completion.started_at));
                                 tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
                             }
-                            Recorded::Stale => tracing::warn!(run = run.run_id, "completion with a stale claim token rejected"),
+                            Recorded::Stale => {
+                                crate::metrics::stale_completions(1);
+                                tracing::warn!(run = run.run_id, "completion with a stale claim token rejected")
+                            }
                         }
                         if completion.outcome != Outcome::Interrupted {
                             act.completed += 1;
                         }
                         finished.push(RunEvent::Finished(run.job_id, completion.finished_at));
                     }
+                    crate::metrics::runs_recorded(counted);
                     act.events.do_send(RunEvents(finished));
                 }
                 Err(e) => {

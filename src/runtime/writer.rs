@@ -309,6 +309,7 @@ impl WriterThread {
             return;
         };
         let label = self.label.as_str();
+        crate::metrics::writer_batch(label, batch.len());
         let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             run_batch(conn, batch, label)
         }));

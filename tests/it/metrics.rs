@@ -1,0 +1,81 @@
+//! `/metrics` of a real node that ran jobs: `promtool check metrics` accepts it, and it counts
+//! what happened.
+
+use serde_json::json;
+
+use crate::support::{Workspace, api, runs_of, wait_for};
+
+#[test]
+fn metrics_pass_promtool_and_count_runs_by_job_and_outcome() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let node = ws.start_node("m1");
+    let t = node.token.clone().unwrap();
+    let job = json!({"name": "m\"x", "type": "function", "processor": "main",
+                     "payload": {"function": "debug.echo"}});
+    // A name with a quote is refused; a plain one runs.
+    assert_eq!(
+        api(&node.api, Some(&t), "POST", "/api/v1/jobs", Some(&job)).status,
+        422
+    );
+    let job = json!({"name": "echo", "type": "function", "processor": "main",
+                     "payload": {"function": "debug.echo"}});
+    assert_eq!(
+        api(&node.api, Some(&t), "POST", "/api/v1/jobs", Some(&job)).status,
+        201
+    );
+    let runs = json!({"runs": [{}, {}, {}]});
+    let r = api(
+        &node.api,
+        Some(&t),
+        "POST",
+        "/api/v1/jobs/echo/runs/batch",
+        Some(&runs),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    wait_for(20.0, "three runs", || {
+        let done = runs_of(&ws.db(), "echo");
+        (done.iter().filter(|r| r.status == "succeeded").count() == 3).then_some(())
+    });
+    let r = wait_for(20.0, "the runs and a health sample in /metrics", || {
+        let r = api(&node.api, Some(&t), "GET", "/metrics", None);
+        (r.body
+            .contains("jobvisor_runs_total{job=\"echo\",status=\"succeeded\"} 3")
+            && r.body
+                .contains("jobvisor_health_reading{reading=\"cpu_used\"}"))
+        .then_some(r)
+    });
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("text/plain; version=0.0.4")
+    );
+    for needle in [
+        "jobvisor_run_duration_seconds_count{job=\"echo\"} 3",
+        "jobvisor_claimed_runs_total ",
+        "jobvisor_writer_batch_operations_bucket{writer=\"catalog\",le=\"+Inf\"}",
+        "jobvisor_queue_depth 0",
+        "jobvisor_queue_lag_seconds ",
+        "jobvisor_jobs{activation=\"active\"}",
+        "jobvisor_paused 0",
+        "jobvisor_stale_completions_total 0",
+    ] {
+        assert!(r.body.contains(needle), "{needle} missing:\n{}", r.body);
+    }
+    // Debian's prometheus package, installed by .ci/test; absent, this fails.
+    let file = ws.write("metrics.txt", &r.body);
+    let out = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::fs::File::open(&file).unwrap())
+        .output()
+        .expect("promtool must be installed (.ci/test installs Debian's prometheus)");
+    assert!(
+        out.status.success(),
+        "promtool check metrics:\n{}{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        r.body
+    );
+    assert_eq!(api(&node.api, None, "GET", "/metrics", None).status, 401);
+}
