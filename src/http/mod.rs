@@ -15,6 +15,7 @@ mod jobs;
 mod listing;
 mod metrics;
 mod node;
+mod rpc;
 mod runs;
 
 use std::sync::{Arc, Mutex};
@@ -127,6 +128,7 @@ pub fn routes(cfg: &mut ServiceConfig) {
     runs::routes(cfg);
     listing::routes(cfg);
     metrics::routes(cfg);
+    rpc::routes(cfg);
 }
 
 /// The OpenAPI 3.1 document of the API (what `/api/v1/openapi.json` serves and

@@ -15,6 +15,7 @@ pub mod node;
 pub mod objects;
 pub mod pages;
 pub mod processors;
+pub mod rpc;
 pub mod runs;
 pub mod stats;
 pub mod view;
@@ -93,6 +94,14 @@ impl Ops {
     pub fn with_functions<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
         self.functions = Some(names.into_iter().map(String::from).collect());
         self
+    }
+
+    /// The functions the engine running this catalog registers (empty when not told).
+    pub fn functions(&self) -> Vec<String> {
+        self.functions
+            .as_ref()
+            .map(|f| f.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// The catalog.

@@ -113,7 +113,13 @@ fn every_documented_route_needs_credentials_viewers_cannot_write_and_no_secret_l
         assert_eq!(anonymous.status, 401, "{method} {path}: {}", anonymous.body);
         assert!(anonymous.json()["error"].is_string());
         if method != "GET" {
-            let r = api(&node.api, Some(&viewer), method, path, Some(&json!({})));
+            // /rpc answers a viewer's reads; a write method is what must be refused.
+            let body = if path == "/rpc" {
+                json!({"jsonrpc": "2.0", "method": "job.run", "params": {"job": "device_stats"}, "id": 1})
+            } else {
+                json!({})
+            };
+            let r = api(&node.api, Some(&viewer), method, path, Some(&body));
             assert_eq!(r.status, 403, "{method} {path} as a viewer: {}", r.body);
             checked_writes += 1;
         } else {
