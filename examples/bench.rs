@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|api|profile] [--rounds 3] [--n 20000]`
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
 //! Each round measures the floor, the drains and the engine's SQL back to back, and each
@@ -9,6 +9,7 @@
 //! The drains also report the largest size of the catalog's WAL file during a drain and its size
 //! after the engine shut down. `priority` measures the due-to-start latency of high-priority
 //! per-second jobs while N low-priority runs drain on the same processor.
+//! `api` drives a real node process over HTTP (see `bench/api.rs`).
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
@@ -24,6 +25,9 @@ use jobvisor::jobconf::toml_format;
 use jobvisor::model::{ActivationState, RunStatus};
 use jobvisor::runtime::Engine;
 use rusqlite::{Connection, params};
+
+#[path = "bench/api.rs"]
+mod api;
 
 struct Args {
     what: String,
@@ -710,6 +714,10 @@ fn throughput(what: &str, n: usize, rounds: usize) {
 // ---------------------------------------------------------------- main
 
 fn main() {
+    let mut argv = std::env::args().skip(1);
+    if argv.next().as_deref() == Some("api-node") {
+        api::node_main(argv.collect());
+    }
     let a = args();
     let all = a.what == "all";
     let rounds = a.rounds.max(1);
@@ -789,6 +797,9 @@ fn main() {
             "idle: 1,000 recurring jobs, RSS",
             median(results.iter().map(|r| r.1).collect())
         );
+    }
+    if all || a.what == "api" {
+        api::print(a.n, rounds);
     }
     if all || a.what == "scale" {
         let results: Vec<(f64, f64)> = (0..rounds).map(|_| claim_latency()).collect();

@@ -195,8 +195,7 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         engine: engine.clone(),
         auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
     });
-    let doc = web::Data::new(crate::http::openapi_json());
-    let server = HttpServer::new(move || crate::http::app(state.clone(), doc.clone()))
+    let server = HttpServer::new(move || crate::http::app(state.clone()))
         .workers(1)
         .disable_signals()
         .listen(listener)

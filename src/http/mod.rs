@@ -186,7 +186,6 @@ pub fn openapi_json() -> String {
 /// The app: routes, their limits and error bodies, and the security guard around them.
 pub fn app(
     state: web::Data<ApiState>,
-    doc: web::Data<String>,
 ) -> App<
     impl ServiceFactory<
         ServiceRequest,
@@ -199,7 +198,6 @@ pub fn app(
     let (app, _) = App::new()
         .into_utoipa_app()
         .app_data(state)
-        .app_data(doc)
         .app_data(web::PayloadConfig::new(BODY_LIMIT))
         .configure(routes)
         .split_for_parts();
