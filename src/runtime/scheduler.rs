@@ -156,14 +156,22 @@ impl Scheduler {
         let (pool, node) = (self.pool.clone(), self.node_id);
         let load = actix_rt::task::spawn_blocking(move || {
             let conn = pool.get()?;
-            Ok::<_, CatalogError>((
-                queue::load_scheduled(&conn, node)?,
-                queue::generation(&conn)?,
-            ))
+            // The generation before the jobs: a change committed between the two reads then
+            // shows as a newer generation at the next watch and is loaded. Read after the
+            // jobs, it hid that change (a job added just as a node started was never loaded).
+            let generation = queue::generation(&conn)?;
+            Ok::<_, CatalogError>((queue::load_scheduled(&conn, node)?, generation))
         });
         ctx.spawn(load.into_actor(self).map(|joined, act, ctx| match joined {
             Ok(Ok((jobs, generation))) => {
-                act.generation = generation;
+                // Only the first load sets the generation the watch compares with (a watch
+                // that sees it move sets it before reloading). A reload asked for by the
+                // supervisor must not absorb another process's change made meanwhile: the
+                // watch would then never tell the supervisor about it (a job added as the
+                // node started stayed unknown to it until the next change).
+                if act.generation < 0 {
+                    act.generation = generation;
+                }
                 act.install(jobs);
                 act.tick(ctx);
             }
