@@ -209,16 +209,21 @@ pub struct Recovery {
     pub requeued: Vec<i64>,
     /// Runs quarantined (`dead`): (run id, node deaths during its execution).
     pub quarantined: Vec<(i64, i64)>,
+    /// Runs an operator had asked to cancel: recorded `cancelled`, not run again.
+    pub cancelled: Vec<i64>,
 }
 
 // Running runs are few: the partial index of running runs, scanned whole, finds a node's.
 const SELECT_LEFT_RUNNING: &str = "SELECT r.run_id, r.suspect, r.crashes,
-    min(max(j.max_attempts, 1), ?2)
+    min(max(j.max_attempts, 1), ?2), r.cancel_requested
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
     WHERE r.status = 'running' AND r.node_id = ?1 ORDER BY r.run_id";
 const REQUEUE_SUSPECT: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
     crashes = ?2, attempt = attempt + ?3 WHERE run_id = ?1";
+const CANCEL_LEFT: &str = "UPDATE job_run SET status = 'cancelled', node_id = NULL,
+    claim_token = NULL, lease_until = NULL, finished_at = ?2,
+    error = 'cancelled by an operator; its node stopped before it could' WHERE run_id = ?1";
 const QUARANTINE: &str = "UPDATE job_run SET status = 'dead', node_id = NULL, claim_token = NULL,
     lease_until = NULL, suspect = 1, crashes = ?2, finished_at = ?3,
     error = 'quarantined: the node died while it ran ' || ?2 || ' times' WHERE run_id = ?1";
@@ -231,14 +236,20 @@ pub fn recover_node_runs(
     node_id: i64,
     now: i64,
 ) -> Result<Recovery, CatalogError> {
-    let left: Vec<(i64, i64, i64, i64)> = conn
+    let left: Vec<(i64, i64, i64, i64, bool)> = conn
         .prepare_cached(SELECT_LEFT_RUNNING)?
         .query_map(params![node_id, CRASH_LIMIT], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
         .collect::<Result<_, _>>()?;
     let mut recovery = Recovery::default();
-    for (run_id, suspect, crashes, limit) in left {
+    for (run_id, suspect, crashes, limit, cancel_requested) in left {
+        if cancel_requested {
+            conn.prepare_cached(CANCEL_LEFT)?
+                .execute(params![run_id, now])?;
+            recovery.cancelled.push(run_id);
+            continue;
+        }
         // Only a run marked executing (2) was surely executing when its node died.
         let blamed = i64::from(suspect >= 2);
         let crashes = crashes + blamed;

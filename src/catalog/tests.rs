@@ -501,6 +501,20 @@ payload = { function = "f" }
     }
 
     #[test]
+    fn a_run_cancelled_while_its_node_died_is_recorded_cancelled_at_recovery() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let [free] = job_ids(&catalog, ["free"]);
+        let conn = catalog.writer();
+        enqueue(conn, free, pid, 0, None);
+        queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
+        conn.execute("UPDATE job_run SET cancel_requested = 1", [])
+            .unwrap();
+        let r = node::recover_node_runs(conn, node, 5).unwrap();
+        assert_eq!((r.cancelled.len(), r.requeued.len()), (1, 0));
+        assert_eq!(statuses(conn), ["cancelled"]);
+    }
+
+    #[test]
     fn recovery_requeues_only_this_nodes_running_runs() {
         let (_dir, mut catalog, node, pid) = setup();
         let [free, low] = job_ids(&catalog, ["free", "low"]);

@@ -146,6 +146,12 @@ fn log_recovery(r: &node::Recovery) {
             if r.requeued.len() > SHOWN { " …" } else { "" }
         );
     }
+    if !r.cancelled.is_empty() {
+        tracing::info!(
+            runs = ?r.cancelled,
+            "runs an operator had asked to cancel were recorded cancelled instead of requeued"
+        );
+    }
     for (run, crashes) in &r.quarantined {
         tracing::error!(
             run,
