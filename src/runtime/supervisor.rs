@@ -256,8 +256,18 @@ impl Supervisor {
             .map(|(_, row, u)| tuning::processor_view(row, u))
             .collect();
         let decisions = self.policy.poll_decisions(report.sample.at, &views, &procs);
+        // Names only of what the decisions concern: most samples decide nothing, and a
+        // catalog may hold thousands of jobs.
+        let named: std::collections::HashSet<i64> = decisions
+            .iter()
+            .flat_map(|d| d.action.job_id().into_iter().chain(d.jobs.iter().copied()))
+            .collect();
         let mut cx = DecisionContext {
-            jobs: jobs.iter().map(|j| (j.job_id, j.name.clone())).collect(),
+            jobs: jobs
+                .iter()
+                .filter(|j| named.contains(&j.job_id))
+                .map(|j| (j.job_id, j.name.clone()))
+                .collect(),
             processors: self
                 .processors
                 .iter()
@@ -268,7 +278,7 @@ impl Supervisor {
         for d in &decisions {
             self.carry_out(d, &views, &mut cx);
         }
-        let (kinds, kinds_of) = tuning::kinds(&jobs);
+        let kinds = tuning::kinds_of_runs(&jobs, utils.iter().map(|(_, _, u)| u));
         for (id, _, u) in &utils {
             self.stats.add_elapsed(*id, u, &kinds);
         }
@@ -283,6 +293,11 @@ impl Supervisor {
                 (row, u, now)
             })
             .collect();
+        let kinds_of = if self.stats.elapsed_due(report.sample.at) {
+            tuning::kinds_by_processor(&jobs)
+        } else {
+            HashMap::new()
+        };
         let stats = self
             .stats
             .rows(&report, self.writes_paused, &running, &kinds_of);

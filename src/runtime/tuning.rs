@@ -96,6 +96,12 @@ impl StatsBook {
         }
     }
 
+    /// Whether the sample at `at` records the elapsed sums (a minute since the last).
+    pub fn elapsed_due(&self, at: i64) -> bool {
+        self.elapsed_since
+            .is_some_and(|t| at - t >= ELAPSED_EVERY_MS)
+    }
+
     /// The rows to record with the sample `report`, or none while writes are paused and the
     /// last record is less than a minute old. `processors`: each running processor's row, its
     /// utilization over the sample, and its instances after the sample's decisions; `kinds_of`: the schedule kinds of each processor's jobs
@@ -156,11 +162,27 @@ impl StatsBook {
     }
 }
 
-/// Each job's schedule kind, and each processor's kinds (sorted, unique).
-pub fn kinds(
+/// The schedule kinds of the jobs whose runs `utils` report (a map of a few entries, not of
+/// the whole catalog).
+pub fn kinds_of_runs<'a>(
     jobs: &[JobActivation],
-) -> (HashMap<i64, ScheduleKind>, HashMap<i64, Vec<ScheduleKind>>) {
-    let by_job = jobs.iter().map(|j| (j.job_id, j.schedule_kind)).collect();
+    utils: impl Iterator<Item = &'a Utilization>,
+) -> HashMap<i64, ScheduleKind> {
+    let wanted: std::collections::HashSet<i64> = utils
+        .flat_map(|u| u.elapsed_by_job.iter().map(|(job, _)| *job))
+        .collect();
+    if wanted.is_empty() {
+        return HashMap::new();
+    }
+    jobs.iter()
+        .filter(|j| wanted.contains(&j.job_id))
+        .map(|j| (j.job_id, j.schedule_kind))
+        .collect()
+}
+
+/// Each processor's schedule kinds (sorted, unique): the kinds its elapsed sums are recorded
+/// for, zeros included.
+pub fn kinds_by_processor(jobs: &[JobActivation]) -> HashMap<i64, Vec<ScheduleKind>> {
     let mut by_processor: HashMap<i64, Vec<ScheduleKind>> = HashMap::new();
     for j in jobs {
         let kinds = by_processor.entry(j.processor_id).or_default();
@@ -171,7 +193,7 @@ pub fn kinds(
     for kinds in by_processor.values_mut() {
         kinds.sort();
     }
-    (by_job, by_processor)
+    by_processor
 }
 
 #[cfg(test)]
