@@ -25,6 +25,10 @@ pub struct Cli {
     /// the node whose runs `runs list` lists (default: every node).
     #[arg(long, global = true, value_name = "NAME")]
     pub node: Option<String>,
+    /// Talk to a running node's API instead of opening a catalog (`http://host:port`; the
+    /// token in JOBVISOR_TOKEN): jobs list|show|run|enable|disable|pin|next, runs, decisions.
+    #[arg(long, global = true, value_name = "URL", env = "JOBVISOR_URL")]
+    pub url: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,

@@ -25,6 +25,11 @@ type CliResult = Result<(), Failure>;
 
 /// Runs one parsed command.
 pub fn run(cli: &Cli) -> CliResult {
+    if let Some(url) = &cli.url
+        && !matches!(cli.command, Command::Run(_))
+    {
+        return super::remote::run(cli, url);
+    }
     match &cli.command {
         Command::Run(args) => {
             let cfg = load_config(cli, args)?;

@@ -9,6 +9,7 @@
 mod accounts;
 mod args;
 mod commands;
+mod remote;
 mod render;
 mod stats;
 
@@ -32,6 +33,7 @@ pub const EXIT_CODES: &str = "Exit codes:
   66  an input file cannot be read, or there is no catalog at the path (create one with init)
   75  try again later: the node name is held by a running process, the API's address is in
       use, or the engine is unavailable
+  77  the node's API refused the token (--url)
   78  a configuration or catalog file has errors (each printed as file:line:col: reason), or the
       database is not a usable jobvisor catalog (another application's, damaged, newer)
 With --json, an error is also a JSON object on stderr: {error, field, reason, exit_code}.";
