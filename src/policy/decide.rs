@@ -26,9 +26,11 @@
 //!    stretch and shed the jobs that write data objects first, and, when only the disk is
 //!    strained, nothing else (work that writes nothing frees no space); maintenance jobs are
 //!    never shed for the disk's sake.
-//! 5. Ok (every level, and every latest reading): undo in reverse, most important first — restore shed jobs, then bring stretched
-//!    periods back (halving the factor per step), then activate standby jobs, one per step
-//!    (see [`Policy::poll_decisions`] for the timing).
+//! 5. Ok (every level, and every latest reading): undo in reverse, most important first —
+//!    restore shed jobs, then bring stretched periods back (halving the factor per step), then
+//!    activate standby jobs, one per step (see [`Policy::poll_decisions`] for the timing).
+//!    A short disk (strained or worse) keeps back only the jobs that write data objects: the
+//!    rest come back once every other resource is ok, as they were not shed for the disk.
 //! 6. Processors: one instance step per `step_interval`.
 //!
 //! Priority order is strict both ways: the job shed is always the lowest-priority one its
@@ -137,7 +139,7 @@ impl Policy {
     /// Feeds one health sample: per-resource hysteresis, and the time the node became ok.
     pub fn handle_sample(&mut self, sample: &Sample) {
         self.health.handle_sample(sample, &self.cfg);
-        if self.health.overall() == Level::Ok {
+        if self.health.overall_except(Some(Resource::Disk)) == Level::Ok {
             self.ok_since.get_or_insert(sample.at);
         } else {
             self.ok_since = None;
@@ -164,6 +166,19 @@ impl Policy {
     /// writes data objects outside a maintenance group.
     pub fn held_by_pause(&self, job: &JobView) -> bool {
         self.writes_paused && job.writes_data && !job.maintenance
+    }
+
+    /// Whether the disk is short: its level or its latest reading is not ok.
+    pub fn disk_short(&self) -> bool {
+        self.level(Resource::Disk) > Level::Ok || self.health.reading(Resource::Disk) > Level::Ok
+    }
+
+    /// Whether health must leave `job` inactive (or stretched) until the disk is ok again: it
+    /// writes data objects outside a maintenance group and the disk is short. Work that
+    /// writes nothing frees no space, so a short disk neither sheds it (rule 4) nor keeps it
+    /// from coming back once every other resource is ok.
+    pub fn waits_for_disk(&self, job: &JobView) -> bool {
+        job.writes_data && !job.maintenance && self.disk_short()
     }
 
     /// The hysteresis state, for status pages.
@@ -213,13 +228,19 @@ impl Policy {
         // it will wait.
         self.writes(now, jobs, &mut out);
         self.pins_and_minimum(now, jobs, &mut out, &mut decided);
-        if self.shed_level() >= Level::Strained {
+        let others = self.health.overall_except(Some(Resource::Disk));
+        let relieved = if self.shed_level() >= Level::Strained {
+            let before = out.len();
             self.relieve(now, jobs, &decided, &mut out);
+            out.len() > before
         } else {
             self.holding = None;
-            if self.overall() == Level::Ok {
-                self.increase(now, jobs, &decided, &mut out);
-            }
+            false
+        };
+        // A short disk alone asks only writers for relief; once it has none to give, the
+        // jobs that write nothing may come back on the other resources' health.
+        if !relieved && others == Level::Ok {
+            self.increase(now, jobs, &decided, &mut out);
         }
         self.processor_step(now, processors, &mut out);
         self.forget(now, jobs, &out);
@@ -586,9 +607,22 @@ impl Policy {
         let Some(ok_since) = self.ok_since else {
             return;
         };
+        // A short disk holds back only the jobs that write (`waits_for_disk`); the rest come
+        // back on the other resources' health.
+        let skip = self.disk_short().then_some(Resource::Disk);
+        let all = if skip.is_some() {
+            "every resource but the disk"
+        } else {
+            "all resources"
+        };
+        let disk_note = if skip.is_some() {
+            " (the disk is short: jobs that write data wait for it)"
+        } else {
+            ""
+        };
         // Every latest reading ok too: a level still ok by hysteresis while a reading is
         // already past its threshold is a load arriving, not health.
-        let (n_ok, ok_readings_since) = self.health.ok_readings();
+        let (n_ok, ok_readings_since) = self.health.ok_readings_except(skip);
         if n_ok == 0 {
             return;
         }
@@ -602,6 +636,7 @@ impl Policy {
         let next = jobs
             .iter()
             .filter(|j| !j.active && j.pin.is_none() && !decided.contains(&j.job_id))
+            .filter(|j| !self.waits_for_disk(j))
             .min_by_key(|j| activation_order(j));
         let since_increase = self
             .last_increase
@@ -620,7 +655,7 @@ impl Policy {
             .unwrap_or_default();
         let ok_for = duration(now - ok_since);
         let ok_again = format!(
-            "all resources ok again for {}{after}",
+            "{all} ok again for {}{after}{disk_note}",
             samples_over(n_ok, now - ok_readings_since)
         );
         if let Some(job) = next.filter(|j| self.shed.contains(&j.job_id)) {
@@ -648,6 +683,7 @@ impl Policy {
         let stretched = jobs
             .iter()
             .filter(|j| j.active && j.stretch > 1 && !decided.contains(&j.job_id))
+            .filter(|j| !self.waits_for_disk(j))
             .min_by_key(|j| activation_order(j));
         if let Some(job) = stretched {
             if !undo_allowed {
@@ -693,7 +729,7 @@ impl Policy {
             at: now,
             action: Action::Activate { job_id: job.job_id },
             reason: format!(
-                "all resources ok for {ok_for}: activate standby job `{}` (priority {})",
+                "{all} ok for {ok_for}{disk_note}: activate standby job `{}` (priority {})",
                 job.name, job.priority
             ),
             evidence: self.all_evidence(),
@@ -720,7 +756,8 @@ impl Policy {
         {
             return;
         }
-        let healthy = self.ok_since.is_some_and(|t| self.reached(now, t, step))
+        let healthy = self.overall() == Level::Ok
+            && self.ok_since.is_some_and(|t| self.reached(now, t, step))
             && self
                 .last_decrease
                 .is_none_or(|t| self.reached(now, t, self.cfg.cooldown));

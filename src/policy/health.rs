@@ -498,11 +498,21 @@ impl Health {
 
     /// The worst level of any resource.
     pub fn overall(&self) -> Level {
+        self.overall_except(None)
+    }
+
+    /// The worst level of any resource but `skip`.
+    pub fn overall_except(&self, skip: Option<Resource>) -> Level {
+        self.kept(skip).map(|t| t.level).max().unwrap_or(Level::Ok)
+    }
+
+    /// The tracks of every resource but `skip`.
+    fn kept(&self, skip: Option<Resource>) -> impl Iterator<Item = &Track> {
         self.tracks
             .iter()
-            .map(|t| t.level)
-            .max()
-            .unwrap_or(Level::Ok)
+            .enumerate()
+            .filter(move |(i, _)| skip.is_none_or(|r| r as usize != *i))
+            .map(|(_, t)| t)
     }
 
     /// The latest sample, if any.
@@ -526,15 +536,14 @@ impl Health {
     /// The run of samples in which every resource read ok: `(count, since)`, the shortest
     /// run of any resource.
     pub fn ok_readings(&self) -> (u32, i64) {
-        let n = self
-            .tracks
-            .iter()
-            .map(|t| t.run_at_most[0])
-            .min()
-            .unwrap_or(0);
+        self.ok_readings_except(None)
+    }
+
+    /// [`Health::ok_readings`] of every resource but `skip`.
+    pub fn ok_readings_except(&self, skip: Option<Resource>) -> (u32, i64) {
+        let n = self.kept(skip).map(|t| t.run_at_most[0]).min().unwrap_or(0);
         let since = self
-            .tracks
-            .iter()
+            .kept(skip)
             .map(|t| t.since_at_most[0])
             .max()
             .unwrap_or(0);

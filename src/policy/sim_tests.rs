@@ -285,6 +285,72 @@ fn disk_filling_pauses_writes_and_keeps_maintenance_running() {
     }
 }
 
+/// CI ran on a machine with 12% of its disk free (strained): a CPU load shed the jobs, and
+/// when it ended none came back, because every increase waited for *all* resources — the
+/// disk too — although those jobs write nothing and were not shed for the disk. Now a short
+/// disk keeps back only the writers; the rest return on the other resources' health.
+#[test]
+fn regression_a_short_disk_keeps_back_only_the_jobs_that_write() {
+    let mut rng = SimRng::new(0x5eed_0018);
+    let short = |s: &mut Sample| s.disk_available = 12 * GIB;
+    let mut w = World::start(PolicyConfig::default(), mixed_jobs());
+    // Everything active on a calm machine whose disk is fine.
+    w.run(&calm(&mut rng, T0, 48));
+    let start = T0 + 48 * TICK;
+    // The disk goes short and stays so; a CPU load comes and goes on top.
+    w.run(&trace(start, 6, |_, s| short(s)));
+    let load = start + 6 * TICK;
+    w.run(&trace(load, 12, |_, s| {
+        short(s);
+        s.cpu_used = 99.0;
+    }));
+    let end = load + 12 * TICK;
+    w.run(&trace(end, 40, |_, s| {
+        short(s);
+        s.cpu_used = 25.0 + noise(&mut rng, 10.0);
+    }));
+    assert!(w.policy.disk_short());
+    for j in w.jobs.iter().filter(|j| !j.writes_data || j.maintenance) {
+        assert!(
+            j.active,
+            "`{}` writes nothing and stays shed:\n{}",
+            j.name,
+            w.dump()
+        );
+    }
+    let restores: Vec<&Decision> = w
+        .log
+        .iter()
+        .filter(|d| d.at >= end && d.action.is_toggle() && d.cause == Cause::Health)
+        .collect();
+    assert!(!restores.is_empty(), "{}", w.dump());
+    for d in &restores {
+        assert!(matches!(d.action, Action::Activate { .. }), "{d:?}");
+        let j = w.job(d.action.job_id().unwrap());
+        assert!(!j.writes_data || j.maintenance, "a writer came back: {d:?}");
+        assert!(
+            d.reason.starts_with("every resource but the disk ok")
+                && d.reason
+                    .contains("(the disk is short: jobs that write data wait for it)"),
+            "{}",
+            d.reason
+        );
+    }
+    // The writers shed for the disk wait for it, and come back once it is ok.
+    let waiting: Vec<i64> = w
+        .jobs
+        .iter()
+        .filter(|j| !j.active && j.writes_data)
+        .map(|j| j.job_id)
+        .collect();
+    assert!(!waiting.is_empty(), "{}", w.dump());
+    let freed = end + 40 * TICK;
+    w.run(&calm(&mut rng, freed, 60));
+    for id in waiting {
+        assert!(w.job(id).active, "writer {id} stayed shed:\n{}", w.dump());
+    }
+}
+
 fn network_trace(rng: &mut SimRng, capacity: f64, start: i64) -> Vec<Sample> {
     trace(start, 40, |i, s| {
         let pct = (20.0 + 2.5 * i as f64).min(99.0) + noise(rng, 0.5);

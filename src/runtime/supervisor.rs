@@ -472,12 +472,18 @@ impl Supervisor {
 
     /// Jobs new to this node (an operator added or enabled them while it ran) are activated at
     /// once while every resource is ok — a person who just added a job expects it to run —
-    /// and otherwise wait in standby, with the reason, for the policy's ramp.
+    /// and otherwise wait in standby, with the reason, for the policy's ramp. A short disk
+    /// holds back only jobs that write data (as it does for the policy's own increases).
     fn admit_new_jobs(&mut self, ctx: &mut Context<Self>) {
         if !self.activated || self.stopping {
             return;
         }
-        let level = self.policy.overall();
+        let others_ok = self
+            .policy
+            .health()
+            .overall_except(Some(crate::policy::Resource::Disk))
+            == crate::policy::Level::Ok;
+        let disk_short = self.policy.disk_short();
         let pressure: Vec<String> = crate::policy::Resource::ALL
             .iter()
             .filter(|r| self.policy.level(**r) != crate::policy::Level::Ok)
@@ -492,9 +498,15 @@ impl Supervisor {
                     if job.state.is_some() {
                         continue;
                     }
-                    if level == crate::policy::Level::Ok {
-                        let reason = "added or enabled by an operator while the node is \
-                                      healthy: active at once";
+                    let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
+                    if others_ok && !waits_for_disk {
+                        let reason = if disk_short {
+                            "added or enabled by an operator while the node is healthy but for \
+                             a short disk, and it writes no data: active at once"
+                        } else {
+                            "added or enabled by an operator while the node is healthy: active \
+                             at once"
+                        };
                         activation::set_state(
                             c,
                             node,

@@ -3,7 +3,6 @@
 //! soon as the node has read health for two samples and the cooldown has passed.
 
 use crate::pressure::*;
-use crate::support::wait_for;
 
 const CATALOG: &str = r#"
 [processor.main]
@@ -173,12 +172,12 @@ fn a_cpu_load_sheds_lowest_first_and_restores_most_important_first() {
     );
     let start = now_ms();
     let stress = Stress::start(&["--cpu", "2", "--timeout", "20s"]);
-    wait_for(20.0, "c30 to be shed", || {
+    t.wait_for(20.0, "c30 to be shed", || {
         first(&t.decisions(), "deactivate", "c30", start).map(|_| ())
     });
     stress.wait();
     let end = now_ms();
-    wait_for(
+    t.wait_for(
         120.0,
         "a10 to be restored (the machine stayed busy?)",
         || first(&t.decisions(), "activate", "a10", end).map(|_| ()),
@@ -248,12 +247,12 @@ fn a_memory_load_sheds_lowest_first_and_restores_most_important_first() {
         "--timeout",
         "15s",
     ]);
-    wait_for(20.0, "c30 to be shed", || {
+    t.wait_for(20.0, "c30 to be shed", || {
         first(&t.decisions(), "deactivate", "c30", start).map(|_| ())
     });
     stress.wait();
     let end = now_ms();
-    wait_for(
+    t.wait_for(
         120.0,
         "a10 to be restored (the machine stayed busy?)",
         || first(&t.decisions(), "activate", "a10", end).map(|_| ()),

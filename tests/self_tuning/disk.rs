@@ -10,7 +10,7 @@ use std::path::Path;
 use jobvisor::runtime::health::disk_space;
 
 use crate::pressure::*;
-use crate::support::{runs_of, wait_for};
+use crate::support::runs_of;
 
 fn catalog(dir: &Path) -> String {
     let events = dir.join("events.db");
@@ -144,7 +144,7 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
     // Strained (10 % free < 15 %): the writer goes, the job that writes nothing stays.
     let strained_at = now_ms();
     fill_to(&dir, 10.0);
-    let shed = wait_for(10.0, "the writer to be shed", || {
+    let shed = t.wait_for(10.0, "the writer to be shed", || {
         first(&t.decisions(), "deactivate", "loader", strained_at).cloned()
     });
     assert!(
@@ -168,7 +168,7 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
     // Critical (3 % free < 5 %): writes pause, naming the required writer they hold.
     let critical_at = now_ms();
     fill_to(&dir, 3.0);
-    let pause = wait_for(10.0, "writes to pause", || {
+    let pause = t.wait_for(10.0, "writes to pause", || {
         t.decisions()
             .into_iter()
             .find(|d| d.action == "pause_writes" && d.at >= critical_at)
@@ -187,7 +187,7 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
         "{}",
         pause.reason
     );
-    wait_for(5.0, "keeper to be listed paused", || {
+    t.wait_for(5.0, "keeper to be listed paused", || {
         (t.state_of("keeper") == "paused").then_some(())
     });
     let rate_before = t.stat_rows_between(pause.at - 6_000, pause.at) as f64 / 6.0;
@@ -208,7 +208,7 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
             std::fs::remove_file(p).unwrap();
         }
     }
-    let resume = wait_for(10.0, "writes to resume", || {
+    let resume = t.wait_for(10.0, "writes to resume", || {
         t.decisions()
             .into_iter()
             .find(|d| d.action == "resume_writes" && d.at >= freed_at)
@@ -223,13 +223,13 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
         "{}",
         resume.reason
     );
-    wait_for(10.0, "keeper to run again", || {
+    t.wait_for(10.0, "keeper to run again", || {
         runs_of(&t.ws.db(), "keeper")
             .iter()
             .any(|r| r.started_at.is_some_and(|s| s > resume.at) && r.status == "succeeded")
             .then_some(())
     });
-    wait_for(30.0, "the writer to be restored", || {
+    t.wait_for(30.0, "the writer to be restored", || {
         first(&t.decisions(), "activate", "loader", freed_at).map(|_| ())
     });
     t.stop();

@@ -264,6 +264,22 @@ impl Tuned {
         }
     }
 
+    /// Waits up to `secs` for `f` to give a value; on a timeout prints the decision log (what
+    /// the node decided instead) and fails naming `what`.
+    pub fn wait_for<T>(&self, secs: f64, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        let deadline = Instant::now() + Duration::from_secs_f64(secs);
+        loop {
+            if let Some(v) = f() {
+                return v;
+            }
+            if Instant::now() > deadline {
+                self.print_log("failure");
+                panic!("timed out after {secs} s waiting for {what}");
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+
     /// Prints the decision log as `jobvisor decisions` shows it, and keeps a copy under
     /// `target/tmp/self_tuning/` (the closing notes quote these logs).
     pub fn print_log(&self, title: &str) -> String {
