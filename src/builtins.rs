@@ -13,7 +13,6 @@ use crate::catalog::queue::{self, StatSample};
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::{FnContext, Registry};
 use crate::runtime::health::Sampler;
-use crate::runtime::writer::call_blocking;
 
 /// A registry holding every built-in function.
 pub fn registry() -> Registry {
@@ -55,10 +54,11 @@ fn int(input: &Json, key: &str, default: i64) -> i64 {
 fn job_state_reset(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let grace = int(&input, "grace_ms", 60_000);
     let now = now_ms();
-    let reset = call_blocking(&ctx.env.catalog_writer, move |c| {
-        queue::fail_stuck_runs(c, now, grace)
-    })
-    .map_err(err)?;
+    let reset = ctx
+        .env
+        .catalog_writer
+        .call_blocking(move |c| queue::fail_stuck_runs(c, now, grace))
+        .map_err(err)?;
     Ok(json!({ "reset": reset }))
 }
 
@@ -74,10 +74,10 @@ fn device_stats(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let node = ctx.env.node_id;
     let now = now_ms();
     let count = stats.len();
-    call_blocking(&ctx.env.catalog_writer, move |c| {
-        queue::record_stats(c, node, now, &stats)
-    })
-    .map_err(err)?;
+    ctx.env
+        .catalog_writer
+        .call_blocking(move |c| queue::record_stats(c, node, now, &stats))
+        .map_err(err)?;
     Ok(json!({ "recorded": count, "sample": sample }))
 }
 
@@ -155,10 +155,10 @@ fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     }
     let node = ctx.env.node_id;
     let now = now_ms();
-    call_blocking(&ctx.env.catalog_writer, move |c| {
-        queue::record_stats(c, node, now, &stats)
-    })
-    .map_err(err)?;
+    ctx.env
+        .catalog_writer
+        .call_blocking(move |c| queue::record_stats(c, node, now, &stats))
+        .map_err(err)?;
     Ok(Json::Object(report))
 }
 
@@ -178,21 +178,21 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     for (name, conn_string, _key, time_field, ttl) in objects {
         let before = now_ms() - ttl * 1000;
         let deleted = match (object_db(ctx, &conn_string), name.as_str()) {
-            (None, "job_run") => call_blocking(&ctx.env.catalog_writer, move |c| {
-                queue::prune_runs(c, before)
-            }),
-            (None, "stat") => call_blocking(&ctx.env.catalog_writer, move |c| {
-                queue::prune_stats(c, before)
-            }),
+            (None, "job_run") => ctx
+                .env
+                .catalog_writer
+                .call_blocking(move |c| queue::prune_runs(c, before)),
+            (None, "stat") => ctx
+                .env
+                .catalog_writer
+                .call_blocking(move |c| queue::prune_stats(c, before)),
             (None, _) => Err(CatalogError::Refused(format!(
                 "object `{name}` lives in the catalog; only job_run and stat are pruned there"
             ))),
             (Some(_), _) => match (ctx.env.object_writers.get(&name), time_field) {
                 (Ok(writer), Some(field)) => {
                     let table = name.clone();
-                    call_blocking(&writer, move |c| {
-                        queue::prune_table(c, &table, &field, before)
-                    })
+                    writer.call_blocking(move |c| queue::prune_table(c, &table, &field, before))
                 }
                 (Err(e), _) => Err(CatalogError::Unavailable(e)),
                 (_, None) => Err(CatalogError::Refused(format!(
@@ -232,10 +232,10 @@ fn record_prune(ctx: &FnContext, object: &str, deleted: usize) -> Result<(), Str
         },
     ];
     let node = ctx.env.node_id;
-    call_blocking(&ctx.env.catalog_writer, move |c| {
-        queue::record_stats(c, node, now, &stats)
-    })
-    .map_err(err)
+    ctx.env
+        .catalog_writer
+        .call_blocking(move |c| queue::record_stats(c, node, now, &stats))
+        .map_err(err)
 }
 
 /// Deletes finished runs older than `days` (default: the job_run object's time_to_live, else 30).
@@ -250,10 +250,11 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
     };
     let days = input.get("days").and_then(Json::as_i64);
     let before = now_ms() - days.map_or(ttl_s * 1000, |d| d * 86_400_000);
-    let deleted = call_blocking(&ctx.env.catalog_writer, move |c| {
-        queue::prune_runs(c, before)
-    })
-    .map_err(err)?;
+    let deleted = ctx
+        .env
+        .catalog_writer
+        .call_blocking(move |c| queue::prune_runs(c, before))
+        .map_err(err)?;
     record_prune(ctx, "job_run", deleted)?;
     Ok(json!({ "deleted": deleted, "before": before }))
 }

@@ -14,6 +14,7 @@ pub mod queue;
 pub mod runs;
 pub mod sql_job;
 pub mod stats;
+pub mod writer;
 
 pub use open::Access;
 pub use runs::{CancelOutcome, RunFilter, RunRow};

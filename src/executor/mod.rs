@@ -13,7 +13,6 @@ pub mod url;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use actix::Addr;
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
 use serde_json::{Map as JsonMap, Value as Json};
@@ -22,8 +21,8 @@ use tokio::sync::watch;
 pub use function::{AsyncJobFn, FnContext, Function, JobFn, JobFuture, Registry};
 
 use crate::catalog::queue::ClaimedRun;
+use crate::catalog::writer::DbWriter;
 use crate::model::JobType;
-use crate::runtime::writer::Writer;
 
 /// How an execution ended, before the processor turns it into a recorded outcome.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,7 +87,7 @@ pub struct ExecEnv {
     /// Registered functions.
     pub registry: Arc<Registry>,
     /// The catalog's writer (the CatalogWriter).
-    pub catalog_writer: Addr<Writer>,
+    pub catalog_writer: DbWriter,
     /// Read connections to the catalog.
     pub catalog_pool: Pool<SqliteConnectionManager>,
     /// The catalog file.

@@ -6,7 +6,6 @@ use serde_json::Value as Json;
 
 use super::{ExecEnv, ExecResult};
 use crate::catalog::queue::ClaimedRun;
-use crate::runtime::writer;
 
 /// Runs a sql job.
 pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
@@ -39,10 +38,9 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
         .unwrap_or_default();
     let sql = sql.to_string();
     let inserts = super::activity::is_insert(&sql);
-    let result = writer::call(&writer, move |conn| {
-        crate::catalog::sql_job::execute(conn, &sql, &params)
-    })
-    .await;
+    let result = writer
+        .call(move |conn| crate::catalog::sql_job::execute(conn, &sql, &params))
+        .await;
     match result {
         Ok(v) => {
             // Answered after the commit: the rows are in.

@@ -13,7 +13,6 @@ pub mod scheduler;
 pub mod supervisor;
 pub mod tenure;
 mod tuning;
-pub mod writer;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -160,22 +159,21 @@ impl EngineBuilder {
             queue::load_written_objects(&conn)?
         };
         let (conn, pool) = catalog.into_parts();
-        // A Writer's actor only forwards to its thread, which survives a panicking operation:
-        // no actix supervisor is needed.
-        let catalog_writer =
-            writer::Writer::new("catalog", db_path.clone(), conn, settings.clone()).start();
+        // The writer's thread survives a panicking operation: no actix supervisor is needed.
+        let catalog_writer = crate::catalog::writer::DbWriter::new(
+            "catalog",
+            db_path.clone(),
+            conn,
+            settings.clone(),
+        );
         // Only now that the catalog is known to be ours: a refused file leaves nothing behind.
         let data_dir = PathBuf::from(&cfg.node.data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|source| CatalogError::Io {
             path: data_dir.clone(),
             source,
         })?;
-        let object_writers = objects::ObjectWriters::new(
-            data_dir.clone(),
-            settings.clone(),
-            pool.clone(),
-            Arbiter::current(),
-        );
+        let object_writers =
+            objects::ObjectWriters::new(data_dir.clone(), settings.clone(), pool.clone());
         for object in written {
             if let Some(path) = objects::resolve(&data_dir, object.conn_string.as_deref()) {
                 object_writers

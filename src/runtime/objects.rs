@@ -12,11 +12,10 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use actix::prelude::*;
 use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
 
-use super::writer::Writer;
+use crate::catalog::writer::DbWriter;
 use crate::catalog::{self, CatalogError, DbSettings, open_connection};
 
 /// Where an object's rows live: `None` for the catalog itself, else its database file (a
@@ -40,23 +39,20 @@ pub struct ObjectWriters {
     data_dir: PathBuf,
     settings: DbSettings,
     pool: Pool<SqliteConnectionManager>,
-    arbiter: ArbiterHandle,
-    writers: Mutex<HashMap<String, (PathBuf, Addr<Writer>)>>,
+    writers: Mutex<HashMap<String, (PathBuf, DbWriter)>>,
 }
 
 impl ObjectWriters {
-    /// A registry whose Writers run on `arbiter` and read object rows through `pool`.
+    /// A registry whose Writers read object rows through `pool`.
     pub fn new(
         data_dir: PathBuf,
         settings: DbSettings,
         pool: Pool<SqliteConnectionManager>,
-        arbiter: ArbiterHandle,
     ) -> Self {
         Self {
             data_dir,
             settings,
             pool,
-            arbiter,
             writers: Mutex::new(HashMap::new()),
         }
     }
@@ -67,14 +63,14 @@ impl ObjectWriters {
     }
 
     /// The Writer of object `name` if it is running already (no IO).
-    pub fn running(&self, name: &str) -> Option<Addr<Writer>> {
+    pub fn running(&self, name: &str) -> Option<DbWriter> {
         let writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
         writers.get(name).map(|(_, addr)| addr.clone())
     }
 
     /// The Writer of object `name`, started if it is not running: reads the object's row and
     /// opens its database (blocking IO on the first use of an object).
-    pub fn get(&self, name: &str) -> Result<Addr<Writer>, String> {
+    pub fn get(&self, name: &str) -> Result<DbWriter, String> {
         if let Some(addr) = self.running(name) {
             return Ok(addr);
         }
@@ -94,7 +90,7 @@ impl ObjectWriters {
     }
 
     /// Starts (or returns) the Writer of `name` on the database at `path`.
-    pub fn start(&self, name: &str, path: PathBuf) -> Result<Addr<Writer>, String> {
+    pub fn start(&self, name: &str, path: PathBuf) -> Result<DbWriter, String> {
         let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((running_path, addr)) = writers.get(name)
             && *running_path == path
@@ -106,13 +102,13 @@ impl ObjectWriters {
                 .within(&path, format!("opening the database of object `{name}`"))
                 .to_string()
         })?;
-        let writer = Writer::new(
+        let writer = DbWriter::new(
             format!("object {name}"),
             path.clone(),
             conn,
             self.settings.clone(),
         );
-        let addr = Writer::start_in_arbiter(&self.arbiter, move |_| writer);
+        let addr = writer;
         tracing::info!(object = %name, db = %path.display(), "object writer started");
         writers.insert(name.to_string(), (path, addr.clone()));
         Ok(addr)

@@ -17,9 +17,9 @@ use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
 use super::tenure::Tenure;
-use super::writer::{self, Writer};
 use crate::catalog::node;
 use crate::catalog::queue::{self, Claim, ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::writer::DbWriter;
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::{self, ExecEnv, ExecResult};
 use crate::lease::ClaimSizer;
@@ -184,7 +184,7 @@ pub struct Processor {
     cfg: ProcessorConfig,
     /// Shared by every run (one reference count per run, not a copy).
     env: Arc<ExecEnv>,
-    writer: Addr<Writer>,
+    writer: DbWriter,
     events: Recipient<RunEvents>,
     /// Run starts not yet told to the Scheduler (sent at the end of each pump).
     started_events: Vec<RunEvent>,
@@ -233,7 +233,7 @@ impl Processor {
     pub fn new(
         cfg: ProcessorConfig,
         env: ExecEnv,
-        writer: Addr<Writer>,
+        writer: DbWriter,
         events: Recipient<RunEvents>,
     ) -> Self {
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (now_ms() as u64);
@@ -337,12 +337,13 @@ impl Processor {
         let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
         let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
         let claim = async move {
-            writer::call(&writer, move |c| {
-                // The fencing token first: a process that lost its name claims nothing.
-                node::check_fence(c, fence)?;
-                queue::claim(c, pid, node, limit, now_ms(), lease, first_token, paused)
-            })
-            .await
+            writer
+                .call(move |c| {
+                    // The fencing token first: a process that lost its name claims nothing.
+                    node::check_fence(c, fence)?;
+                    queue::claim(c, pid, node, limit, now_ms(), lease, first_token, paused)
+                })
+                .await
         };
         ctx.spawn(
             claim
@@ -495,7 +496,10 @@ impl Processor {
             if run.suspect {
                 // Marked executing before it starts, so that a node death now is blamed on it.
                 let (id, token) = (run.run_id, run.claim_token);
-                match writer::call(&writer, move |c| node::mark_executing(c, id, token)).await {
+                match writer
+                    .call(move |c| node::mark_executing(c, id, token))
+                    .await
+                {
                     Ok(true) => {}
                     Ok(false) => return Start::NotOurs,
                     Err(_) => return Start::NotMarked,
@@ -602,7 +606,9 @@ impl Processor {
         let completions = Arc::new(completions);
         let (node, writer, sent) = (self.cfg.node_id, self.writer.clone(), completions.clone());
         let write = async move {
-            writer::call(&writer, move |conn| queue::complete_all(conn, node, &sent)).await
+            writer
+                .call(move |conn| queue::complete_all(conn, node, &sent))
+                .await
         };
         ctx.spawn(write.into_actor(self).map(move |recorded, act, ctx| {
             act.recording = false;

@@ -28,9 +28,9 @@ use serde_json::Value as Json;
 
 use super::Clock;
 use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
-use super::writer::{self, Writer};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{self, NewRun, ScheduledJob};
+use crate::catalog::writer::DbWriter;
 use crate::model::RunStatus;
 use crate::schedule::{Decision, JobHistory, JobPlanner, PlanPolicy, Schedule, slot_keys};
 
@@ -100,7 +100,7 @@ struct Decided {
 pub struct Scheduler {
     node_id: i64,
     pool: Pool<SqliteConnectionManager>,
-    writer: Addr<Writer>,
+    writer: DbWriter,
     clock: Arc<dyn Clock>,
     tz: Tz,
     entries: HashMap<i64, Entry>,
@@ -125,7 +125,7 @@ impl Scheduler {
     pub fn new(
         node_id: i64,
         pool: Pool<SqliteConnectionManager>,
-        writer: Addr<Writer>,
+        writer: DbWriter,
         clock: Arc<dyn Clock>,
         tz: Tz,
         watch: Connection,
@@ -277,7 +277,7 @@ impl Scheduler {
         self.ticking = true;
         let installs = self.installs;
         let writer = self.writer.clone();
-        let decide = async move { writer::call(&writer, move |c| decide_due(c, due, now)).await };
+        let decide = async move { writer.call(move |c| decide_due(c, due, now)).await };
         ctx.spawn(decide.into_actor(self).map(move |result, act, ctx| {
             act.ticking = false;
             match result {
@@ -564,28 +564,29 @@ impl Handler<Trigger> for Scheduler {
             .collect();
         let job = msg.job;
         let insert = async move {
-            writer::call(&writer, move |c| {
-                let (job_id, processor_id, priority) = queue::job_for_trigger(c, &job)?;
-                let mut ids = Vec::with_capacity(params.len());
-                for params in params {
-                    let run = NewRun {
-                        job_id,
-                        processor_id,
-                        priority,
-                        scheduled_for: None,
-                        run_after: now,
-                        params,
-                        status: RunStatus::Queued,
-                        error: None,
-                    };
-                    ids.push(
-                        queue::enqueue(c, &run, now)?
-                            .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
-                    );
-                }
-                Ok((ids, processor_id, priority))
-            })
-            .await
+            writer
+                .call(move |c| {
+                    let (job_id, processor_id, priority) = queue::job_for_trigger(c, &job)?;
+                    let mut ids = Vec::with_capacity(params.len());
+                    for params in params {
+                        let run = NewRun {
+                            job_id,
+                            processor_id,
+                            priority,
+                            scheduled_for: None,
+                            run_after: now,
+                            params,
+                            status: RunStatus::Queued,
+                            error: None,
+                        };
+                        ids.push(
+                            queue::enqueue(c, &run, now)?
+                                .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
+                        );
+                    }
+                    Ok((ids, processor_id, priority))
+                })
+                .await
         };
         Box::pin(insert.into_actor(self).map(|result, act, _| {
             let (ids, processor_id, priority) = result?;

@@ -26,10 +26,10 @@ use super::processor::{
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
 use super::tuning::{self, StatsBook};
-use super::writer::{self, Writer};
 use crate::catalog::activation::{self, DecisionContext, JobActivation, NewDecision};
 use crate::catalog::node::{self, NodeHolder};
 use crate::catalog::queue::{self, LocalProcessor};
+use crate::catalog::writer::DbWriter;
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::ExecEnv;
 use crate::model::{ActivationState, Pin};
@@ -74,7 +74,7 @@ pub struct Supervisor {
     /// Runs whose node died while they were claimed execute one at a time on this node.
     suspects: Arc<SuspectGate>,
     pool: Pool<SqliteConnectionManager>,
-    writer: Addr<Writer>,
+    writer: DbWriter,
     env: ExecEnv,
     scheduler: Addr<Scheduler>,
     processors: HashMap<i64, (LocalProcessor, Addr<Processor>)>,
@@ -99,7 +99,7 @@ impl Supervisor {
     pub fn new(
         tenure: Arc<Tenure>,
         pool: Pool<SqliteConnectionManager>,
-        writer: Addr<Writer>,
+        writer: DbWriter,
         env: ExecEnv,
         scheduler: Addr<Scheduler>,
         policy: PolicyConfig,
@@ -135,54 +135,55 @@ impl Supervisor {
         let (writer, node) = (self.writer.clone(), self.node_id);
         let policy = Policy::new(self.policy.config().clone());
         let write = async move {
-            writer::call(&writer, move |c| {
-                let jobs = activation::job_activations(c, node)?;
-                let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
-                let minimum = policy.initial_active(&views);
-                let now = now_ms();
-                for job in &jobs {
-                    let (state, reason, cause) = if minimum.contains(&job.job_id) {
-                        let (why, cause) = match (job.pin, job.required) {
-                            (Some(Pin::Active), _) => ("pinned active", Cause::Pin),
-                            (_, true) => ("start-up minimum: required", Cause::Minimum),
-                            _ => (
-                                "start-up minimum: priority at or above the floor",
+            writer
+                .call(move |c| {
+                    let jobs = activation::job_activations(c, node)?;
+                    let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
+                    let minimum = policy.initial_active(&views);
+                    let now = now_ms();
+                    for job in &jobs {
+                        let (state, reason, cause) = if minimum.contains(&job.job_id) {
+                            let (why, cause) = match (job.pin, job.required) {
+                                (Some(Pin::Active), _) => ("pinned active", Cause::Pin),
+                                (_, true) => ("start-up minimum: required", Cause::Minimum),
+                                _ => (
+                                    "start-up minimum: priority at or above the floor",
+                                    Cause::Minimum,
+                                ),
+                            };
+                            (ActivationState::Active, why, cause)
+                        } else if job.pin == Some(Pin::Inactive) {
+                            (ActivationState::Standby, "pinned inactive", Cause::Pin)
+                        } else {
+                            (
+                                ActivationState::Standby,
+                                "standby: activated in priority order while the node is healthy",
                                 Cause::Minimum,
-                            ),
+                            )
                         };
-                        (ActivationState::Active, why, cause)
-                    } else if job.pin == Some(Pin::Inactive) {
-                        (ActivationState::Standby, "pinned inactive", Cause::Pin)
-                    } else {
-                        (
-                            ActivationState::Standby,
-                            "standby: activated in priority order while the node is healthy",
-                            Cause::Minimum,
-                        )
-                    };
-                    activation::set_state(c, node, job.job_id, state, reason, now)?;
-                    if state == ActivationState::Active {
-                        // The start-up activation is a decision like any later one.
-                        activation::record_decision(
-                            c,
-                            node,
-                            &NewDecision {
-                                at: now,
-                                action: "activate",
-                                job_id: Some(job.job_id),
-                                processor_id: None,
-                                subject: Some(&job.name),
-                                reason,
-                                evidence: None,
-                                cause: cause.as_str(),
-                            },
-                        )?;
+                        activation::set_state(c, node, job.job_id, state, reason, now)?;
+                        if state == ActivationState::Active {
+                            // The start-up activation is a decision like any later one.
+                            activation::record_decision(
+                                c,
+                                node,
+                                &NewDecision {
+                                    at: now,
+                                    action: "activate",
+                                    job_id: Some(job.job_id),
+                                    processor_id: None,
+                                    subject: Some(&job.name),
+                                    reason,
+                                    evidence: None,
+                                    cause: cause.as_str(),
+                                },
+                            )?;
+                        }
                     }
-                }
-                activation::set_writes_paused(c, node, false)?;
-                Ok(minimum.len())
-            })
-            .await
+                    activation::set_writes_paused(c, node, false)?;
+                    Ok(minimum.len())
+                })
+                .await
         };
         ctx.spawn(write.into_actor(self).map(|result, act, _| match result {
             Ok(n) => {
@@ -311,14 +312,15 @@ impl Supervisor {
         let (writer, node) = (self.writer.clone(), self.node_id);
         let at = report.sample.at;
         let write = async move {
-            writer::call(&writer, move |c| {
-                queue::record_stats(c, node, at, &stats)?;
-                for d in &decisions {
-                    activation::apply_decision(c, node, d, &cx)?;
-                }
-                Ok::<_, CatalogError>(())
-            })
-            .await
+            writer
+                .call(move |c| {
+                    queue::record_stats(c, node, at, &stats)?;
+                    for d in &decisions {
+                        activation::apply_decision(c, node, d, &cx)?;
+                    }
+                    Ok::<_, CatalogError>(())
+                })
+                .await
         };
         ctx.spawn(write.into_actor(self).map(move |result, act, _| {
             act.evaluating = false;
@@ -395,8 +397,9 @@ impl Supervisor {
         let (writer, node, at) = (self.writer.clone(), self.node_id, report.sample.at);
         ctx.spawn(
             async move {
-                if let Err(e) =
-                    writer::call(&writer, move |c| queue::record_stats(c, node, at, &stats)).await
+                if let Err(e) = writer
+                    .call(move |c| queue::record_stats(c, node, at, &stats))
+                    .await
                 {
                     tracing::warn!("recording health stats: {e}");
                 }
@@ -491,65 +494,66 @@ impl Supervisor {
             .collect();
         let (writer, node) = (self.writer.clone(), self.node_id);
         let write = async move {
-            writer::call(&writer, move |c| {
-                let now = now_ms();
-                let mut admitted = 0;
-                for job in activation::job_activations(c, node)? {
-                    if job.state.is_some() {
-                        continue;
-                    }
-                    let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
-                    if others_ok && !waits_for_disk {
-                        let reason = if disk_short {
-                            "added or enabled by an operator while the node is healthy but for \
+            writer
+                .call(move |c| {
+                    let now = now_ms();
+                    let mut admitted = 0;
+                    for job in activation::job_activations(c, node)? {
+                        if job.state.is_some() {
+                            continue;
+                        }
+                        let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
+                        if others_ok && !waits_for_disk {
+                            let reason = if disk_short {
+                                "added or enabled by an operator while the node is healthy but for \
                              a short disk, and it writes no data: active at once"
-                        } else {
-                            "added or enabled by an operator while the node is healthy: active \
+                            } else {
+                                "added or enabled by an operator while the node is healthy: active \
                              at once"
-                        };
-                        activation::set_state(
-                            c,
-                            node,
-                            job.job_id,
-                            ActivationState::Active,
-                            reason,
-                            now,
-                        )?;
-                        activation::record_decision(
-                            c,
-                            node,
-                            &NewDecision {
-                                at: now,
-                                action: "activate",
-                                job_id: Some(job.job_id),
-                                processor_id: None,
-                                subject: Some(&job.name),
+                            };
+                            activation::set_state(
+                                c,
+                                node,
+                                job.job_id,
+                                ActivationState::Active,
                                 reason,
-                                evidence: None,
-                                cause: Cause::Operator.as_str(),
-                            },
-                        )?;
-                        admitted += 1;
-                    } else {
-                        let reason = format!(
-                            "added or enabled while the node is under pressure ({}): standby \
+                                now,
+                            )?;
+                            activation::record_decision(
+                                c,
+                                node,
+                                &NewDecision {
+                                    at: now,
+                                    action: "activate",
+                                    job_id: Some(job.job_id),
+                                    processor_id: None,
+                                    subject: Some(&job.name),
+                                    reason,
+                                    evidence: None,
+                                    cause: Cause::Operator.as_str(),
+                                },
+                            )?;
+                            admitted += 1;
+                        } else {
+                            let reason = format!(
+                                "added or enabled while the node is under pressure ({}): standby \
                              until the policy activates it, in priority order, once the node is \
                              healthy (pin it active to run it regardless)",
-                            pressure.join(", ")
-                        );
-                        activation::set_state(
-                            c,
-                            node,
-                            job.job_id,
-                            ActivationState::Standby,
-                            &reason,
-                            now,
-                        )?;
+                                pressure.join(", ")
+                            );
+                            activation::set_state(
+                                c,
+                                node,
+                                job.job_id,
+                                ActivationState::Standby,
+                                &reason,
+                                now,
+                            )?;
+                        }
                     }
-                }
-                Ok::<_, CatalogError>(admitted)
-            })
-            .await
+                    Ok::<_, CatalogError>(admitted)
+                })
+                .await
         };
         ctx.spawn(write.into_actor(self).map(|result, _, _| match result {
             Ok(0) => {}
@@ -636,18 +640,19 @@ impl Supervisor {
         }
         let (writer, lease, mark) = (self.writer.clone(), self.tenure.lease(), self.tenure.mark());
         let beat = async move {
-            writer::call(&writer, move |c| {
-                let held = node::heartbeat(c, lease, now_ms())?;
-                Ok((
-                    held,
-                    if held {
-                        None
-                    } else {
-                        node::holder(c, lease.node_id)?
-                    },
-                ))
-            })
-            .await
+            writer
+                .call(move |c| {
+                    let held = node::heartbeat(c, lease, now_ms())?;
+                    Ok((
+                        held,
+                        if held {
+                            None
+                        } else {
+                            node::holder(c, lease.node_id)?
+                        },
+                    ))
+                })
+                .await
         };
         ctx.spawn(
             beat.into_actor(self)
@@ -763,11 +768,11 @@ impl Handler<Shutdown> for Supervisor {
                 for d in drains {
                     let _ = d.await;
                 }
-                if let Err(e) = writer::call(&writer, move |c| node::release_node(c, lease)).await {
+                if let Err(e) = writer.call(move |c| node::release_node(c, lease)).await {
                     tracing::warn!("releasing the node name: {e}");
                 }
                 // The catalog file alone holds everything afterwards: the WAL is emptied.
-                let _ = writer.send(writer::Settle).await;
+                writer.settle().await;
             }
             .into_actor(self),
         )

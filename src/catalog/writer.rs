@@ -1,8 +1,8 @@
-//! Writer is an actor. It owns the one write connection to a database file (the catalog, or a
-//! data object's file); it talks to whoever submits operations and answers each after commit.
-//! The connection lives on a thread of the writer's own, which runs transactions back to back:
-//! the next one starts as soon as the previous one committed, however busy the actors' thread
-//! is (the actor only forwards operations to it).
+//! [`DbWriter`] is the one write connection to a database file (the catalog, or a data
+//! object's file), on a thread of its own which runs transactions back to back: the next one
+//! starts as soon as the previous one committed, however busy the actors' thread is. The
+//! handle is cheap to clone; whoever holds one submits operations and is answered after
+//! commit. It is no actor: the runtime's actors hold the handle, and nothing here names actix.
 //!
 //! Invariant: every write to its database goes through it, in submission order; operations
 //! that queue while a transaction is committing share the next transaction (group commit), each
@@ -26,7 +26,6 @@ use std::sync::mpsc::{
 };
 use std::time::{Duration, Instant};
 
-use actix::prelude::*;
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 
@@ -36,18 +35,6 @@ use crate::catalog::CatalogError;
 type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
 /// An operation: runs inside the batch's transaction and says whether it succeeded.
 type Op = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
-
-/// Submit one operation (use [`call`]).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Submit(Op);
-
-/// Empty the WAL into the database file now (a TRUNCATE checkpoint, between transactions): at a
-/// clean shutdown, so that the file alone holds everything. Answers when done (or given up on
-/// because a reader held the log).
-#[derive(Message)]
-#[rtype(result = "()")]
-pub struct Settle;
 
 /// What the writer's thread is asked to do.
 enum Job {
@@ -126,15 +113,26 @@ impl Checkpointer {
     }
 }
 
-/// The writer of one database file: the actor end of its thread.
-pub struct Writer {
+/// The writer of one database file: the handle of its thread. The thread ends once every
+/// handle is dropped and what was queued is done.
+#[derive(Clone)]
+pub struct DbWriter {
     label: String,
     path: PathBuf,
     /// To the writer's thread; `None` when the thread could not start.
     ops: Option<Sender<Job>>,
 }
 
-impl Writer {
+impl std::fmt::Debug for DbWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DbWriter")
+            .field("label", &self.label)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl DbWriter {
     /// A writer that owns `conn` (already configured with the pragmas), on a thread of its own.
     pub fn new(
         label: impl Into<String>,
@@ -163,7 +161,54 @@ impl Writer {
                 None
             }
         };
+        tracing::debug!(writer = %label, path = %path.display(), "writer started");
         Self { label, path, ops }
+    }
+
+    /// The database file it writes.
+    pub fn path(&self) -> &std::path::Path {
+        &self.path
+    }
+
+    fn submit(&self, job: Job) {
+        // A failed send drops the operation: its caller hears the writer did not answer.
+        if self.ops.as_ref().is_none_or(|ops| ops.send(job).is_err()) {
+            tracing::error!(writer = %self.label, "the writer thread is gone; operation dropped");
+        }
+    }
+
+    /// Runs `f` inside the writer's next transaction and returns its result once committed.
+    pub async fn call<T, F>(&self, f: F) -> Result<T, CatalogError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
+    {
+        let (op, rx) = operation(f);
+        self.submit(Job::Op(op));
+        rx.await
+            .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+    }
+
+    /// Like [`DbWriter::call`], for blocking code (functions on the blocking pool): waits on
+    /// this thread.
+    pub fn call_blocking<T, F>(&self, f: F) -> Result<T, CatalogError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
+    {
+        let (op, rx) = operation(f);
+        self.submit(Job::Op(op));
+        rx.blocking_recv()
+            .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+    }
+
+    /// Empties the WAL into the database file now (a TRUNCATE checkpoint, between
+    /// transactions): at a clean shutdown, so that the file alone holds everything. Answers
+    /// when done (or given up on because a reader held the log).
+    pub async fn settle(&self) {
+        let (tx, rx) = oneshot::channel();
+        self.submit(Job::Settle(tx));
+        let _ = rx.await;
     }
 }
 
@@ -181,7 +226,7 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    /// Runs transactions until every sender is gone (the actor stopped) and nothing is queued.
+    /// Runs transactions until every handle is gone and nothing is queued.
     fn run(mut self, queued: Receiver<Job>) {
         self.checkpointer = match Checkpointer::start(&self.label, &self.path, &self.settings) {
             Ok(c) => Some(c),
@@ -420,72 +465,6 @@ fn op_failed(op: Op, conn: &Connection) -> Reply {
     reply
 }
 
-impl Actor for Writer {
-    type Context = Context<Self>;
-
-    fn started(&mut self, ctx: &mut Context<Self>) {
-        // Submitters may burst; a large mailbox keeps them from blocking on `send`.
-        ctx.set_mailbox_capacity(65_536);
-        tracing::debug!(writer = %self.label, path = %self.path.display(), "writer started");
-    }
-}
-
-impl Handler<Submit> for Writer {
-    type Result = ();
-
-    fn handle(&mut self, msg: Submit, _: &mut Context<Self>) {
-        // A failed send drops the operation: its caller hears the writer did not answer.
-        if self
-            .ops
-            .as_ref()
-            .is_none_or(|ops| ops.send(Job::Op(msg.0)).is_err())
-        {
-            tracing::error!(writer = %self.label, "the writer thread is gone; operation dropped");
-        }
-    }
-}
-
-impl Handler<Settle> for Writer {
-    type Result = ResponseFuture<()>;
-
-    fn handle(&mut self, _: Settle, _: &mut Context<Self>) -> ResponseFuture<()> {
-        let (tx, rx) = oneshot::channel();
-        if let Some(ops) = &self.ops {
-            let _ = ops.send(Job::Settle(tx));
-        }
-        Box::pin(async move {
-            let _ = rx.await;
-        })
-    }
-}
-
-/// Like [`call`], for blocking code (functions on the blocking pool): waits on this thread.
-pub fn call_blocking<T, F>(writer: &Addr<Writer>, f: F) -> Result<T, CatalogError>
-where
-    T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
-{
-    let (op, rx) = operation(f);
-    writer.do_send(Submit(op));
-    rx.blocking_recv()
-        .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
-}
-
-/// Runs `f` inside the writer's next transaction and returns its result once committed.
-pub async fn call<T, F>(writer: &Addr<Writer>, f: F) -> Result<T, CatalogError>
-where
-    T: Send + 'static,
-    F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
-{
-    let (op, rx) = operation(f);
-    writer
-        .send(Submit(op))
-        .await
-        .map_err(|e| CatalogError::Refused(format!("writer unavailable: {e}")))?;
-    rx.await
-        .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
-}
-
 type Answer<T> = oneshot::Receiver<Result<T, CatalogError>>;
 
 fn operation<T, F>(f: F) -> (Op, Answer<T>)
@@ -515,6 +494,14 @@ mod tests {
     use super::*;
     use crate::catalog::DbSettings;
 
+    /// A runtime to await the writer's answers on (the catalog names no actor runtime).
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+    }
+
     /// A panicking operation loses its batch (its caller hears the writer did not answer); the
     /// writer's thread goes on with a new connection and later operations commit.
     #[test]
@@ -524,26 +511,27 @@ mod tests {
         let settings = DbSettings::default();
         let conn = crate::catalog::open_connection(&path, &settings).unwrap();
         conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
-        actix_rt::System::new().block_on(async move {
-            let writer = Writer::new("test", path, conn, settings).start();
-            let lost = call(&writer, |c| -> Result<(), CatalogError> {
-                c.execute("INSERT INTO t (v) VALUES (1)", [])?;
-                panic!("boom")
-            })
-            .await;
+        runtime().block_on(async move {
+            let writer = DbWriter::new("test", path, conn, settings);
+            let lost = writer
+                .call(|c| -> Result<(), CatalogError> {
+                    c.execute("INSERT INTO t (v) VALUES (1)", [])?;
+                    panic!("boom")
+                })
+                .await;
             assert!(matches!(lost, Err(CatalogError::Refused(_))), "{lost:?}");
-            call(&writer, |c| {
-                Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?)
-            })
-            .await
-            .unwrap();
-            let kept: Vec<i64> = call(&writer, |c| {
-                let mut stmt = c.prepare("SELECT v FROM t")?;
-                let rows = stmt.query_map([], |r| r.get(0))?;
-                Ok(rows.collect::<Result<_, _>>()?)
-            })
-            .await
-            .unwrap();
+            writer
+                .call(|c| Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?))
+                .await
+                .unwrap();
+            let kept: Vec<i64> = writer
+                .call(|c| {
+                    let mut stmt = c.prepare("SELECT v FROM t")?;
+                    let rows = stmt.query_map([], |r| r.get(0))?;
+                    Ok(rows.collect::<Result<_, _>>()?)
+                })
+                .await
+                .unwrap();
             assert_eq!(
                 kept,
                 [2],
@@ -564,33 +552,38 @@ mod tests {
         let conn = crate::catalog::open_connection(&path, &settings).unwrap();
         conn.execute_batch("CREATE TABLE t (v BLOB)").unwrap();
         let size = |p: &std::path::Path| std::fs::metadata(p).map_or(0, |m| m.len());
-        actix_rt::System::new().block_on(async move {
-            let writer = Writer::new("test", path.clone(), conn, settings).start();
+        runtime().block_on(async move {
+            let writer = DbWriter::new("test", path.clone(), conn, settings);
             let mut peak = 0;
             // 48 MiB written (and 24 MiB deleted) in 12 KiB transactions, back to back.
             for i in 0..4096 {
-                call(&writer, move |c| {
-                    c.execute("INSERT INTO t (v) VALUES (zeroblob(12000))", [])?;
-                    if i % 2 == 1 {
-                        c.execute("DELETE FROM t WHERE rowid = (SELECT min(rowid) FROM t)", [])?;
-                    }
-                    Ok(())
-                })
-                .await
-                .unwrap();
+                writer
+                    .call(move |c| {
+                        c.execute("INSERT INTO t (v) VALUES (zeroblob(12000))", [])?;
+                        if i % 2 == 1 {
+                            c.execute(
+                                "DELETE FROM t WHERE rowid = (SELECT min(rowid) FROM t)",
+                                [],
+                            )?;
+                        }
+                        Ok(())
+                    })
+                    .await
+                    .unwrap();
                 peak = peak.max(size(&wal));
             }
             assert!(
                 peak <= WAL_RESTART_BYTES + (4 << 20),
                 "WAL peak {peak} bytes, bound {WAL_RESTART_BYTES}"
             );
-            writer.send(Settle).await.unwrap();
+            writer.settle().await;
             assert_eq!(size(&wal), 0, "settled: the WAL is empty");
-            call(&writer, |c| Ok(c.execute("DELETE FROM t", [])?))
+            writer
+                .call(|c| Ok(c.execute("DELETE FROM t", [])?))
                 .await
                 .unwrap();
             assert!(size(&wal) > 0);
-            actix_rt::time::sleep(SETTLE_AFTER_IDLE + Duration::from_millis(500)).await;
+            tokio::time::sleep(SETTLE_AFTER_IDLE + Duration::from_millis(500)).await;
             assert_eq!(size(&wal), 0, "idle: the WAL is empty");
         });
     }
