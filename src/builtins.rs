@@ -1,8 +1,9 @@
 //! The built-in functions that make the default catalog useful: run-state reset, device and
 //! object statistics, pruning, database maintenance and catalog backup; plus `debug.*` helpers.
 //!
-//! Invariant: builtins write the catalog only through the CatalogWriter (`call_blocking`) and
-//! read it through the pool; SQL stays in `catalog::queue`.
+//! Invariant: builtins write the catalog only through the CatalogWriter's blocking verbs
+//! (`fail_stuck_runs`, `record_stats_blocking`, prunes) and read it through the pool; SQL stays
+//! in `catalog`.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -57,7 +58,7 @@ fn job_state_reset(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let reset = ctx
         .env
         .catalog_writer
-        .call_blocking(move |c| queue::fail_stuck_runs(c, now, grace))
+        .fail_stuck_runs(now, grace)
         .map_err(err)?;
     Ok(json!({ "reset": reset }))
 }
@@ -76,7 +77,7 @@ fn device_stats(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let count = stats.len();
     ctx.env
         .catalog_writer
-        .call_blocking(move |c| queue::record_stats(c, node, now, &stats))
+        .record_stats_blocking(node, now, stats)
         .map_err(err)?;
     Ok(json!({ "recorded": count, "sample": sample }))
 }
@@ -157,7 +158,7 @@ fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     let now = now_ms();
     ctx.env
         .catalog_writer
-        .call_blocking(move |c| queue::record_stats(c, node, now, &stats))
+        .record_stats_blocking(node, now, stats)
         .map_err(err)?;
     Ok(Json::Object(report))
 }
@@ -178,21 +179,15 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
     for (name, conn_string, _key, time_field, ttl) in objects {
         let before = now_ms() - ttl * 1000;
         let deleted = match (object_db(ctx, &conn_string), name.as_str()) {
-            (None, "job_run") => ctx
-                .env
-                .catalog_writer
-                .call_blocking(move |c| queue::prune_runs(c, before)),
-            (None, "stat") => ctx
-                .env
-                .catalog_writer
-                .call_blocking(move |c| queue::prune_stats(c, before)),
+            (None, "job_run") => ctx.env.catalog_writer.prune_runs(before),
+            (None, "stat") => ctx.env.catalog_writer.prune_stats(before),
             (None, _) => Err(CatalogError::Refused(format!(
                 "object `{name}` lives in the catalog; only job_run and stat are pruned there"
             ))),
             (Some(_), _) => match (ctx.env.object_writers.get(&name), time_field) {
                 (Ok(writer), Some(field)) => {
                     let table = name.clone();
-                    writer.call_blocking(move |c| queue::prune_table(c, &table, &field, before))
+                    writer.prune_table(table, field, before)
                 }
                 (Err(e), _) => Err(CatalogError::Unavailable(e)),
                 (_, None) => Err(CatalogError::Refused(format!(
@@ -234,7 +229,7 @@ fn record_prune(ctx: &FnContext, object: &str, deleted: usize) -> Result<(), Str
     let node = ctx.env.node_id;
     ctx.env
         .catalog_writer
-        .call_blocking(move |c| queue::record_stats(c, node, now, &stats))
+        .record_stats_blocking(node, now, stats)
         .map_err(err)
 }
 
@@ -250,11 +245,7 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
     };
     let days = input.get("days").and_then(Json::as_i64);
     let before = now_ms() - days.map_or(ttl_s * 1000, |d| d * 86_400_000);
-    let deleted = ctx
-        .env
-        .catalog_writer
-        .call_blocking(move |c| queue::prune_runs(c, before))
-        .map_err(err)?;
+    let deleted = ctx.env.catalog_writer.prune_runs(before).map_err(err)?;
     record_prune(ctx, "job_run", deleted)?;
     Ok(json!({ "deleted": deleted, "before": before }))
 }

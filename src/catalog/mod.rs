@@ -12,8 +12,10 @@ pub mod observe;
 pub mod open;
 pub mod queue;
 pub mod runs;
+pub mod slots;
 pub mod sql_job;
 pub mod stats;
+pub mod verbs;
 pub mod writer;
 
 pub use open::Access;
@@ -539,29 +541,9 @@ impl Catalog {
         actor: &str,
     ) -> Result<i64, CatalogError> {
         let tx = write_tx(&mut self.conn)?;
-        let (job_id, processor_id, priority) = queue::job_for_trigger(&tx, name)?;
-        let now = now_ms();
-        let run = queue::NewRun {
-            job_id,
-            processor_id,
-            priority,
-            scheduled_for: None,
-            run_after: now,
-            params: params.map(Json::to_string),
-            status: crate::model::RunStatus::Queued,
-            error: None,
-        };
-        let id = queue::enqueue(&tx, &run, now)?
-            .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?;
-        audit(
-            &tx,
-            actor,
-            "job.run",
-            name,
-            Some(&serde_json::json!({ "run_id": id })),
-        )?;
+        let queued = verbs::trigger(&tx, name, &[params.map(Json::to_string)], now_ms(), actor)?;
         tx.commit()?;
-        Ok(id)
+        Ok(queued.run_ids[0])
     }
 
     /// Pins `name` active or inactive on node `node` (created if new), or removes the pin.
@@ -667,7 +649,7 @@ const SELECT_AUDIT: &str =
     "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
 
 pub(crate) fn audit(
-    tx: &Transaction<'_>,
+    tx: &Connection,
     actor: &str,
     action: &str,
     subject: &str,

@@ -178,7 +178,7 @@ impl DbWriter {
     }
 
     /// Runs `f` inside the writer's next transaction and returns its result once committed.
-    pub async fn call<T, F>(&self, f: F) -> Result<T, CatalogError>
+    pub(in crate::catalog) async fn call<T, F>(&self, f: F) -> Result<T, CatalogError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
@@ -191,7 +191,7 @@ impl DbWriter {
 
     /// Like [`DbWriter::call`], for blocking code (functions on the blocking pool): waits on
     /// this thread.
-    pub fn call_blocking<T, F>(&self, f: F) -> Result<T, CatalogError>
+    pub(in crate::catalog) fn call_blocking<T, F>(&self, f: F) -> Result<T, CatalogError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,

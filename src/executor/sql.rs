@@ -38,9 +38,7 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
         .unwrap_or_default();
     let sql = sql.to_string();
     let inserts = super::activity::is_insert(&sql);
-    let result = writer
-        .call(move |conn| crate::catalog::sql_job::execute(conn, &sql, &params))
-        .await;
+    let result = writer.execute_sql(sql, params).await;
     match result {
         Ok(v) => {
             // Answered after the commit: the rows are in.

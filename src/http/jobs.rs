@@ -316,10 +316,11 @@ pub(super) struct Queued {
 
 async fn queue(
     state: &ApiState,
+    who: &Principal,
     job: String,
     params: Vec<Option<Json>>,
 ) -> Result<HttpResponse, ApiError> {
-    let run_ids = crate::ops::node::trigger(&state.engine, &job, params).await?;
+    let run_ids = crate::ops::node::trigger(&state.engine, &who.user, &job, params).await?;
     Ok(HttpResponse::Created().json(Queued { job, run_ids }))
 }
 
@@ -332,10 +333,11 @@ async fn queue(
 #[post("/api/v1/jobs/{name}/runs")]
 async fn trigger(
     state: State,
+    who: Principal,
     name: web::Path<String>,
     body: Body<TriggerBody>,
 ) -> Result<HttpResponse, ApiError> {
-    queue(&state, name.into_inner(), vec![body.0.params]).await
+    queue(&state, &who, name.into_inner(), vec![body.0.params]).await
 }
 
 /// Queue many runs of a job in one transaction (1–10,000).
@@ -347,9 +349,10 @@ async fn trigger(
 #[post("/api/v1/jobs/{name}/runs/batch")]
 async fn trigger_batch(
     state: State,
+    who: Principal,
     name: web::Path<String>,
     body: Body<BatchBody>,
 ) -> Result<HttpResponse, ApiError> {
     let params = body.0.runs.into_iter().map(|r| r.params).collect();
-    queue(&state, name.into_inner(), params).await
+    queue(&state, &who, name.into_inner(), params).await
 }

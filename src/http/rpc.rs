@@ -168,7 +168,8 @@ async fn command(
         "job.run" => {
             let job = string_param(&p, "job")?;
             let params = p.get("params").cloned().filter(|v| !v.is_null());
-            let ids = crate::ops::node::trigger(&state.engine, &job, vec![params]).await?;
+            let ids =
+                crate::ops::node::trigger(&state.engine, &who.user, &job, vec![params]).await?;
             json!({ "run_id": ids[0] })
         }
         "job.run_many" => {
@@ -179,7 +180,7 @@ async fn command(
                 .iter()
                 .map(|v| Some(v.clone()).filter(|v| !v.is_null()))
                 .collect();
-            let ids = crate::ops::node::trigger(&state.engine, &job, runs).await?;
+            let ids = crate::ops::node::trigger(&state.engine, &who.user, &job, runs).await?;
             json!({ "run_ids": ids })
         }
         "job.enable" | "job.disable" => {
@@ -262,7 +263,7 @@ async fn call_function(
         .write(&who.user, move |ops| Ok(ops.rpc_job(&function)?))
         .await?;
     let params = (!params.is_null()).then_some(params);
-    let ids = crate::ops::node::trigger(&state.engine, &job, vec![params]).await?;
+    let ids = crate::ops::node::trigger(&state.engine, &who.user, &job, vec![params]).await?;
     let id = ids[0];
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);

@@ -50,15 +50,19 @@ fn engine_error(e: EngineError) -> OpError {
     }
 }
 
-/// Queues one run of `job` per parameter set through the running engine, in one transaction;
-/// returns the run ids.
+/// Queues one run of `job` per parameter set through the running engine, in one transaction
+/// with one audit row naming `actor`; returns the run ids.
 pub async fn trigger(
     engine: &Engine,
+    actor: &str,
     job: &str,
     params: Vec<Option<Json>>,
 ) -> Result<Vec<i64>, OpError> {
     check_params(&params)?;
-    engine.trigger_many(job, params).await.map_err(engine_error)
+    engine
+        .trigger_many_as(actor, job, params)
+        .await
+        .map_err(engine_error)
 }
 
 /// What the node is doing.

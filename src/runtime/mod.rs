@@ -72,6 +72,9 @@ pub enum EngineError {
     Stopped,
 }
 
+/// The actor audit rows name for runs triggered by embedding code through [`Engine::trigger`].
+pub const EMBEDDED_ACTOR: &str = "embedded";
+
 /// Builds an [`Engine`].
 pub struct EngineBuilder {
     config: NodeConfig,
@@ -291,21 +294,35 @@ impl Engine {
         self.seeded
     }
 
-    /// Queues a run of `job` now, with `params` overlaying its payload; returns the run id.
+    /// Queues a run of `job` now, with `params` overlaying its payload; returns the run id
+    /// (audited as [`EMBEDDED_ACTOR`]).
     pub async fn trigger(&self, job: &str, params: Option<Json>) -> Result<i64, EngineError> {
         let ids = self.trigger_many(job, vec![params]).await?;
         ids.into_iter().next().ok_or(EngineError::Stopped)
     }
 
     /// Queues one run of `job` per parameter set, in one transaction; returns the run ids.
+    /// The audit row names the actor [`EMBEDDED_ACTOR`].
     pub async fn trigger_many(
         &self,
+        job: &str,
+        params: Vec<Option<Json>>,
+    ) -> Result<Vec<i64>, EngineError> {
+        self.trigger_many_as(EMBEDDED_ACTOR, job, params).await
+    }
+
+    /// Like [`Engine::trigger_many`], with the audit row naming `actor` (a user or token of the
+    /// API, say): the one trigger path of the CLI, the API, JSON-RPC and embedding code.
+    pub async fn trigger_many_as(
+        &self,
+        actor: &str,
         job: &str,
         params: Vec<Option<Json>>,
     ) -> Result<Vec<i64>, EngineError> {
         let msg = scheduler::Trigger {
             job: job.to_string(),
             params,
+            actor: actor.to_string(),
         };
         Ok(self
             .scheduler

@@ -17,8 +17,8 @@ use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
 use super::tenure::Tenure;
-use crate::catalog::node;
-use crate::catalog::queue::{self, Claim, ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::queue::{Claim, ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::verbs::ClaimRequest;
 use crate::catalog::writer::DbWriter;
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::{self, ExecEnv, ExecResult};
@@ -338,10 +338,15 @@ impl Processor {
         let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
         let claim = async move {
             writer
-                .call(move |c| {
-                    // The fencing token first: a process that lost its name claims nothing.
-                    node::check_fence(c, fence)?;
-                    queue::claim(c, pid, node, limit, now_ms(), lease, first_token, paused)
+                .claim(ClaimRequest {
+                    fence,
+                    processor_id: pid,
+                    node_id: node,
+                    limit,
+                    now: now_ms(),
+                    lease_ms: lease,
+                    first_token,
+                    writes_paused: paused,
                 })
                 .await
         };
@@ -496,10 +501,7 @@ impl Processor {
             if run.suspect {
                 // Marked executing before it starts, so that a node death now is blamed on it.
                 let (id, token) = (run.run_id, run.claim_token);
-                match writer
-                    .call(move |c| node::mark_executing(c, id, token))
-                    .await
-                {
+                match writer.mark_executing(id, token).await {
                     Ok(true) => {}
                     Ok(false) => return Start::NotOurs,
                     Err(_) => return Start::NotMarked,
@@ -605,11 +607,7 @@ impl Processor {
         // Shared with the writer's operation, so a failed write can be retried without a copy.
         let completions = Arc::new(completions);
         let (node, writer, sent) = (self.cfg.node_id, self.writer.clone(), completions.clone());
-        let write = async move {
-            writer
-                .call(move |conn| queue::complete_all(conn, node, &sent))
-                .await
-        };
+        let write = async move { writer.complete(node, sent).await };
         ctx.spawn(write.into_actor(self).map(move |recorded, act, ctx| {
             act.recording = false;
             match recorded {

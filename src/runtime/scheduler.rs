@@ -29,10 +29,10 @@ use serde_json::Value as Json;
 use super::Clock;
 use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
 use crate::catalog::CatalogError;
-use crate::catalog::queue::{self, NewRun, ScheduledJob};
+use crate::catalog::queue::{self, ScheduledJob};
+use crate::catalog::slots::{Decided, DueJob};
 use crate::catalog::writer::DbWriter;
-use crate::model::RunStatus;
-use crate::schedule::{Decision, JobHistory, JobPlanner, PlanPolicy, Schedule, slot_keys};
+use crate::schedule::{JobHistory, JobPlanner, PlanPolicy, Schedule};
 
 /// How often the catalog file is checked for edits made by other connections: it bounds how
 /// long a run queued by another process (`jobvisor jobs run`) waits before a free processor
@@ -64,6 +64,8 @@ pub struct Trigger {
     pub job: String,
     /// Parameters for each run (a JSON object overlaying the payload, or none).
     pub params: Vec<Option<Json>>,
+    /// Who asked, for the audit row.
+    pub actor: String,
 }
 
 /// Stop (true) or resume (false) firing schedules.
@@ -76,24 +78,6 @@ struct Entry {
     planner: JobPlanner,
     /// When its planner last decided against the catalog's counts.
     checked_at: i64,
-}
-
-/// A due job's planner on its way into the writer's transaction, and back.
-struct DueJob {
-    job_id: i64,
-    name: String,
-    processor_id: i64,
-    priority: i64,
-    planner: JobPlanner,
-}
-
-/// What deciding the due jobs did, for the actor to carry on.
-#[derive(Default)]
-struct Decided {
-    /// The planners with their new state.
-    jobs: Vec<DueJob>,
-    /// (processor, priority) of each run queued.
-    fired: Vec<(i64, i64)>,
 }
 
 /// The Scheduler actor.
@@ -277,7 +261,7 @@ impl Scheduler {
         self.ticking = true;
         let installs = self.installs;
         let writer = self.writer.clone();
-        let decide = async move { writer.call(move |c| decide_due(c, due, now)).await };
+        let decide = async move { writer.decide_due(due, now).await };
         ctx.spawn(decide.into_actor(self).map(move |result, act, ctx| {
             act.ticking = false;
             match result {
@@ -391,79 +375,6 @@ fn same_plan(a: &ScheduledJob, b: &ScheduledJob) -> bool {
         && a.max_overlap == b.max_overlap
 }
 
-/// Inside the writer's transaction: each due planner learns what the catalog has in flight for
-/// its job, decides, and its decisions become rows. A fired slot whose key another node took
-/// first is handed back to the planner; a re-lived slot takes the next free key of its second.
-fn decide_due(c: &Connection, mut due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
-    let mut fired = Vec::new();
-    for job in &mut due {
-        let f = queue::in_flight(c, job.job_id)?;
-        job.planner.handle_in_flight(
-            f.running.clamp(0, u32::MAX as i64) as u32,
-            f.queued_slots.clamp(0, u32::MAX as i64) as u32,
-        );
-        job.planner
-            .handle_failures(queue::failure_streak(c, job.job_id)?);
-        for decision in job.planner.poll_due(now) {
-            let (slot, status, error) = match decision {
-                Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
-                Decision::Skip { slot, reason } => {
-                    (slot, RunStatus::Skipped, Some(reason.explain().to_string()))
-                }
-                Decision::Drop {
-                    first,
-                    last,
-                    count,
-                    reason,
-                } => {
-                    // One row stands for every slot of the summary.
-                    let summary = summarise(first, last, count, reason.explain());
-                    tracing::info!(job = %job.name, reason = reason.as_str(), "{summary}");
-                    (first, RunStatus::Skipped, Some(summary))
-                }
-            };
-            let mut run = NewRun {
-                job_id: job.job_id,
-                processor_id: job.processor_id,
-                priority: job.priority,
-                scheduled_for: Some(slot),
-                run_after: slot.min(now),
-                params: None,
-                status,
-                error,
-            };
-            let mut inserted = false;
-            for key in slot_keys(slot) {
-                run.scheduled_for = Some(key);
-                if queue::enqueue(c, &run, now)?.is_some() {
-                    inserted = true;
-                    break;
-                }
-            }
-            match (inserted, status) {
-                (true, RunStatus::Queued) => fired.push((job.processor_id, job.priority)),
-                (false, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
-                _ => {}
-            }
-        }
-    }
-    Ok(Decided { jobs: due, fired })
-}
-
-/// "skipped: … (17 slots, 2026-12-01T05:01:00Z to 2026-12-01T05:17:00Z)".
-fn summarise(first: i64, last: i64, count: Option<u64>, why: &str) -> String {
-    let at = crate::schedule::rfc3339;
-    match count {
-        Some(1) => format!("{why} (1 slot, {})", at(first)),
-        Some(n) => format!("{why} ({n} slots, {} to {})", at(first), at(last)),
-        None => format!(
-            "{why} (more than 100,000 slots, {} to {})",
-            at(first),
-            at(last)
-        ),
-    }
-}
-
 impl Actor for Scheduler {
     type Context = Context<Self>;
 
@@ -557,43 +468,15 @@ impl Handler<Trigger> for Scheduler {
     fn handle(&mut self, msg: Trigger, _: &mut Context<Self>) -> Self::Result {
         let writer = self.writer.clone();
         let now = self.clock.now_ms();
-        let params: Vec<Option<String>> = msg
-            .params
-            .into_iter()
-            .map(|p| p.map(|p| p.to_string()))
-            .collect();
-        let job = msg.job;
-        let insert = async move {
-            writer
-                .call(move |c| {
-                    let (job_id, processor_id, priority) = queue::job_for_trigger(c, &job)?;
-                    let mut ids = Vec::with_capacity(params.len());
-                    for params in params {
-                        let run = NewRun {
-                            job_id,
-                            processor_id,
-                            priority,
-                            scheduled_for: None,
-                            run_after: now,
-                            params,
-                            status: RunStatus::Queued,
-                            error: None,
-                        };
-                        ids.push(
-                            queue::enqueue(c, &run, now)?
-                                .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
-                        );
-                    }
-                    Ok((ids, processor_id, priority))
-                })
-                .await
-        };
+        let insert = async move { writer.trigger(msg.job, msg.params, now, msg.actor).await };
         Box::pin(insert.into_actor(self).map(|result, act, _| {
-            let (ids, processor_id, priority) = result?;
-            if let Some(p) = act.processors.get(&processor_id) {
-                p.do_send(Enqueued { priority });
+            let queued = result?;
+            if let Some(p) = act.processors.get(&queued.processor_id) {
+                p.do_send(Enqueued {
+                    priority: queued.priority,
+                });
             }
-            Ok(ids)
+            Ok(queued.run_ids)
         }))
     }
 }

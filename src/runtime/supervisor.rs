@@ -26,9 +26,10 @@ use super::processor::{
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
 use super::tuning::{self, StatsBook};
-use crate::catalog::activation::{self, DecisionContext, JobActivation, NewDecision};
-use crate::catalog::node::{self, NodeHolder};
+use crate::catalog::activation::{self, DecisionContext, JobActivation};
+use crate::catalog::node::NodeHolder;
 use crate::catalog::queue::{self, LocalProcessor};
+use crate::catalog::verbs::ActivationChange;
 use crate::catalog::writer::DbWriter;
 use crate::catalog::{CatalogError, now_ms};
 use crate::executor::ExecEnv;
@@ -135,55 +136,16 @@ impl Supervisor {
         let (writer, node) = (self.writer.clone(), self.node_id);
         let policy = Policy::new(self.policy.config().clone());
         let write = async move {
-            writer
-                .call(move |c| {
-                    let jobs = activation::job_activations(c, node)?;
-                    let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
-                    let minimum = policy.initial_active(&views);
-                    let now = now_ms();
-                    for job in &jobs {
-                        let (state, reason, cause) = if minimum.contains(&job.job_id) {
-                            let (why, cause) = match (job.pin, job.required) {
-                                (Some(Pin::Active), _) => ("pinned active", Cause::Pin),
-                                (_, true) => ("start-up minimum: required", Cause::Minimum),
-                                _ => (
-                                    "start-up minimum: priority at or above the floor",
-                                    Cause::Minimum,
-                                ),
-                            };
-                            (ActivationState::Active, why, cause)
-                        } else if job.pin == Some(Pin::Inactive) {
-                            (ActivationState::Standby, "pinned inactive", Cause::Pin)
-                        } else {
-                            (
-                                ActivationState::Standby,
-                                "standby: activated in priority order while the node is healthy",
-                                Cause::Minimum,
-                            )
-                        };
-                        activation::set_state(c, node, job.job_id, state, reason, now)?;
-                        if state == ActivationState::Active {
-                            // The start-up activation is a decision like any later one.
-                            activation::record_decision(
-                                c,
-                                node,
-                                &NewDecision {
-                                    at: now,
-                                    action: "activate",
-                                    job_id: Some(job.job_id),
-                                    processor_id: None,
-                                    subject: Some(&job.name),
-                                    reason,
-                                    evidence: None,
-                                    cause: cause.as_str(),
-                                },
-                            )?;
-                        }
-                    }
-                    activation::set_writes_paused(c, node, false)?;
-                    Ok(minimum.len())
-                })
-                .await
+            let changes = writer
+                .settle_activations(node, now_ms(), move |jobs| start_up(&policy, jobs))
+                .await?;
+            writer.set_writes_paused(node, false).await?;
+            Ok::<_, CatalogError>(
+                changes
+                    .iter()
+                    .filter(|c| c.state == ActivationState::Active)
+                    .count(),
+            )
         };
         ctx.spawn(write.into_actor(self).map(|result, act, _| match result {
             Ok(n) => {
@@ -313,13 +275,7 @@ impl Supervisor {
         let at = report.sample.at;
         let write = async move {
             writer
-                .call(move |c| {
-                    queue::record_stats(c, node, at, &stats)?;
-                    for d in &decisions {
-                        activation::apply_decision(c, node, d, &cx)?;
-                    }
-                    Ok::<_, CatalogError>(())
-                })
+                .record_policy_step(node, at, stats, decisions, cx)
                 .await
         };
         ctx.spawn(write.into_actor(self).map(move |result, act, _| {
@@ -397,10 +353,7 @@ impl Supervisor {
         let (writer, node, at) = (self.writer.clone(), self.node_id, report.sample.at);
         ctx.spawn(
             async move {
-                if let Err(e) = writer
-                    .call(move |c| queue::record_stats(c, node, at, &stats))
-                    .await
-                {
+                if let Err(e) = writer.record_stats(node, at, stats).await {
                     tracing::warn!("recording health stats: {e}");
                 }
             }
@@ -494,66 +447,12 @@ impl Supervisor {
             .collect();
         let (writer, node) = (self.writer.clone(), self.node_id);
         let write = async move {
-            writer
-                .call(move |c| {
-                    let now = now_ms();
-                    let mut admitted = 0;
-                    for job in activation::job_activations(c, node)? {
-                        if job.state.is_some() {
-                            continue;
-                        }
-                        let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
-                        if others_ok && !waits_for_disk {
-                            let reason = if disk_short {
-                                "added or enabled by an operator while the node is healthy but for \
-                             a short disk, and it writes no data: active at once"
-                            } else {
-                                "added or enabled by an operator while the node is healthy: active \
-                             at once"
-                            };
-                            activation::set_state(
-                                c,
-                                node,
-                                job.job_id,
-                                ActivationState::Active,
-                                reason,
-                                now,
-                            )?;
-                            activation::record_decision(
-                                c,
-                                node,
-                                &NewDecision {
-                                    at: now,
-                                    action: "activate",
-                                    job_id: Some(job.job_id),
-                                    processor_id: None,
-                                    subject: Some(&job.name),
-                                    reason,
-                                    evidence: None,
-                                    cause: Cause::Operator.as_str(),
-                                },
-                            )?;
-                            admitted += 1;
-                        } else {
-                            let reason = format!(
-                                "added or enabled while the node is under pressure ({}): standby \
-                             until the policy activates it, in priority order, once the node is \
-                             healthy (pin it active to run it regardless)",
-                                pressure.join(", ")
-                            );
-                            activation::set_state(
-                                c,
-                                node,
-                                job.job_id,
-                                ActivationState::Standby,
-                                &reason,
-                                now,
-                            )?;
-                        }
-                    }
-                    Ok::<_, CatalogError>(admitted)
+            let changes = writer
+                .settle_activations(node, now_ms(), move |jobs| {
+                    admit(jobs, others_ok, disk_short, &pressure)
                 })
-                .await
+                .await?;
+            Ok::<_, CatalogError>(changes.iter().filter(|c| c.decision.is_some()).count())
         };
         ctx.spawn(write.into_actor(self).map(|result, _, _| match result {
             Ok(0) => {}
@@ -639,26 +538,12 @@ impl Supervisor {
             return;
         }
         let (writer, lease, mark) = (self.writer.clone(), self.tenure.lease(), self.tenure.mark());
-        let beat = async move {
-            writer
-                .call(move |c| {
-                    let held = node::heartbeat(c, lease, now_ms())?;
-                    Ok((
-                        held,
-                        if held {
-                            None
-                        } else {
-                            node::holder(c, lease.node_id)?
-                        },
-                    ))
-                })
-                .await
-        };
+        let beat = async move { writer.heartbeat(lease, now_ms()).await };
         ctx.spawn(
             beat.into_actor(self)
                 .map(move |result, act, _| match result {
-                    Ok((true, _)) => act.tenure.confirm(mark),
-                    Ok((false, taker)) => act.fenced(taker),
+                    Ok(None) => act.tenure.confirm(mark),
+                    Ok(Some(taker)) => act.fenced(taker),
                     Err(e) => tracing::warn!("heartbeat: {e}"),
                 }),
         );
@@ -768,7 +653,7 @@ impl Handler<Shutdown> for Supervisor {
                 for d in drains {
                     let _ = d.await;
                 }
-                if let Err(e) = writer.call(move |c| node::release_node(c, lease)).await {
+                if let Err(e) = writer.release_node(lease).await {
                     tracing::warn!("releasing the node name: {e}");
                 }
                 // The catalog file alone holds everything afterwards: the WAL is emptied.
@@ -777,4 +662,87 @@ impl Handler<Shutdown> for Supervisor {
             .into_actor(self),
         )
     }
+}
+
+/// The start-up activation (pure): the policy's minimum active — each a decision, with its
+/// cause —, every other job standby with the reason.
+fn start_up(policy: &Policy, jobs: &[JobActivation]) -> Vec<ActivationChange> {
+    let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
+    let minimum = policy.initial_active(&views);
+    jobs.iter()
+        .map(|job| {
+            let (state, reason, decision) = if minimum.contains(&job.job_id) {
+                let (why, cause) = match (job.pin, job.required) {
+                    (Some(Pin::Active), _) => ("pinned active", Cause::Pin),
+                    (_, true) => ("start-up minimum: required", Cause::Minimum),
+                    _ => (
+                        "start-up minimum: priority at or above the floor",
+                        Cause::Minimum,
+                    ),
+                };
+                // The start-up activation is a decision like any later one.
+                (ActivationState::Active, why, Some(cause.as_str()))
+            } else if job.pin == Some(Pin::Inactive) {
+                (ActivationState::Standby, "pinned inactive", None)
+            } else {
+                (
+                    ActivationState::Standby,
+                    "standby: activated in priority order while the node is healthy",
+                    None,
+                )
+            };
+            ActivationChange {
+                job_id: job.job_id,
+                name: job.name.clone(),
+                state,
+                reason: reason.to_string(),
+                decision,
+            }
+        })
+        .collect()
+}
+
+/// Jobs new to the node (pure): active at once — a decision caused by the operator — while
+/// the node is healthy (a short disk holds back only jobs that write data), else standby with
+/// the pressure named.
+fn admit(
+    jobs: &[JobActivation],
+    others_ok: bool,
+    disk_short: bool,
+    pressure: &[String],
+) -> Vec<ActivationChange> {
+    jobs.iter()
+        .filter(|job| job.state.is_none())
+        .map(|job| {
+            let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
+            let (state, reason, decision) = if others_ok && !waits_for_disk {
+                let reason = if disk_short {
+                    "added or enabled by an operator while the node is healthy but for a short \
+                     disk, and it writes no data: active at once"
+                } else {
+                    "added or enabled by an operator while the node is healthy: active at once"
+                };
+                (
+                    ActivationState::Active,
+                    reason.to_string(),
+                    Some(Cause::Operator.as_str()),
+                )
+            } else {
+                let reason = format!(
+                    "added or enabled while the node is under pressure ({}): standby until the \
+                     policy activates it, in priority order, once the node is healthy (pin it \
+                     active to run it regardless)",
+                    pressure.join(", ")
+                );
+                (ActivationState::Standby, reason, None)
+            };
+            ActivationChange {
+                job_id: job.job_id,
+                name: job.name.clone(),
+                state,
+                reason,
+                decision,
+            }
+        })
+        .collect()
 }

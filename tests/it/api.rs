@@ -229,6 +229,23 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
         201,
     );
     assert_eq!(batch["run_ids"].as_array().unwrap().len(), 3);
+    // One trigger path: API triggers are audited like the CLI's, naming the user (one row for
+    // the single run, one for the batch).
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let audited: Vec<(String, String)> = conn
+        .prepare("SELECT actor, detail FROM audit WHERE action = 'job.run' AND subject = 'echo'")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert_eq!(audited.len(), 2, "{audited:?}");
+    assert!(audited.iter().all(|(a, _)| a == "admin"), "{audited:?}");
+    assert!(
+        audited[0].1.contains(&format!("\"run_id\":{id}")),
+        "{audited:?}"
+    );
+    assert!(audited[1].1.contains("\"runs\":3"), "{audited:?}");
     wait_for(20.0, "the four runs to succeed", || {
         let runs = runs_of(&ws.db(), "echo");
         (runs.len() == 4 && runs.iter().all(|r| r.status == "succeeded")).then_some(())

@@ -1,0 +1,111 @@
+//! Deciding due slots inside the catalog writer's transaction: each due job's planner (the
+//! pure core) learns what the catalog has in flight for its job, decides, and its decisions
+//! become rows — so neither a reload racing the run events nor another node's runs make a node
+//! skip a slot while nothing runs.
+
+use rusqlite::Connection;
+
+use crate::catalog::CatalogError;
+use crate::catalog::queue::{self, NewRun};
+use crate::model::RunStatus;
+use crate::schedule::{Decision, JobPlanner, slot_keys};
+
+/// A due job's planner on its way into the writer's transaction, and back.
+pub struct DueJob {
+    /// The job.
+    pub job_id: i64,
+    /// Its name, for the log.
+    pub name: String,
+    /// The processor its runs go to.
+    pub processor_id: i64,
+    /// Its runs' priority.
+    pub priority: i64,
+    /// Its planner (the pure core), which decides.
+    pub planner: JobPlanner,
+}
+
+/// What deciding the due jobs did, for the actor to carry on.
+#[derive(Default)]
+pub struct Decided {
+    /// The planners with their new state.
+    pub jobs: Vec<DueJob>,
+    /// (processor, priority) of each run queued.
+    pub fired: Vec<(i64, i64)>,
+}
+
+/// Inside the writer's transaction: each due planner learns what the catalog has in flight for
+/// its job, decides, and its decisions become rows. A fired slot whose key another node took
+/// first is handed back to the planner; a re-lived slot takes the next free key of its second.
+pub(crate) fn decide_due(
+    c: &Connection,
+    mut due: Vec<DueJob>,
+    now: i64,
+) -> Result<Decided, CatalogError> {
+    let mut fired = Vec::new();
+    for job in &mut due {
+        let f = queue::in_flight(c, job.job_id)?;
+        job.planner.handle_in_flight(
+            f.running.clamp(0, u32::MAX as i64) as u32,
+            f.queued_slots.clamp(0, u32::MAX as i64) as u32,
+        );
+        job.planner
+            .handle_failures(queue::failure_streak(c, job.job_id)?);
+        for decision in job.planner.poll_due(now) {
+            let (slot, status, error) = match decision {
+                Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
+                Decision::Skip { slot, reason } => {
+                    (slot, RunStatus::Skipped, Some(reason.explain().to_string()))
+                }
+                Decision::Drop {
+                    first,
+                    last,
+                    count,
+                    reason,
+                } => {
+                    // One row stands for every slot of the summary.
+                    let summary = summarise(first, last, count, reason.explain());
+                    tracing::info!(job = %job.name, reason = reason.as_str(), "{summary}");
+                    (first, RunStatus::Skipped, Some(summary))
+                }
+            };
+            let mut run = NewRun {
+                job_id: job.job_id,
+                processor_id: job.processor_id,
+                priority: job.priority,
+                scheduled_for: Some(slot),
+                run_after: slot.min(now),
+                params: None,
+                status,
+                error,
+            };
+            let mut inserted = false;
+            for key in slot_keys(slot) {
+                run.scheduled_for = Some(key);
+                if queue::enqueue(c, &run, now)?.is_some() {
+                    inserted = true;
+                    break;
+                }
+            }
+            match (inserted, status) {
+                (true, RunStatus::Queued) => fired.push((job.processor_id, job.priority)),
+                (false, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
+                _ => {}
+            }
+        }
+    }
+    Ok(Decided { jobs: due, fired })
+}
+
+/// "skipped: … (17 slots, 2026-12-01T05:01:00Z to 2026-12-01T05:17:00Z)".
+fn summarise(first: i64, last: i64, count: Option<u64>, why: &str) -> String {
+    let at = crate::schedule::rfc3339;
+    match count {
+        Some(1) => format!("{why} (1 slot, {})", at(first)),
+        Some(n) => format!("{why} ({n} slots, {} to {})", at(first), at(last)),
+        None => format!(
+            "{why} (more than 100,000 slots, {} to {})",
+            at(first),
+            at(last)
+        ),
+    }
+}

@@ -1,0 +1,329 @@
+//! The catalog's verbs for a running node: what the runtime (actors, executors, built-in
+//! functions) asks of the catalog, each one transaction of the [`DbWriter`], named after what it
+//! does. The runtime holds no connection and builds no transaction: it calls these.
+//!
+//! Invariant: each verb is one transaction (one writer operation); the SQL is in the modules
+//! the verbs call (`queue`, `node`, `activation`, `slots`, `sql_job`). A second backend
+//! implements the same verbs with its own SQL.
+
+use serde_json::Value as Json;
+
+use super::activation::{self, DecisionContext, JobActivation, NewDecision};
+use super::node::{self, NodeHolder, NodeLease};
+use super::queue::{self, Claim, Completion, NewRun, Recorded, StatSample};
+use super::slots::{self, Decided, DueJob};
+use super::writer::DbWriter;
+use super::{CatalogError, audit};
+use crate::model::{ActivationState, RunStatus};
+use crate::policy::Decision;
+
+/// What a claim asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct ClaimRequest {
+    /// The claiming process's hold on its node name: a process that lost it claims nothing.
+    pub fence: NodeLease,
+    /// The processor whose runs are claimed.
+    pub processor_id: i64,
+    /// The claiming node.
+    pub node_id: i64,
+    /// Most runs to claim.
+    pub limit: usize,
+    /// Epoch ms now.
+    pub now: i64,
+    /// How long the claim holds before another node may take the runs back, ms.
+    pub lease_ms: i64,
+    /// The first of `limit` fencing tokens for the claimed runs.
+    pub first_token: i64,
+    /// Writes are paused: runs of jobs that write data objects stay queued.
+    pub writes_paused: bool,
+}
+
+/// Runs queued by a trigger.
+#[derive(Debug, Clone)]
+pub struct Triggered {
+    /// The new runs' ids, in the order of the parameter sets.
+    pub run_ids: Vec<i64>,
+    /// The processor that runs them.
+    pub processor_id: i64,
+    /// Their priority.
+    pub priority: i64,
+}
+
+/// One job's activation to write: its new state on the node, the reason, and, when the change
+/// is a decision to log, its cause.
+#[derive(Debug, Clone)]
+pub struct ActivationChange {
+    /// The job.
+    pub job_id: i64,
+    /// Its name (the decision row's subject).
+    pub name: String,
+    /// Its new state on the node.
+    pub state: ActivationState,
+    /// Why, in words.
+    pub reason: String,
+    /// `Some(cause)`: also a row of the decision log (action `activate`/`deactivate` from the
+    /// state).
+    pub decision: Option<&'static str>,
+}
+
+/// Queues one run of `job` per parameter set, now, and writes one audit row for them: the one
+/// way a run is triggered (CLI, API, JSON-RPC and embedding code alike).
+pub(crate) fn trigger(
+    c: &rusqlite::Connection,
+    job: &str,
+    params: &[Option<String>],
+    now: i64,
+    actor: &str,
+) -> Result<Triggered, CatalogError> {
+    let (job_id, processor_id, priority) = queue::job_for_trigger(c, job)?;
+    let mut run_ids = Vec::with_capacity(params.len());
+    for params in params {
+        let run = NewRun {
+            job_id,
+            processor_id,
+            priority,
+            scheduled_for: None,
+            run_after: now,
+            params: params.clone(),
+            status: RunStatus::Queued,
+            error: None,
+        };
+        run_ids.push(
+            queue::enqueue(c, &run, now)?
+                .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
+        );
+    }
+    let detail = match run_ids.as_slice() {
+        [one] => serde_json::json!({ "run_id": one }),
+        ids => serde_json::json!({
+            "runs": ids.len(),
+            "first_run_id": ids.first(),
+            "last_run_id": ids.last(),
+        }),
+    };
+    audit(c, actor, "job.run", job, Some(&detail))?;
+    Ok(Triggered {
+        run_ids,
+        processor_id,
+        priority,
+    })
+}
+
+/// Writes `changes`: each job's state, and a decision row for those that are decisions.
+fn write_activations(
+    c: &rusqlite::Connection,
+    node_id: i64,
+    changes: &[ActivationChange],
+    now: i64,
+) -> Result<(), CatalogError> {
+    for change in changes {
+        activation::set_state(c, node_id, change.job_id, change.state, &change.reason, now)?;
+        if let Some(cause) = change.decision {
+            let action = if change.state == ActivationState::Active {
+                "activate"
+            } else {
+                "deactivate"
+            };
+            activation::record_decision(
+                c,
+                node_id,
+                &NewDecision {
+                    at: now,
+                    action,
+                    job_id: Some(change.job_id),
+                    processor_id: None,
+                    subject: Some(&change.name),
+                    reason: &change.reason,
+                    evidence: None,
+                    cause,
+                },
+            )?;
+        }
+    }
+    Ok(())
+}
+
+impl DbWriter {
+    /// Claims up to `limit` queued runs for a processor, if the claimer still holds its node
+    /// name (else [`CatalogError::Fenced`]).
+    pub async fn claim(&self, r: ClaimRequest) -> Result<Claim, CatalogError> {
+        self.call(move |c| {
+            // The fencing token first: a process that lost its name claims nothing.
+            node::check_fence(c, r.fence)?;
+            queue::claim(
+                c,
+                r.processor_id,
+                r.node_id,
+                r.limit,
+                r.now,
+                r.lease_ms,
+                r.first_token,
+                r.writes_paused,
+            )
+        })
+        .await
+    }
+
+    /// Marks a claimed run as executing (a node death from now on counts as an attempt);
+    /// `false` when its claim is no longer this one's.
+    pub async fn mark_executing(
+        &self,
+        run_id: i64,
+        claim_token: i64,
+    ) -> Result<bool, CatalogError> {
+        self.call(move |c| node::mark_executing(c, run_id, claim_token))
+            .await
+    }
+
+    /// Records finished runs (outcome, retries, dead), each against its claim token.
+    /// Shared, so that a failed write can be retried without a copy.
+    pub async fn complete(
+        &self,
+        node_id: i64,
+        completions: std::sync::Arc<Vec<Completion>>,
+    ) -> Result<Vec<Recorded>, CatalogError> {
+        self.call(move |c| queue::complete_all(c, node_id, &completions))
+            .await
+    }
+
+    /// Queues one run of `job` per parameter set, with one audit row naming `actor`.
+    pub async fn trigger(
+        &self,
+        job: String,
+        params: Vec<Option<Json>>,
+        now: i64,
+        actor: String,
+    ) -> Result<Triggered, CatalogError> {
+        let params: Vec<Option<String>> = params
+            .into_iter()
+            .map(|p| p.map(|p| p.to_string()))
+            .collect();
+        self.call(move |c| trigger(c, &job, &params, now, &actor))
+            .await
+    }
+
+    /// Lets each due job's planner decide against the catalog's counts and writes what it
+    /// decided (see [`slots`]).
+    pub async fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
+        self.call(move |c| slots::decide_due(c, due, now)).await
+    }
+
+    /// Records one health sample's statistics.
+    pub async fn record_stats(
+        &self,
+        node_id: i64,
+        at: i64,
+        stats: Vec<StatSample>,
+    ) -> Result<(), CatalogError> {
+        self.call(move |c| queue::record_stats(c, node_id, at, &stats))
+            .await
+    }
+
+    /// Like [`DbWriter::record_stats`], for blocking code.
+    pub fn record_stats_blocking(
+        &self,
+        node_id: i64,
+        at: i64,
+        stats: Vec<StatSample>,
+    ) -> Result<(), CatalogError> {
+        self.call_blocking(move |c| queue::record_stats(c, node_id, at, &stats))
+    }
+
+    /// One policy step: the sample's statistics and the decisions' catalog part (states,
+    /// stretch factors, instances, the decision log), together.
+    pub async fn record_policy_step(
+        &self,
+        node_id: i64,
+        at: i64,
+        stats: Vec<StatSample>,
+        decisions: Vec<Decision>,
+        cx: DecisionContext,
+    ) -> Result<(), CatalogError> {
+        self.call(move |c| {
+            queue::record_stats(c, node_id, at, &stats)?;
+            for d in &decisions {
+                activation::apply_decision(c, node_id, d, &cx)?;
+            }
+            Ok(())
+        })
+        .await
+    }
+
+    /// Reads the node's job activations and writes the changes `decide` makes of them, in one
+    /// transaction (the start-up minimum, jobs new to the node): `decide` is the pure part.
+    pub async fn settle_activations<F>(
+        &self,
+        node_id: i64,
+        now: i64,
+        decide: F,
+    ) -> Result<Vec<ActivationChange>, CatalogError>
+    where
+        F: FnOnce(&[JobActivation]) -> Vec<ActivationChange> + Send + 'static,
+    {
+        self.call(move |c| {
+            let changes = decide(&activation::job_activations(c, node_id)?);
+            write_activations(c, node_id, &changes, now)?;
+            Ok(changes)
+        })
+        .await
+    }
+
+    /// Writes whether the node's writes are paused.
+    pub async fn set_writes_paused(&self, node_id: i64, paused: bool) -> Result<(), CatalogError> {
+        self.call(move |c| activation::set_writes_paused(c, node_id, paused))
+            .await
+    }
+
+    /// Renews the node's tenure: `Ok(None)` when it still holds its name, else who holds it
+    /// now (`Some(None)` when nobody can be named).
+    pub async fn heartbeat(
+        &self,
+        lease: NodeLease,
+        now: i64,
+    ) -> Result<Option<Option<NodeHolder>>, CatalogError> {
+        self.call(move |c| {
+            if node::heartbeat(c, lease, now)? {
+                Ok(None)
+            } else {
+                Ok(Some(node::holder(c, lease.node_id)?))
+            }
+        })
+        .await
+    }
+
+    /// Gives the node name up at a clean stop (if this process still holds it).
+    pub async fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
+        self.call(move |c| node::release_node(c, lease)).await
+    }
+
+    /// Runs a sql job's statement on this writer's database (a data object's).
+    pub async fn execute_sql(&self, sql: String, params: Vec<Json>) -> Result<Json, CatalogError> {
+        self.call(move |c| super::sql_job::execute(c, &sql, &params))
+            .await
+    }
+
+    /// Fails runs still `running` past their timeout plus `grace_ms` (blocking).
+    pub fn fail_stuck_runs(&self, now: i64, grace_ms: i64) -> Result<usize, CatalogError> {
+        self.call_blocking(move |c| queue::fail_stuck_runs(c, now, grace_ms))
+    }
+
+    /// Deletes finished runs older than `before` (blocking).
+    pub fn prune_runs(&self, before: i64) -> Result<usize, CatalogError> {
+        self.call_blocking(move |c| queue::prune_runs(c, before))
+    }
+
+    /// Deletes statistics older than `before` (blocking).
+    pub fn prune_stats(&self, before: i64) -> Result<usize, CatalogError> {
+        self.call_blocking(move |c| queue::prune_stats(c, before))
+    }
+
+    /// Deletes rows of `table` whose `time_field` is older than `before` (blocking).
+    pub fn prune_table(
+        &self,
+        table: String,
+        time_field: String,
+        before: i64,
+    ) -> Result<usize, CatalogError> {
+        self.call_blocking(move |c| queue::prune_table(c, &table, &time_field, before))
+    }
+}
