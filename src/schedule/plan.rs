@@ -424,16 +424,44 @@ impl JobPlanner {
                 return false;
             }
         }
-        // The latest slot the clock already went through: the re-live cursor, or the last slot.
-        let passed = self.relive.unwrap_or(last);
-        let period = self.schedule.next_slot_after(passed).map(|n| n - passed);
-        if period.is_some_and(|p| passed - now_ms >= p) {
+        if self.steps_back_a_period(now_ms) {
             self.relive = Some(now_ms);
             self.relived_spans = self.relived_spans % 999 + 1;
             self.refresh_next();
             return true;
         }
         false
+    }
+
+    /// Whether the clock reads at least a period before the latest slot it already went
+    /// through (the re-live cursor, or the last slot): a step back that re-lives the span.
+    fn steps_back_a_period(&self, now_ms: i64) -> bool {
+        let Some(passed) = self.relive.or(self.hist.last_slot) else {
+            return false;
+        };
+        let period = self.schedule.next_slot_after(passed).map(|n| n - passed);
+        period.is_some_and(|p| passed - now_ms >= p)
+    }
+
+    /// Whether a poll at `now_ms` has the clock's step back to handle
+    /// ([`clock_went_back`](Self::clock_went_back) would change something): the clock reads
+    /// before where due slots start, and either nothing is decided yet, the start lies ahead,
+    /// or the step is a period or more. A shorter step needs no poll: the job waits for its
+    /// next slot.
+    fn must_rebase(&self, now_ms: i64) -> bool {
+        let Some(from) = self.cursor() else {
+            return false;
+        };
+        if now_ms >= from {
+            return false;
+        }
+        match self.hist.last_slot {
+            None => true,
+            Some(last) => {
+                (self.relive.is_none() && last < self.hist.since.unwrap_or(i64::MIN))
+                    || self.steps_back_a_period(now_ms)
+            }
+        }
     }
 
     /// When the runtime should poll next: an instant at or before `now_ms` means "poll now";
@@ -444,6 +472,9 @@ impl JobPlanner {
         match self.schedule.kind() {
             Kind::OnDemand => None,
             Kind::Always { delay_ms } => self.always_due(now_ms, *delay_ms),
+            // The clock went back: poll now, or the timer would sleep until the clock reads
+            // the old slots again (fault scenario 4 found a per-second job silent for the hour).
+            _ if self.must_rebase(now_ms) => Some(now_ms),
             _ => {
                 let next = match (self.cursor(), self.next_slot) {
                     (Some(f), Some((cached_floor, next))) if f == cached_floor => next,
