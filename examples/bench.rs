@@ -465,9 +465,10 @@ fn idle(jobs: usize, secs: u64) -> (f64, f64) {
 
 /// A catalog for driving `queue` directly: the no-op job, a node and the processor.
 /// Returns (its folder, the catalog, job id, node id, processor id).
-fn sql_catalog(tag: &str) -> (PathBuf, Catalog, i64, i64, i64) {
+fn sql_catalog(tag: &str) -> (PathBuf, Connection, i64, i64, i64) {
     let dir = fresh_dir(tag);
-    let mut catalog = Catalog::open(&dir.join("catalog.db"), &DbSettings::default()).unwrap();
+    let db = dir.join("catalog.db");
+    let mut catalog = Catalog::open(&db, &DbSettings::default()).unwrap();
     catalog
         .import(
             &toml_format::parse(&catalog_text(2, NOOP)).unwrap(),
@@ -475,7 +476,10 @@ fn sql_catalog(tag: &str) -> (PathBuf, Catalog, i64, i64, i64) {
         )
         .unwrap();
     let job_id = catalog.job("noop").unwrap().id;
-    let conn = catalog.writer();
+    drop(catalog);
+    // A connection of the bench's own, with the catalog's pragmas: the SQL alone is measured.
+    let mut catalog = jobvisor::catalog::open_connection(&db, &DbSettings::default()).unwrap();
+    let conn = &mut catalog;
     let who = node::Applicant {
         name: "bench",
         host: "h",
@@ -524,9 +528,9 @@ fn succeeded(run: &ClaimedRun) -> Completion {
 
 /// A catalog with `history` finished runs of the no-op job: (folder, catalog, job, node,
 /// processor).
-fn history_catalog(history: usize) -> (PathBuf, Catalog, i64, i64, i64) {
+fn history_catalog(history: usize) -> (PathBuf, Connection, i64, i64, i64) {
     let (dir, mut catalog, job_id, node, pid) = sql_catalog(&format!("scale-{history}"));
-    let conn = catalog.writer();
+    let conn = &mut catalog;
     activation::set_state(conn, node, job_id, ActivationState::Active, "bench", 0).unwrap();
     conn.execute_batch("BEGIN").unwrap();
     {
@@ -549,7 +553,7 @@ fn claim_latency() -> (f64, f64) {
     let mut samples = [Vec::new(), Vec::new()];
     for i in 0..400 {
         for (k, (_, catalog, job_id, node, pid)) in catalogs.iter_mut().enumerate() {
-            let conn = catalog.writer();
+            let conn = &*catalog;
             queue::enqueue(conn, &noop_run(*job_id, *pid), 0).unwrap();
             let t0 = Instant::now();
             conn.execute_batch("BEGIN IMMEDIATE").unwrap();
@@ -572,7 +576,7 @@ fn claim_latency() -> (f64, f64) {
 /// thread, `per_tx` runs per transaction, without the actors: what the writer thread costs.
 fn engine_sql(n: usize, per_tx: usize) -> f64 {
     let (dir, mut catalog, job_id, node, pid) = sql_catalog("sql");
-    let conn = catalog.writer();
+    let conn = &mut catalog;
     conn.execute_batch("BEGIN").unwrap();
     for _ in 0..n {
         queue::enqueue(conn, &noop_run(job_id, pid), 0).unwrap();

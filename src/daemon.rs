@@ -144,7 +144,7 @@ fn api_ops(cfg: &NodeConfig, engine: &Engine) -> Result<(Ops, Option<String>), D
         node: engine.node_name().to_string(),
     };
     let (ops, _) = Ops::open(&cfg, Access::ReadWrite, caller)?;
-    let mut ops = ops.with_functions(crate::builtins::registry().names());
+    let mut ops = ops.with_functions(crate::runtime::builtins::registry().names());
     let token = ops.bootstrap_admin()?.map(|t| t.token);
     ops.set_actor("api");
     Ok((ops, token))

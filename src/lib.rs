@@ -4,7 +4,6 @@
 //! the CLI; a pure core ([`schedule`]) decides when jobs are due. See `ARCHITECTURE.md`.
 #![warn(missing_docs)]
 
-pub mod builtins;
 pub mod catalog;
 pub mod cli;
 pub mod config;

@@ -159,3 +159,131 @@ fn every_http_route_is_registered_through_the_openapi_document() {
         "routes outside the OpenAPI document:\n{report}"
     );
 }
+
+/// What only `src/catalog` may name: the database drivers and their pool (DESIGN.md §8).
+const DRIVERS: &[&str] = &["rusqlite", "r2d2", "postgres::", "tokio_postgres"];
+
+#[test]
+fn only_the_catalog_names_a_database_driver() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let catalog = root.join("src/catalog");
+    let mut report = String::new();
+    let mut scanned = 0;
+    for file in files.iter().filter(|f| !f.starts_with(&catalog)) {
+        scanned += 1;
+        let source = std::fs::read_to_string(file).unwrap();
+        for (line, code) in code_only(&source) {
+            for word in DRIVERS {
+                if code.contains(word) {
+                    report.push_str(&format!("{}:{line}: `{word}`\n", file.display()));
+                }
+            }
+        }
+    }
+    assert!(
+        scanned > 30,
+        "src holds the crate ({scanned} files outside the catalog)"
+    );
+    assert!(
+        report.is_empty(),
+        "outside src/catalog, code names a database driver (use the catalog's verbs):\n{report}"
+    );
+}
+
+/// The top-level module a file of `src/` belongs to (`src/runtime/x.rs` → `runtime`).
+fn module_of(root: &Path, file: &Path) -> String {
+    let rel = file.strip_prefix(root.join("src")).unwrap();
+    let first = rel
+        .components()
+        .next()
+        .unwrap()
+        .as_os_str()
+        .to_string_lossy();
+    first.trim_end_matches(".rs").to_string()
+}
+
+/// Top-level modules each module's code names as `crate::<module>`.
+fn module_graph(
+    root: &Path,
+) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut graph: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> =
+        Default::default();
+    for file in &files {
+        let from = module_of(root, file);
+        let source = std::fs::read_to_string(file).unwrap();
+        for (_, code) in code_only(&source) {
+            let mut rest = code.as_str();
+            while let Some(at) = rest.find("crate::") {
+                rest = &rest[at + "crate::".len()..];
+                let to: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if !to.is_empty() && to != from {
+                    graph.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// A path of imports from `from` back to `to`, if there is one.
+fn path_between(
+    graph: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+    from: &str,
+    to: &str,
+) -> Option<Vec<String>> {
+    let mut stack = vec![vec![from.to_string()]];
+    let mut seen = std::collections::BTreeSet::new();
+    while let Some(path) = stack.pop() {
+        let last = path.last().unwrap().clone();
+        if last == to {
+            return Some(path);
+        }
+        if !seen.insert(last.clone()) {
+            continue;
+        }
+        for next in graph.get(&last).into_iter().flatten() {
+            let mut p = path.clone();
+            p.push(next.clone());
+            stack.push(p);
+        }
+    }
+    None
+}
+
+#[test]
+fn modules_import_each_other_one_way_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let graph = module_graph(root);
+    assert!(
+        graph.get("runtime").is_some_and(|t| t.contains("catalog")),
+        "the scanner sees `crate::` paths: {graph:?}"
+    );
+    let mut report = String::new();
+    for (from, targets) in &graph {
+        for to in targets {
+            if let Some(back) = path_between(&graph, to, from) {
+                report.push_str(&format!("{from} -> {}\n", back.join(" -> ")));
+            }
+        }
+    }
+    assert!(
+        report.is_empty(),
+        "import cycles between modules:\n{report}"
+    );
+    // Configuration is plain data near the bottom: it names no layer above the core.
+    for above in [
+        "catalog", "runtime", "ops", "http", "cli", "daemon", "executor",
+    ] {
+        assert!(
+            !graph.get("config").is_some_and(|t| t.contains(above)),
+            "config imports {above}"
+        );
+    }
+}

@@ -8,9 +8,11 @@ pub mod accounts;
 pub mod activation;
 pub mod migrate;
 pub mod node;
+pub mod objects;
 pub mod observe;
 pub mod open;
 pub mod queue;
+pub mod reader;
 pub mod runs;
 pub mod slots;
 pub mod sql_job;
@@ -343,9 +345,78 @@ impl Catalog {
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
 
-    /// Gives up the write connection and the read pool (to the runtime's CatalogWriter).
-    pub fn into_parts(self) -> (Connection, Pool<SqliteConnectionManager>) {
-        (self.conn, self.pool)
+    /// Gives the write connection to a new [`writer::DbWriter`] (the node's CatalogWriter) and
+    /// the read pool to a [`reader::Reader`]: the handles a running node works through.
+    pub fn into_node_handles(self, settings: &DbSettings) -> (writer::DbWriter, reader::Reader) {
+        let writer =
+            writer::DbWriter::new("catalog", self.path.clone(), self.conn, settings.clone());
+        (writer, reader::Reader::new(self.path, self.pool))
+    }
+
+    /// The policy's decisions, newest first (of one node when `node` is given).
+    pub fn decisions(
+        &self,
+        node: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<activation::DecisionRow>, CatalogError> {
+        activation::decisions(&*self.read()?, node, limit)
+    }
+
+    /// Each job's activation (state, pin, reason) on `node`, by job name.
+    pub fn activation_by_job(
+        &self,
+        node: &str,
+    ) -> Result<activation::ActivationByJob, CatalogError> {
+        activation::activation_by_job(&*self.read()?, node)
+    }
+
+    /// The latest value of every stat series (of one node when `node` is given).
+    pub fn stats_latest(
+        &self,
+        node: Option<&str>,
+    ) -> Result<Vec<stats::SeriesSummary>, CatalogError> {
+        stats::latest(&*self.read()?, node)
+    }
+
+    /// The newest `limit` values of one stat series sampled at or after `since`.
+    pub fn stats_series(
+        &self,
+        stat_type: &str,
+        subject: Option<&str>,
+        node: Option<&str>,
+        since: i64,
+        limit: i64,
+    ) -> Result<Vec<stats::StatPoint>, CatalogError> {
+        stats::series(&*self.read()?, stat_type, subject, node, since, limit)
+    }
+
+    /// The enabled objects jobs write to (each gets a writer of its own at start).
+    pub fn written_objects(&self) -> Result<Vec<queue::WrittenObject>, CatalogError> {
+        queue::load_written_objects(&*self.read()?)
+    }
+
+    /// One try at taking the node name for `who`, in one transaction: when it is `Taken`, the
+    /// runs an earlier process of the node left running are recovered in the same transaction
+    /// (see [`node::register_node`] for `Held` and `Watch`).
+    pub fn try_take_node_name(
+        &mut self,
+        who: &node::Applicant<'_>,
+        now: i64,
+        stale_after_ms: i64,
+        is_alive: impl Fn(i64) -> bool,
+        watched: Option<&node::NodeHolder>,
+    ) -> Result<(node::Registration, Option<node::Recovery>), CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        let registration = node::register_node(&tx, who, now, stale_after_ms, is_alive, watched)?;
+        let recovery = match &registration {
+            node::Registration::Taken(lease) => {
+                let recovery = node::recover_node_runs(&tx, lease.node_id, now)?;
+                tx.commit()?;
+                Some(recovery)
+            }
+            _ => None,
+        };
+        Ok((registration, recovery))
     }
 
     /// The database file.
@@ -354,12 +425,15 @@ impl Catalog {
     }
 
     /// A read connection from the pool.
-    pub fn read(&self) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
+    pub(in crate::catalog) fn read(
+        &self,
+    ) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
         Ok(self.pool.get()?)
     }
 
-    /// The write connection (for the runtime's CatalogWriter and tests).
-    pub fn writer(&mut self) -> &mut Connection {
+    /// The write connection (for the catalog's tests).
+    #[cfg(test)]
+    pub(in crate::catalog) fn writer(&mut self) -> &mut Connection {
         &mut self.conn
     }
 

@@ -92,7 +92,7 @@ fn open(cli: &Cli, access: Access) -> Result<(Ops, Opened), Failure> {
 }
 
 fn builtin_functions() -> Vec<String> {
-    crate::builtins::registry()
+    crate::runtime::builtins::registry()
         .names()
         .map(String::from)
         .collect()

@@ -13,14 +13,13 @@ pub mod url;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use r2d2::Pool;
-use r2d2_sqlite::SqliteConnectionManager;
 use serde_json::{Map as JsonMap, Value as Json};
 use tokio::sync::watch;
 
 pub use function::{AsyncJobFn, FnContext, Function, JobFn, JobFuture, Registry};
 
 use crate::catalog::queue::ClaimedRun;
+use crate::catalog::reader::Reader;
 use crate::catalog::writer::DbWriter;
 use crate::model::JobType;
 
@@ -81,21 +80,37 @@ impl FatalAlarm {
     }
 }
 
+/// A source of the current time, injectable for tests.
+pub trait Clock: Send + Sync {
+    /// Epoch milliseconds now.
+    fn now_ms(&self) -> i64;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now_ms(&self) -> i64 {
+        crate::catalog::now_ms()
+    }
+}
+
 /// What executors share: the function registry, the writers, the catalog read pool, limits.
 #[derive(Clone)]
 pub struct ExecEnv {
     /// Registered functions.
     pub registry: Arc<Registry>,
+    /// The engine's clock: every wall-clock reading of the runtime comes from it.
+    pub clock: Arc<dyn Clock>,
     /// The catalog's writer (the CatalogWriter).
     pub catalog_writer: DbWriter,
-    /// Read connections to the catalog.
-    pub catalog_pool: Pool<SqliteConnectionManager>,
-    /// The catalog file.
-    pub catalog_path: PathBuf,
+    /// The catalog's reads (its read pool).
+    pub catalog: Reader,
     /// The node's data folder (backups go under it).
     pub data_dir: PathBuf,
     /// One writer per data object with its own database file, started on first use.
-    pub object_writers: Arc<crate::runtime::objects::ObjectWriters>,
+    pub object_writers: Arc<crate::catalog::objects::ObjectWriters>,
     /// This node.
     pub node_id: i64,
     /// Limits.

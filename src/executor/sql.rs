@@ -43,7 +43,7 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv) -> ExecResult {
         Ok(v) => {
             // Answered after the commit: the rows are in.
             if inserts && let Some(n) = v.get("changes").and_then(Json::as_u64) {
-                env.activity.inserted(object, n, crate::catalog::now_ms());
+                env.activity.inserted(object, n, env.clock.now_ms());
             }
             ExecResult::Ok(v)
         }

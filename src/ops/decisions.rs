@@ -5,7 +5,6 @@ use serde_json::Value as Json;
 
 use super::view::Time;
 use super::{OpError, Ops};
-use crate::catalog::activation;
 
 /// The most decisions one listing returns.
 pub const MAX_DECISIONS: i64 = 10_000;
@@ -41,11 +40,9 @@ impl Ops {
             ));
         }
         let node = (!all_nodes).then(|| self.caller.node.clone());
-        let conn = self
+        let rows = self
             .catalog
-            .read()
-            .map_err(self.within("reading decisions"))?;
-        let rows = activation::decisions(&conn, node.as_deref(), limit)
+            .decisions(node.as_deref(), limit)
             .map_err(self.within("reading decisions"))?;
         Ok(rows
             .into_iter()

@@ -7,7 +7,7 @@ use serde_json::{Map as JsonMap, Value as Json};
 use super::view::{Time, json_of};
 use super::{OpError, Ops, Warning, problems_error};
 use crate::catalog::JobRecord;
-use crate::catalog::activation::{self, ActivationByJob};
+use crate::catalog::activation::ActivationByJob;
 use crate::jobconf::{self, CatalogFile, JobDef};
 use crate::model::{JobType, Pin};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, Schedule, ScheduleSpec};
@@ -339,11 +339,8 @@ pub struct NextView {
 
 impl Ops {
     fn activations(&self) -> Result<ActivationByJob, OpError> {
-        let conn = self
-            .catalog
-            .read()
-            .map_err(self.within("reading activations"))?;
-        activation::activation_by_job(&conn, &self.caller.node)
+        self.catalog
+            .activation_by_job(&self.caller.node)
             .map_err(self.within("reading activations"))
     }
 

@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::view::Time;
 use super::{OpError, Ops};
-use crate::catalog::stats::{self, StatPoint};
+use crate::catalog::stats::StatPoint;
 
 /// The most values one listing returns.
 pub const MAX_VALUES: i64 = 100_000;
@@ -49,8 +49,10 @@ impl Ops {
     /// caller's node or of every node, by type and subject.
     pub fn stats_latest(&self, since: i64, all_nodes: bool) -> Result<Vec<StatView>, OpError> {
         let node = (!all_nodes).then(|| self.caller.node.clone());
-        let conn = self.catalog.read().map_err(self.within("reading stats"))?;
-        let rows = stats::latest(&conn, node.as_deref()).map_err(self.within("reading stats"))?;
+        let rows = self
+            .catalog
+            .stats_latest(node.as_deref())
+            .map_err(self.within("reading stats"))?;
         Ok(rows
             .into_iter()
             .filter(|r| r.latest.at >= since)
@@ -75,8 +77,9 @@ impl Ops {
             ));
         }
         let node = (!all_nodes).then(|| self.caller.node.clone());
-        let conn = self.catalog.read().map_err(self.within("reading stats"))?;
-        let rows = stats::series(&conn, stat_type, subject, node.as_deref(), since, limit)
+        let rows = self
+            .catalog
+            .stats_series(stat_type, subject, node.as_deref(), since, limit)
             .map_err(self.within("reading stats"))?;
         Ok(rows.into_iter().map(|p| StatView::of(p, None)).collect())
     }

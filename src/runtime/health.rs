@@ -15,8 +15,8 @@ use actix::prelude::*;
 use serde::Serialize;
 use sysinfo::{Networks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
-use crate::catalog::now_ms;
 use crate::catalog::queue::StatSample;
+use crate::executor::Clock;
 use crate::policy::Sample;
 
 /// A health sample, sent to the Supervisor: what the policy judges (`sample`), plus what is
@@ -253,8 +253,9 @@ impl Sampler {
         (&self.data_dir, self.mount.as_ref())
     }
 
-    /// Takes a sample. CPU and PSI figures are relative to the previous call.
-    pub fn sample(&mut self) -> HealthReport {
+    /// Takes a sample stamped `at` (epoch ms, by the engine's clock). CPU and PSI figures are
+    /// relative to the previous call.
+    pub fn sample(&mut self, at: i64) -> HealthReport {
         let (disk_available, disk_total) = disk_space(&self.data_dir).unwrap_or((0, 0));
         let disk_mount = match &self.mount {
             Some(m) => m.point.display().to_string(),
@@ -263,7 +264,7 @@ impl Sampler {
         let [cpu, memory, io] = &mut self.psi;
         let mut r = HealthReport {
             sample: Sample {
-                at: now_ms(),
+                at,
                 cpu_used: 0.0,
                 memory_available: 0,
                 memory_total: 0,
@@ -327,13 +328,19 @@ pub struct Health {
     sampler: Sampler,
     interval: Duration,
     report_to: Recipient<HealthReport>,
+    clock: std::sync::Arc<dyn Clock>,
     warmed_up: bool,
 }
 
 impl Health {
     /// A health actor sampling every `interval` the device and the file system holding
-    /// `data_dir`.
-    pub fn new(data_dir: &Path, interval: Duration, report_to: Recipient<HealthReport>) -> Self {
+    /// `data_dir`, stamping samples by `clock`.
+    pub fn new(
+        data_dir: &Path,
+        interval: Duration,
+        report_to: Recipient<HealthReport>,
+        clock: std::sync::Arc<dyn Clock>,
+    ) -> Self {
         let sampler = Sampler::new(data_dir);
         let (dir, mount) = sampler.watched();
         let (available, total) = disk_space(dir).unwrap_or((0, 0));
@@ -355,12 +362,13 @@ impl Health {
             sampler,
             interval,
             report_to,
+            clock,
             warmed_up: false,
         }
     }
 
     fn tick(&mut self) {
-        let report = self.sampler.sample();
+        let report = self.sampler.sample(self.clock.now_ms());
         if !self.warmed_up {
             // sysinfo's first CPU reading has no baseline.
             self.warmed_up = true;

@@ -6,8 +6,8 @@
 //! returned to the queue every run it left running; all catalog writes after that go through
 //! the one CatalogWriter.
 
+pub mod builtins;
 pub mod health;
-pub mod objects;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
@@ -21,28 +21,15 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde_json::Value as Json;
 
-use crate::catalog::{Catalog, CatalogError, DbSettings, now_ms, open_connection, queue};
+use crate::catalog::objects;
+use crate::catalog::reader::Watch;
+use crate::catalog::{Catalog, CatalogError, DbSettings};
 use crate::config::NodeConfig;
 use crate::executor::{ExecEnv, FnContext, Registry};
 use crate::jobconf::{self, SeedError};
 
+pub use crate::executor::{Clock, SystemClock};
 pub use supervisor::EngineStatus;
-
-/// A source of the current time, injectable for tests.
-pub trait Clock: Send + Sync {
-    /// Epoch milliseconds now.
-    fn now_ms(&self) -> i64;
-}
-
-/// The system clock.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct SystemClock;
-
-impl Clock for SystemClock {
-    fn now_ms(&self) -> i64 {
-        now_ms()
-    }
-}
 
 /// Errors starting or talking to an engine.
 #[derive(Debug, thiserror::Error)]
@@ -86,7 +73,7 @@ impl Default for EngineBuilder {
     fn default() -> Self {
         Self {
             config: NodeConfig::default(),
-            registry: crate::builtins::registry(),
+            registry: crate::runtime::builtins::registry(),
             clock: Arc::new(SystemClock),
         }
     }
@@ -155,20 +142,11 @@ impl EngineBuilder {
             pid,
             version: env!("CARGO_PKG_VERSION"),
         };
-        let lease = tenure::take_name(catalog.writer(), &who)?;
+        let lease = tenure::take_name(&mut catalog, &who, &*self.clock)?;
         let node_id = lease.node_id;
-        let written = {
-            let conn = catalog.read()?;
-            queue::load_written_objects(&conn)?
-        };
-        let (conn, pool) = catalog.into_parts();
+        let written = catalog.written_objects()?;
         // The writer's thread survives a panicking operation: no actix supervisor is needed.
-        let catalog_writer = crate::catalog::writer::DbWriter::new(
-            "catalog",
-            db_path.clone(),
-            conn,
-            settings.clone(),
-        );
+        let (catalog_writer, reader) = catalog.into_node_handles(&settings);
         // Only now that the catalog is known to be ours: a refused file leaves nothing behind.
         let data_dir = PathBuf::from(&cfg.node.data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|source| CatalogError::Io {
@@ -176,7 +154,7 @@ impl EngineBuilder {
             source,
         })?;
         let object_writers =
-            objects::ObjectWriters::new(data_dir.clone(), settings.clone(), pool.clone());
+            objects::ObjectWriters::new(data_dir.clone(), settings.clone(), reader.clone());
         for object in written {
             if let Some(path) = objects::resolve(&data_dir, object.conn_string.as_deref()) {
                 object_writers
@@ -187,9 +165,9 @@ impl EngineBuilder {
         let fatal = Arc::new(crate::executor::FatalAlarm::default());
         let env = ExecEnv {
             registry: Arc::new(self.registry),
+            clock: self.clock.clone(),
             catalog_writer: catalog_writer.clone(),
-            catalog_pool: pool.clone(),
-            catalog_path: db_path.clone(),
+            catalog: reader.clone(),
             data_dir: data_dir.clone(),
             object_writers: Arc::new(object_writers),
             node_id,
@@ -197,19 +175,19 @@ impl EngineBuilder {
             fatal: fatal.clone(),
             activity: Arc::default(),
         };
-        let watch = open_connection(&db_path, &settings).map_err(CatalogError::from)?;
+        let watch = Watch::open(&db_path, &settings)?;
         let sup_ctx = Context::<supervisor::Supervisor>::new();
         let sup_addr = sup_ctx.address();
         let (clock, tz) = (self.clock.clone(), cfg.timezone());
-        let (sched_pool, sched_writer, reload_to) = (
-            pool.clone(),
+        let (sched_reader, sched_writer, reload_to) = (
+            reader.clone(),
             catalog_writer.clone(),
             sup_addr.clone().recipient(),
         );
         let scheduler = actix::Supervisor::start(move |_| {
             scheduler::Scheduler::new(
                 node_id,
-                sched_pool,
+                sched_reader,
                 sched_writer,
                 clock,
                 tz,
@@ -224,12 +202,13 @@ impl EngineBuilder {
         } else {
             db_path.parent().map(Path::to_path_buf).unwrap_or_default()
         };
+        let health_clock = self.clock.clone();
         let health = actix::Supervisor::start(move |_| {
-            health::Health::new(&health_dir, interval, report_to)
+            health::Health::new(&health_dir, interval, report_to, health_clock)
         });
         let supervisor = sup_ctx.run(supervisor::Supervisor::new(
             Arc::new(tenure::Tenure::new(lease)),
-            pool,
+            reader,
             catalog_writer,
             env,
             scheduler.clone(),

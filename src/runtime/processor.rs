@@ -17,10 +17,10 @@ use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
 
 use super::tenure::Tenure;
+use crate::catalog::CatalogError;
 use crate::catalog::queue::{Claim, ClaimedRun, Completion, Outcome, Recorded};
 use crate::catalog::verbs::ClaimRequest;
 use crate::catalog::writer::DbWriter;
-use crate::catalog::{CatalogError, now_ms};
 use crate::executor::{self, ExecEnv, ExecResult};
 use crate::lease::ClaimSizer;
 
@@ -229,6 +229,11 @@ pub struct Processor {
 }
 
 impl Processor {
+    /// Epoch ms now, by the engine's clock.
+    fn now(&self) -> i64 {
+        self.env.clock.now_ms()
+    }
+
     /// A processor executing with `env`, writing through `writer`, reporting to `events`.
     pub fn new(
         cfg: ProcessorConfig,
@@ -236,7 +241,8 @@ impl Processor {
         writer: DbWriter,
         events: Recipient<RunEvents>,
     ) -> Self {
-        let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (now_ms() as u64);
+        let start = env.clock.now_ms();
+        let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (start as u64);
         Self {
             cfg,
             env: Arc::new(env),
@@ -257,7 +263,7 @@ impl Processor {
             rng,
             writes_paused: false,
             busy_ms: 0,
-            period_start: now_ms(),
+            period_start: start,
             elapsed_by_job: HashMap::new(),
             local: VecDeque::new(),
             sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
@@ -335,6 +341,7 @@ impl Processor {
             self.writes_paused,
         );
         let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
+        let now = self.now();
         let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
         let claim = async move {
             writer
@@ -343,7 +350,7 @@ impl Processor {
                     processor_id: pid,
                     node_id: node,
                     limit,
-                    now: now_ms(),
+                    now,
                     lease_ms: lease,
                     first_token,
                     writes_paused: paused,
@@ -455,7 +462,7 @@ impl Processor {
 
     /// Records a claimed run that never started (with the next flush).
     fn end_unstarted(&mut self, run: ClaimedRun, outcome: Outcome) {
-        let now = now_ms();
+        let now = self.now();
         let completion = Completion {
             run_id: run.run_id,
             job_id: run.job_id,
@@ -474,7 +481,7 @@ impl Processor {
         if let Some(h) = self.timer.take() {
             ctx.cancel_future(h);
         }
-        let delay = Duration::from_millis((at - now_ms()).max(0) as u64 + 1);
+        let delay = Duration::from_millis((at - self.now()).max(0) as u64 + 1);
         self.timer = Some(ctx.run_later(delay, |act, ctx| {
             act.timer = None;
             act.pump(ctx);
@@ -485,7 +492,7 @@ impl Processor {
         let (tx, rx) = watch::channel(false);
         let cancel = Arc::new(tx);
         let mut run = run;
-        run.started_at = now_ms();
+        run.started_at = self.now();
         let executing = Executing {
             cancel: cancel.clone(),
             started_ms: run.started_at,
@@ -530,7 +537,7 @@ impl Processor {
         self.cfg.suspects.leave();
         if matches!(start, Start::NotOurs) {
             self.events
-                .do_send(RunEvents(vec![RunEvent::Finished(run.job_id, now_ms())]));
+                .do_send(RunEvents(vec![RunEvent::Finished(run.job_id, self.now())]));
         } else {
             self.end_unstarted(run, Outcome::Interrupted);
             self.flush(ctx);
@@ -546,7 +553,7 @@ impl Processor {
         timed_out: bool,
         ctx: &mut Context<Self>,
     ) {
-        let finished_at = now_ms();
+        let finished_at = self.now();
         let by_operator = self.cancelled.remove(&run.run_id);
         let outcome = match result {
             ExecResult::Ok(v) => Outcome::Succeeded(v),
@@ -838,7 +845,7 @@ impl Handler<SetWritesPaused> for Processor {
 impl Handler<TakeUtilization> for Processor {
     type Result = Utilization;
     fn handle(&mut self, _: TakeUtilization, _: &mut Context<Self>) -> Utilization {
-        let now = now_ms();
+        let now = self.now();
         // Runs still executing count up to now; the next period starts now.
         let running: i64 = self
             .running

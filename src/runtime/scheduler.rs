@@ -21,15 +21,13 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use chrono_tz::Tz;
-use r2d2::Pool;
-use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::Connection;
 use serde_json::Value as Json;
 
 use super::Clock;
 use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
 use crate::catalog::CatalogError;
-use crate::catalog::queue::{self, ScheduledJob};
+use crate::catalog::queue::ScheduledJob;
+use crate::catalog::reader::{Changed, Reader, Watch};
 use crate::catalog::slots::{Decided, DueJob};
 use crate::catalog::writer::DbWriter;
 use crate::schedule::{JobHistory, JobPlanner, PlanPolicy, Schedule};
@@ -83,7 +81,7 @@ struct Entry {
 /// The Scheduler actor.
 pub struct Scheduler {
     node_id: i64,
-    pool: Pool<SqliteConnectionManager>,
+    reader: Reader,
     writer: DbWriter,
     clock: Arc<dyn Clock>,
     tz: Tz,
@@ -97,27 +95,25 @@ pub struct Scheduler {
     /// No tick records anything before this instant (a write failed).
     retry_at: i64,
     paused: bool,
-    watch: Option<Connection>,
-    data_version: i64,
-    generation: i64,
+    watch: Option<Watch>,
     on_reload: Option<Recipient<Reload>>,
 }
 
 impl Scheduler {
-    /// A scheduler over the catalog read through `pool` and written through `writer`;
-    /// `watch` is a connection of its own for change detection.
+    /// A scheduler over the catalog read through `reader` and written through `writer`;
+    /// `watch` detects changes made by others.
     pub fn new(
         node_id: i64,
-        pool: Pool<SqliteConnectionManager>,
+        reader: Reader,
         writer: DbWriter,
         clock: Arc<dyn Clock>,
         tz: Tz,
-        watch: Connection,
+        watch: Watch,
         on_reload: Option<Recipient<Reload>>,
     ) -> Self {
         Self {
             node_id,
-            pool,
+            reader,
             writer,
             clock,
             tz,
@@ -130,32 +126,17 @@ impl Scheduler {
             retry_at: i64::MIN,
             paused: false,
             watch: Some(watch),
-            data_version: -1,
-            generation: -1,
             on_reload,
         }
     }
 
     fn reload(&mut self, ctx: &mut Context<Self>) {
-        let (pool, node) = (self.pool.clone(), self.node_id);
-        let load = actix_rt::task::spawn_blocking(move || {
-            let conn = pool.get()?;
-            // The generation before the jobs: a change committed between the two reads then
-            // shows as a newer generation at the next watch and is loaded. Read after the
-            // jobs, it hid that change (a job added just as a node started was never loaded).
-            let generation = queue::generation(&conn)?;
-            Ok::<_, CatalogError>((queue::load_scheduled(&conn, node)?, generation))
-        });
+        let (reader, node) = (self.reader.clone(), self.node_id);
+        // The watch keeps the generation it last saw, whatever this load read: a change
+        // committed during the load shows at the next poll and loads again.
+        let load = actix_rt::task::spawn_blocking(move || reader.scheduled(node));
         ctx.spawn(load.into_actor(self).map(|joined, act, ctx| match joined {
-            Ok(Ok((jobs, generation))) => {
-                // Only the first load sets the generation the watch compares with (a watch
-                // that sees it move sets it before reloading). A reload asked for by the
-                // supervisor must not absorb another process's change made meanwhile: the
-                // watch would then never tell the supervisor about it (a job added as the
-                // node started stayed unknown to it until the next change).
-                if act.generation < 0 {
-                    act.generation = generation;
-                }
+            Ok(Ok(jobs)) => {
                 act.install(jobs);
                 act.tick(ctx);
             }
@@ -338,23 +319,20 @@ impl Scheduler {
     /// Cheap change detection: `data_version` moves when another connection commits; the
     /// generation moves only when a definition changed.
     fn watch(&mut self, ctx: &mut Context<Self>) {
-        let Some(conn) = &self.watch else { return };
-        let Ok(version) = conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) else {
-            return;
-        };
-        if version == self.data_version {
+        let Some(watch) = &mut self.watch else { return };
+        let changed = watch.poll();
+        if changed == Changed::Nothing {
             return;
         }
-        self.data_version = version;
         // Another process may have queued runs (a trigger from the CLI).
         for p in self.processors.values() {
             p.do_send(Wake);
         }
-        if let Ok(generation) = queue::generation(conn)
-            && generation != self.generation
-        {
-            tracing::info!(generation, "catalog changed; reloading");
-            self.generation = generation;
+        if changed == Changed::Generation {
+            tracing::info!(
+                generation = watch.generation(),
+                "catalog changed; reloading"
+            );
             if let Some(r) = &self.on_reload {
                 r.do_send(Reload);
             }
@@ -380,11 +358,6 @@ impl Actor for Scheduler {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(65_536);
-        if let Some(conn) = &self.watch {
-            self.data_version = conn
-                .query_row("PRAGMA data_version", [], |r| r.get(0))
-                .unwrap_or(-1);
-        }
         self.reload(ctx);
         ctx.run_interval(WATCH_INTERVAL, |act, ctx| act.watch(ctx));
     }

@@ -14,8 +14,6 @@ use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use actix::prelude::*;
-use r2d2::Pool;
-use r2d2_sqlite::SqliteConnectionManager;
 use serde::Serialize;
 
 use super::health::HealthReport;
@@ -26,12 +24,13 @@ use super::processor::{
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
 use super::tuning::{self, StatsBook};
-use crate::catalog::activation::{self, DecisionContext, JobActivation};
+use crate::catalog::CatalogError;
+use crate::catalog::activation::{DecisionContext, JobActivation};
 use crate::catalog::node::NodeHolder;
-use crate::catalog::queue::{self, LocalProcessor};
+use crate::catalog::queue::LocalProcessor;
+use crate::catalog::reader::Reader;
 use crate::catalog::verbs::ActivationChange;
 use crate::catalog::writer::DbWriter;
-use crate::catalog::{CatalogError, now_ms};
 use crate::executor::ExecEnv;
 use crate::model::{ActivationState, Pin};
 use crate::policy::{Action, Cause, Decision, JobView, Policy, PolicyConfig, ProcessorView};
@@ -74,7 +73,7 @@ pub struct Supervisor {
     tenure: Arc<Tenure>,
     /// Runs whose node died while they were claimed execute one at a time on this node.
     suspects: Arc<SuspectGate>,
-    pool: Pool<SqliteConnectionManager>,
+    reader: Reader,
     writer: DbWriter,
     env: ExecEnv,
     scheduler: Addr<Scheduler>,
@@ -99,19 +98,19 @@ impl Supervisor {
     /// A supervisor for the node `tenure` holds; `scheduler` is already running.
     pub fn new(
         tenure: Arc<Tenure>,
-        pool: Pool<SqliteConnectionManager>,
+        reader: Reader,
         writer: DbWriter,
         env: ExecEnv,
         scheduler: Addr<Scheduler>,
         policy: PolicyConfig,
     ) -> Self {
         // Claim tokens grow with time across restarts, and with each claim within one.
-        let tokens = Arc::new(AtomicI64::new(now_ms() << 10));
+        let tokens = Arc::new(AtomicI64::new(env.clock.now_ms() << 10));
         Self {
             node_id: tenure.lease().node_id,
             tenure,
             suspects: Arc::new(SuspectGate::default()),
-            pool,
+            reader,
             writer,
             env,
             scheduler,
@@ -130,14 +129,19 @@ impl Supervisor {
         }
     }
 
+    /// Epoch ms now, by the engine's clock.
+    fn now(&self) -> i64 {
+        self.env.clock.now_ms()
+    }
+
     /// Start-up as the spec says: only the minimum is active; the policy adds the rest while
     /// the node is healthy.
     fn activate_minimum(&mut self, ctx: &mut Context<Self>) {
-        let (writer, node) = (self.writer.clone(), self.node_id);
+        let (writer, node, now) = (self.writer.clone(), self.node_id, self.now());
         let policy = Policy::new(self.policy.config().clone());
         let write = async move {
             let changes = writer
-                .settle_activations(node, now_ms(), move |jobs| start_up(&policy, jobs))
+                .settle_activations(node, now, move |jobs| start_up(&policy, jobs))
                 .await?;
             writer.set_writes_paused(node, false).await?;
             Ok::<_, CatalogError>(
@@ -173,7 +177,7 @@ impl Supervisor {
             .iter()
             .map(|(id, (row, addr))| (*id, row.clone(), addr.send(TakeUtilization)))
             .collect();
-        let (pool, node) = (self.pool.clone(), self.node_id);
+        let (reader, node) = (self.reader.clone(), self.node_id);
         let gather = async move {
             let mut utils = Vec::new();
             for (id, row, ask) in asks {
@@ -181,11 +185,7 @@ impl Supervisor {
                     utils.push((id, row, u));
                 }
             }
-            let jobs = actix_rt::task::spawn_blocking(move || {
-                let conn = pool.get()?;
-                activation::job_activations(&conn, node)
-            })
-            .await;
+            let jobs = actix_rt::task::spawn_blocking(move || reader.job_activations(node)).await;
             (utils, jobs)
         };
         ctx.spawn(gather.into_actor(self).map(move |(utils, jobs), act, ctx| {
@@ -363,14 +363,8 @@ impl Supervisor {
 
     /// Starts, resizes and stops processors to match the catalog's rows.
     fn sync_processors(&mut self, ctx: &mut Context<Self>) {
-        let (pool, node) = (self.pool.clone(), self.node_id);
-        let load = actix_rt::task::spawn_blocking(move || {
-            let conn = pool.get()?;
-            Ok::<_, CatalogError>((
-                queue::load_local_processors(&conn)?,
-                activation::instances(&conn, node)?,
-            ))
-        });
+        let (reader, node) = (self.reader.clone(), self.node_id);
+        let load = actix_rt::task::spawn_blocking(move || reader.local_processors(node));
         ctx.spawn(load.into_actor(self).map(|joined, act, ctx| {
             let (rows, kept) = match joined {
                 Ok(Ok(loaded)) => loaded,
@@ -445,10 +439,10 @@ impl Supervisor {
             .filter(|r| self.policy.level(**r) != crate::policy::Level::Ok)
             .map(|r| format!("{} {}", r.as_str(), self.policy.level(*r).as_str()))
             .collect();
-        let (writer, node) = (self.writer.clone(), self.node_id);
+        let (writer, node, now) = (self.writer.clone(), self.node_id, self.now());
         let write = async move {
             let changes = writer
-                .settle_activations(node, now_ms(), move |jobs| {
+                .settle_activations(node, now, move |jobs| {
                     admit(jobs, others_ok, disk_short, &pressure)
                 })
                 .await?;
@@ -463,11 +457,8 @@ impl Supervisor {
 
     /// Tells the processors which of this node's running runs an operator asked to cancel.
     fn forward_cancels(&mut self, ctx: &mut Context<Self>) {
-        let (pool, node) = (self.pool.clone(), self.node_id);
-        let load = actix_rt::task::spawn_blocking(move || {
-            let conn = pool.get()?;
-            crate::catalog::runs::cancel_requested(&conn, node)
-        });
+        let (reader, node) = (self.reader.clone(), self.node_id);
+        let load = actix_rt::task::spawn_blocking(move || reader.cancel_requested(node));
         ctx.spawn(load.into_actor(self).map(|joined, act, _| match joined {
             Ok(Ok(ids)) if !ids.is_empty() => {
                 for (_, addr) in act.processors.values() {
@@ -482,10 +473,9 @@ impl Supervisor {
 
     /// Forgets the writers of objects that changed or went away (a new one starts on next use).
     fn sync_object_writers(&mut self, ctx: &mut Context<Self>) {
-        let (pool, writers) = (self.pool.clone(), self.env.object_writers.clone());
+        let (reader, writers) = (self.reader.clone(), self.env.object_writers.clone());
         let sync = actix_rt::task::spawn_blocking(move || {
-            let conn = pool.get()?;
-            let objects = queue::all_objects(&conn)?;
+            let objects = reader.enabled_objects()?;
             writers.retain(&objects);
             Ok::<_, CatalogError>(())
         });
@@ -538,7 +528,8 @@ impl Supervisor {
             return;
         }
         let (writer, lease, mark) = (self.writer.clone(), self.tenure.lease(), self.tenure.mark());
-        let beat = async move { writer.heartbeat(lease, now_ms()).await };
+        let now = self.now();
+        let beat = async move { writer.heartbeat(lease, now).await };
         ctx.spawn(
             beat.into_actor(self)
                 .map(move |result, act, _| match result {

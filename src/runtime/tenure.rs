@@ -15,12 +15,11 @@
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
-use rusqlite::Connection;
-
 use super::EngineError;
 use super::supervisor::HEARTBEAT;
+use crate::catalog::Catalog;
 use crate::catalog::node::{self, Applicant, NodeHolder, NodeLease, Registration};
-use crate::catalog::{CatalogError, now_ms, write_tx};
+use crate::executor::Clock;
 
 /// A holder whose heartbeat is older than this is stale.
 pub const STALE_AFTER: Duration = Duration::from_secs(3 * HEARTBEAT.as_secs());
@@ -89,16 +88,17 @@ impl Tenure {
 /// Takes the node name for this process (watching a stale holder that may be alive for a
 /// heartbeat interval first), and recovers the runs an earlier process of the node left
 /// running, in one transaction with the take. Blocks while it watches.
-pub fn take_name(conn: &mut Connection, who: &Applicant<'_>) -> Result<NodeLease, EngineError> {
+pub fn take_name(
+    catalog: &mut Catalog,
+    who: &Applicant<'_>,
+    clock: &dyn Clock,
+) -> Result<NodeLease, EngineError> {
     let mut watched: Option<NodeHolder> = None;
     loop {
-        let tx = write_tx(conn)?;
-        let now = now_ms();
+        let now = clock.now_ms();
         let stale = STALE_AFTER.as_millis() as i64;
-        match node::register_node(&tx, who, now, stale, is_alive, watched.as_ref())? {
-            Registration::Taken(lease) => {
-                let recovery = node::recover_node_runs(&tx, lease.node_id, now)?;
-                tx.commit().map_err(CatalogError::from)?;
+        match catalog.try_take_node_name(who, now, stale, is_alive, watched.as_ref())? {
+            (Registration::Taken(lease), recovery) => {
                 if let Some(old) = &watched {
                     tracing::warn!(
                         node = who.name,
@@ -107,10 +107,12 @@ pub fn take_name(conn: &mut Connection, who: &Applicant<'_>) -> Result<NodeLease
                         "took over the node name from a process whose heartbeat stopped"
                     );
                 }
-                log_recovery(&recovery);
+                if let Some(r) = &recovery {
+                    log_recovery(r);
+                }
                 return Ok(lease);
             }
-            Registration::Held(holder) => {
+            (Registration::Held(holder), _) => {
                 return Err(EngineError::NodeHeld {
                     name: who.name.to_string(),
                     pid: holder.pid,
@@ -118,8 +120,7 @@ pub fn take_name(conn: &mut Connection, who: &Applicant<'_>) -> Result<NodeLease
                     age_ms: now - holder.heartbeat_at,
                 });
             }
-            Registration::Watch(holder) => {
-                drop(tx);
+            (Registration::Watch(holder), _) => {
                 tracing::warn!(
                     node = who.name,
                     pid = holder.pid,

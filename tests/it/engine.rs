@@ -174,3 +174,91 @@ fn async_functions_run_and_a_panic_fails_only_its_run() {
         .unwrap();
     assert_eq!((in_progress, last_end), (0, latest));
 }
+
+/// One injected clock for the runtime (issue 13): an engine given a clock set in 2031 stamps
+/// its runs' start and finish, its health samples, its heartbeats and its start-up decisions
+/// by that clock, not by the system's.
+#[test]
+fn the_injected_clock_stamps_runs_samples_heartbeats_and_decisions() {
+    struct Fixed(i64);
+    impl jobvisor::runtime::Clock for Fixed {
+        fn now_ms(&self) -> i64 {
+            self.0
+        }
+    }
+    const T: i64 = 1_924_992_000_000; // 2031-01-01T00:00:00Z
+    let ws = Workspace::new();
+    let db = ws.db();
+    let conf = "[processor.main]\ninstances = 1\n[job.echo]\ntype = \"function\"\nprocessor = \"main\"\nrequired = true\npayload = { function = \"debug.echo\" }\n";
+    Catalog::open(&db, &DbSettings::default())
+        .unwrap()
+        .import(&toml_format::parse(conf).unwrap(), "test")
+        .unwrap();
+    actix_rt::System::new().block_on(async move {
+        let mut cfg = jobvisor::config::NodeConfig::default();
+        cfg.node.data_dir = ws.path("data").display().to_string();
+        cfg.health.interval = 200;
+        let engine = Engine::builder()
+            .config(cfg)
+            .db(&db)
+            .node_name("clocked")
+            .clock(Arc::new(Fixed(T)))
+            .start()
+            .unwrap();
+        engine.trigger("echo", None).await.unwrap();
+        for _ in 0..250 {
+            let done = runs_of(&db, "echo").iter().any(|r| r.status == "succeeded");
+            let conn = rusqlite::Connection::open(&db).unwrap();
+            let samples: i64 = conn
+                .query_row("SELECT count(*) FROM stat", [], |r| r.get(0))
+                .unwrap();
+            if done && samples > 0 {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        let (started, finished): (i64, i64) = conn
+            .query_row(
+                "SELECT started_at, finished_at FROM job_run WHERE status = 'succeeded'",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (started, finished),
+            (T, T),
+            "run times by the injected clock"
+        );
+        let (first, last): (i64, i64) = conn
+            .query_row(
+                "SELECT min(sampled_at), max(sampled_at) FROM stat",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!(
+            (first, last),
+            (T, T),
+            "health samples by the injected clock"
+        );
+        let heartbeat: i64 = conn
+            .query_row(
+                "SELECT heartbeat_at FROM node WHERE node_name = 'clocked'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(heartbeat, T, "the node's heartbeat by the injected clock");
+        let (decisions, other_times): (i64, i64) = conn
+            .query_row(
+                "SELECT count(*), count(*) FILTER (WHERE at <> ?1) FROM decision",
+                [T],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert!(decisions > 0, "the start-up activation is a decision");
+        assert_eq!(other_times, 0, "decisions by the injected clock");
+        engine.shutdown(Duration::from_secs(2)).await.unwrap();
+    });
+}

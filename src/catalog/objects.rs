@@ -12,11 +12,9 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use r2d2::Pool;
-use r2d2_sqlite::SqliteConnectionManager;
-
+use crate::catalog::reader::Reader;
 use crate::catalog::writer::DbWriter;
-use crate::catalog::{self, CatalogError, DbSettings, open_connection};
+use crate::catalog::{CatalogError, DbSettings, open_connection};
 
 /// Where an object's rows live: `None` for the catalog itself, else its database file (a
 /// relative path is in `data_dir`).
@@ -38,21 +36,17 @@ pub fn resolve(data_dir: &Path, conn_string: Option<&str>) -> Option<PathBuf> {
 pub struct ObjectWriters {
     data_dir: PathBuf,
     settings: DbSettings,
-    pool: Pool<SqliteConnectionManager>,
+    reader: Reader,
     writers: Mutex<HashMap<String, (PathBuf, DbWriter)>>,
 }
 
 impl ObjectWriters {
-    /// A registry whose Writers read object rows through `pool`.
-    pub fn new(
-        data_dir: PathBuf,
-        settings: DbSettings,
-        pool: Pool<SqliteConnectionManager>,
-    ) -> Self {
+    /// A registry that reads object rows through `reader`.
+    pub fn new(data_dir: PathBuf, settings: DbSettings, reader: Reader) -> Self {
         Self {
             data_dir,
             settings,
-            pool,
+            reader,
             writers: Mutex::new(HashMap::new()),
         }
     }
@@ -74,10 +68,10 @@ impl ObjectWriters {
         if let Some(addr) = self.running(name) {
             return Ok(addr);
         }
-        let conn_string = {
-            let conn = self.pool.get().map_err(|e| e.to_string())?;
-            catalog::object_conn_string(&conn, name).map_err(|e| e.to_string())?
-        };
+        let conn_string = self
+            .reader
+            .object_conn_string(name)
+            .map_err(|e| e.to_string())?;
         let Some(conn_string) = conn_string else {
             return Err(format!("object `{name}` does not exist or is disabled"));
         };

@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use serde_json::{Value as Json, json};
 
-use crate::catalog::queue::{self, StatSample};
-use crate::catalog::{CatalogError, now_ms};
+use crate::catalog::CatalogError;
+use crate::catalog::queue::StatSample;
+use crate::catalog::reader::count_rows_in_file;
 use crate::executor::{FnContext, Registry};
 use crate::runtime::health::Sampler;
 
@@ -54,7 +55,7 @@ fn int(input: &Json, key: &str, default: i64) -> i64 {
 /// Fails runs stuck past their timeout (plus `grace_ms`, default 60 s) and frees their jobs.
 fn job_state_reset(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let grace = int(&input, "grace_ms", 60_000);
-    let now = now_ms();
+    let now = ctx.env.clock.now_ms();
     let reset = ctx
         .env
         .catalog_writer
@@ -66,14 +67,14 @@ fn job_state_reset(ctx: &FnContext, input: Json) -> Result<Json, String> {
 /// Samples the device (two samples `interval_ms` apart, default 250) into `stat`.
 fn device_stats(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let mut sampler = Sampler::new(&ctx.env.data_dir);
-    sampler.sample();
+    sampler.sample(ctx.env.clock.now_ms());
     std::thread::sleep(Duration::from_millis(
         int(&input, "interval_ms", 250).clamp(50, 5000) as u64,
     ));
-    let sample = sampler.sample();
+    let sample = sampler.sample(ctx.env.clock.now_ms());
     let stats = sample.stats();
     let node = ctx.env.node_id;
-    let now = now_ms();
+    let now = ctx.env.clock.now_ms();
     let count = stats.len();
     ctx.env
         .catalog_writer
@@ -85,35 +86,21 @@ fn device_stats(ctx: &FnContext, input: Json) -> Result<Json, String> {
 /// Where an object's rows live: the catalog itself, or a SQLite file of its own (a relative
 /// path is in the data folder).
 fn object_db(ctx: &FnContext, conn_string: &Option<String>) -> Option<PathBuf> {
-    crate::runtime::objects::resolve(&ctx.env.data_dir, conn_string.as_deref())
+    crate::catalog::objects::resolve(&ctx.env.data_dir, conn_string.as_deref())
 }
 
 /// Record counts and file sizes of every object, into `stat`.
 fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
-    let objects = {
-        let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
-        queue::all_objects(&conn).map_err(err)?
-    };
+    let objects = ctx.env.catalog.enabled_objects().map_err(err)?;
     let mut stats = Vec::new();
     let mut report = serde_json::Map::new();
     for (name, conn_string) in objects {
         let (count, size) = match object_db(ctx, &conn_string) {
-            None => {
-                let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
-                (
-                    queue::count_rows(&conn, &name).ok(),
-                    file_size(&ctx.env.catalog_path),
-                )
-            }
-            Some(path) => {
-                let count = rusqlite::Connection::open_with_flags(
-                    &path,
-                    rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY,
-                )
-                .ok()
-                .and_then(|c| queue::count_rows(&c, &name).ok());
-                (count, file_size(&path))
-            }
+            None => (
+                ctx.env.catalog.count_rows(&name).ok(),
+                file_size(ctx.env.catalog.path()),
+            ),
+            Some(path) => (count_rows_in_file(&path, &name).ok(), file_size(&path)),
         };
         if let Some(count) = count {
             stats.push(StatSample {
@@ -155,7 +142,7 @@ fn object_stats(ctx: &FnContext, _input: Json) -> Result<Json, String> {
         }
     }
     let node = ctx.env.node_id;
-    let now = now_ms();
+    let now = ctx.env.clock.now_ms();
     ctx.env
         .catalog_writer
         .record_stats_blocking(node, now, stats)
@@ -171,13 +158,10 @@ fn file_size(path: &Path) -> Option<u64> {
 /// own `job_run` and `stat` objects use their own prune verbs; other objects need a name field
 /// holding epoch milliseconds.
 fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
-    let objects = {
-        let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
-        queue::prunable_objects(&conn).map_err(err)?
-    };
+    let objects = ctx.env.catalog.prunable_objects().map_err(err)?;
     let mut report = serde_json::Map::new();
     for (name, conn_string, _key, time_field, ttl) in objects {
-        let before = now_ms() - ttl * 1000;
+        let before = ctx.env.clock.now_ms() - ttl * 1000;
         let deleted = match (object_db(ctx, &conn_string), name.as_str()) {
             (None, "job_run") => ctx.env.catalog_writer.prune_runs(before),
             (None, "stat") => ctx.env.catalog_writer.prune_stats(before),
@@ -211,7 +195,7 @@ fn object_prune(ctx: &FnContext, _input: Json) -> Result<Json, String> {
 
 /// `object.count_prune` (rows deleted) and `object.date_recent_prune` (when) of one prune.
 fn record_prune(ctx: &FnContext, object: &str, deleted: usize) -> Result<(), String> {
-    let now = now_ms();
+    let now = ctx.env.clock.now_ms();
     let stats = vec![
         StatSample {
             stat_type: "object.count_prune".into(),
@@ -236,15 +220,16 @@ fn record_prune(ctx: &FnContext, object: &str, deleted: usize) -> Result<(), Str
 /// Deletes finished runs older than `days` (default: the job_run object's time_to_live, else 30).
 fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let ttl_s = {
-        let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
-        queue::prunable_objects(&conn)
+        ctx.env
+            .catalog
+            .prunable_objects()
             .map_err(err)?
             .into_iter()
             .find(|o| o.0 == "job_run")
             .map_or(30 * 86_400, |o| o.4)
     };
     let days = input.get("days").and_then(Json::as_i64);
-    let before = now_ms() - days.map_or(ttl_s * 1000, |d| d * 86_400_000);
+    let before = ctx.env.clock.now_ms() - days.map_or(ttl_s * 1000, |d| d * 86_400_000);
     let deleted = ctx.env.catalog_writer.prune_runs(before).map_err(err)?;
     record_prune(ctx, "job_run", deleted)?;
     Ok(json!({ "deleted": deleted, "before": before }))
@@ -253,13 +238,12 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
 /// `PRAGMA optimize`, incremental vacuum and a WAL checkpoint, on a connection of its own
 /// (a checkpoint cannot run inside the writer's transaction).
 fn db_maintenance(ctx: &FnContext, _input: Json) -> Result<Json, String> {
-    let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
     // A damaged catalog stops the node before anything else is written to it.
-    if let Err(e) = crate::catalog::open::quick_check(&conn, &ctx.env.catalog_path) {
+    if let Err(e) = ctx.env.catalog.quick_check() {
         ctx.env.fatal.raise(e.to_string());
         return Err(err(e));
     }
-    queue::maintain(&conn).map_err(err)
+    ctx.env.catalog.maintain().map_err(err)
 }
 
 /// Online backup of the catalog to `<data_dir>/backups/catalog-<time>.db`, keeping the newest
@@ -270,9 +254,7 @@ fn catalog_backup(ctx: &FnContext, input: Json) -> Result<Json, String> {
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ");
     let target = dir.join(format!("catalog-{stamp}.db"));
-    let conn = ctx.env.catalog_pool.get().map_err(|e| e.to_string())?;
-    conn.backup(rusqlite::MAIN_DB, &target, None)
-        .map_err(|e| format!("backup to {}: {e}", target.display()))?;
+    ctx.env.catalog.backup_to(&target).map_err(err)?;
     let mut backups: Vec<PathBuf> = std::fs::read_dir(&dir)
         .map_err(|e| e.to_string())?
         .filter_map(|e| e.ok().map(|e| e.path()))

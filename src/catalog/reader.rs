@@ -1,0 +1,193 @@
+//! The catalog's reads for a running node: [`Reader`], a cloneable handle on the read pool with
+//! one named, blocking verb per question the runtime asks (call them on the blocking pool), and
+//! [`Watch`], the change detector the scheduler polls.
+//!
+//! Invariant: the runtime holds no connection; every read it makes is a verb here, with its SQL
+//! in the module the verb calls.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use r2d2::{Pool, PooledConnection};
+use r2d2_sqlite::SqliteConnectionManager;
+use rusqlite::{Connection, OpenFlags};
+use serde_json::Value as Json;
+
+use super::activation::{self, JobActivation};
+use super::queue::{self, LocalProcessor, PrunableObject, ScheduledJob};
+use super::{CatalogError, DbSettings};
+
+/// The read pool of one catalog (shared by the node's actors, executors and built-ins).
+#[derive(Clone)]
+pub struct Reader {
+    path: PathBuf,
+    pool: Pool<SqliteConnectionManager>,
+}
+
+impl std::fmt::Debug for Reader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reader").field("path", &self.path).finish()
+    }
+}
+
+impl Reader {
+    pub(in crate::catalog) fn new(path: PathBuf, pool: Pool<SqliteConnectionManager>) -> Self {
+        Self { path, pool }
+    }
+
+    /// The catalog file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn conn(&self) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
+        Ok(self.pool.get()?)
+    }
+
+    /// Every job's activation row on `node_id`.
+    pub fn job_activations(&self, node_id: i64) -> Result<Vec<JobActivation>, CatalogError> {
+        activation::job_activations(&*self.conn()?, node_id)
+    }
+
+    /// The enabled local processors, and the instances the policy set for them on `node_id`.
+    pub fn local_processors(
+        &self,
+        node_id: i64,
+    ) -> Result<(Vec<LocalProcessor>, HashMap<i64, u32>), CatalogError> {
+        let conn = self.conn()?;
+        Ok((
+            queue::load_local_processors(&conn)?,
+            activation::instances(&conn, node_id)?,
+        ))
+    }
+
+    /// The running runs of `node_id` an operator asked to cancel.
+    pub fn cancel_requested(&self, node_id: i64) -> Result<Vec<i64>, CatalogError> {
+        super::runs::cancel_requested(&*self.conn()?, node_id)
+    }
+
+    /// Every enabled object: name and `conn_string`.
+    pub fn enabled_objects(&self) -> Result<Vec<(String, Option<String>)>, CatalogError> {
+        queue::all_objects(&*self.conn()?)
+    }
+
+    /// An object's `conn_string` (`None`: no such object; `Some(None)`: in the catalog).
+    pub fn object_conn_string(&self, name: &str) -> Result<Option<Option<String>>, CatalogError> {
+        super::object_conn_string(&*self.conn()?, name)
+    }
+
+    /// The jobs `node_id` schedules.
+    pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
+        queue::load_scheduled(&*self.conn()?, node_id)
+    }
+
+    /// Rows of catalog table `table`.
+    pub fn count_rows(&self, table: &str) -> Result<i64, CatalogError> {
+        queue::count_rows(&*self.conn()?, table)
+    }
+
+    /// The objects whose old rows may be pruned.
+    pub fn prunable_objects(&self) -> Result<Vec<PrunableObject>, CatalogError> {
+        queue::prunable_objects(&*self.conn()?)
+    }
+
+    /// `PRAGMA quick_check`: a damaged catalog is an error naming the file.
+    pub fn quick_check(&self) -> Result<(), CatalogError> {
+        super::open::quick_check(&*self.conn()?, &self.path)
+    }
+
+    /// `optimize`, `incremental_vacuum` and a TRUNCATE checkpoint, on a connection of the
+    /// pool (a checkpoint cannot run inside the writer's transaction); what it did, as JSON.
+    pub fn maintain(&self) -> Result<Json, CatalogError> {
+        queue::maintain(&*self.conn()?)
+    }
+
+    /// Copies the catalog into a new database file at `target` (SQLite's online backup).
+    pub fn backup_to(&self, target: &Path) -> Result<(), CatalogError> {
+        self.conn()?
+            .backup(rusqlite::MAIN_DB, target, None)
+            .map_err(|e| {
+                CatalogError::from(e).within(
+                    &self.path,
+                    format!("backing the catalog up to {}", target.display()),
+                )
+            })
+    }
+}
+
+/// Rows of `table` in the database file at `path`, read on a read-only connection of its own
+/// (an object's database).
+pub fn count_rows_in_file(path: &Path, table: &str) -> Result<i64, CatalogError> {
+    let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
+        .map_err(|e| CatalogError::from(e).within(path, "opening an object's database"))?;
+    queue::count_rows(&conn, table)
+}
+
+/// What changed since the last poll.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Changed {
+    /// Nothing.
+    Nothing,
+    /// Another connection committed (`PRAGMA data_version` moved).
+    Data,
+    /// The generation counter moved (a trigger or an edit asks for a reload).
+    Generation,
+}
+
+/// Change detection for the scheduler: a connection of its own, whose `PRAGMA data_version`
+/// moves when another connection commits, plus the catalog's generation counter.
+pub struct Watch {
+    conn: Connection,
+    data_version: i64,
+    generation: i64,
+}
+
+impl std::fmt::Debug for Watch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watch")
+            .field("data_version", &self.data_version)
+            .field("generation", &self.generation)
+            .finish()
+    }
+}
+
+impl Watch {
+    /// A watch on the catalog at `path`, starting from what it holds now.
+    pub fn open(path: &Path, settings: &DbSettings) -> Result<Self, CatalogError> {
+        let conn = super::open_connection(path, settings)?;
+        let mut w = Watch {
+            conn,
+            data_version: -1,
+            generation: -1,
+        };
+        w.poll();
+        Ok(w)
+    }
+
+    /// The generation last seen.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// Says what moved since the last poll: cheap while nothing did (one pragma); the
+    /// generation is read only once `data_version` moved. A failed read is no change.
+    pub fn poll(&mut self) -> Changed {
+        let Ok(version) = self
+            .conn
+            .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
+        else {
+            return Changed::Nothing;
+        };
+        if version == self.data_version {
+            return Changed::Nothing;
+        }
+        self.data_version = version;
+        match queue::generation(&self.conn) {
+            Ok(generation) if generation != self.generation => {
+                self.generation = generation;
+                Changed::Generation
+            }
+            _ => Changed::Data,
+        }
+    }
+}
