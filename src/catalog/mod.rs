@@ -508,13 +508,18 @@ impl Catalog {
     /// Inserts or replaces one job (already validated against the catalog).
     pub fn put_job(&mut self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
         let tx = write_tx(&mut self.conn)?;
-        let existed = tx
-            .query_row(SELECT_JOB_ID, [name], |_| Ok(()))
-            .optional()?
-            .is_some();
+        let before = export_from(&tx)?;
+        let existed = before.jobs.contains_key(name);
         upsert_job(&tx, name, job)?;
         let action = if existed { "job.edit" } else { "job.add" };
-        audit(&tx, actor, action, name, None)?;
+        let mut after = CatalogFile::default();
+        after.jobs.insert(name.to_string(), job.clone());
+        let detail = audit_changes(if existed {
+            crate::jobconf::merge::changes(&before, &after)
+        } else {
+            crate::jobconf::merge::described(&after)
+        });
+        audit(&tx, actor, action, name, Some(&detail))?;
         tx.commit()?;
         Ok(())
     }
@@ -527,20 +532,26 @@ impl Catalog {
         actor: &str,
     ) -> Result<(), CatalogError> {
         let tx = write_tx(&mut self.conn)?;
-        if tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])? == 0 {
-            return Err(not_found("job", name));
-        }
+        let was: bool = tx
+            .query_row(SELECT_JOB_ENABLED, [name], |r| r.get(0))
+            .optional()?
+            .ok_or_else(|| not_found("job", name))?;
+        tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])?;
         if !enabled {
             // Enabled again later, the job is new to every node (activated at once by a
             // healthy one); pins stay.
             tx.execute(FORGET_UNPINNED_ACTIVATION, [name])?;
         }
+        let detail = serde_json::json!({ "changes": [{
+            "section": "job", "name": name, "change": if was == enabled { "unchanged" } else { "updated" },
+            "fields": [{ "field": "enabled", "before": was.to_string(), "after": enabled.to_string() }],
+        }] });
         audit(
             &tx,
             actor,
             if enabled { "job.enable" } else { "job.disable" },
             name,
-            None,
+            Some(&detail),
         )?;
         tx.commit()?;
         Ok(())
@@ -558,8 +569,13 @@ impl Catalog {
                 "job `{name}` has {running} run(s) executing; disable it and retry when they end"
             )));
         }
+        let detail = removed_detail(&tx, |f, g| {
+            if let Some(d) = f.jobs.remove(name) {
+                g.jobs.insert(name.to_string(), d);
+            }
+        })?;
         tx.execute(DELETE_JOB, [name])?;
-        audit(&tx, actor, "job.remove", name, None)?;
+        audit(&tx, actor, "job.remove", name, Some(&detail))?;
         tx.commit()?;
         Ok(())
     }
@@ -579,8 +595,13 @@ impl Catalog {
             }
             Some(None) => {}
         }
+        let detail = removed_detail(&tx, |f, g| {
+            if let Some(d) = f.processors.remove(name) {
+                g.processors.insert(name.to_string(), d);
+            }
+        })?;
         tx.execute(DELETE_PROCESSOR, [name])?;
-        audit(&tx, actor, "processor.remove", name, None)?;
+        audit(&tx, actor, "processor.remove", name, Some(&detail))?;
         tx.commit()?;
         Ok(())
     }
@@ -600,8 +621,13 @@ impl Catalog {
             }
             Some(None) => {}
         }
+        let detail = removed_detail(&tx, |f, g| {
+            if let Some(d) = f.objects.remove(name) {
+                g.objects.insert(name.to_string(), d);
+            }
+        })?;
         tx.execute(DELETE_OBJECT, [name])?;
-        audit(&tx, actor, "object.remove", name, None)?;
+        audit(&tx, actor, "object.remove", name, Some(&detail))?;
         tx.commit()?;
         Ok(())
     }
@@ -722,6 +748,60 @@ const INSERT_AUDIT: &str =
 const SELECT_AUDIT: &str =
     "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
 
+/// At most this many entries' changes go into one audit row (a large import says how many it
+/// left out).
+const AUDIT_MAX_ENTRIES: usize = 200;
+
+/// Whether a field holds a secret, which an audit row shows as `***`.
+fn is_secret(field: &str) -> bool {
+    ["password", "secret", "token"]
+        .iter()
+        .any(|w| field.contains(w))
+}
+
+/// An audit row's detail: each changed entry's fields before and after (secrets as `***`).
+fn audit_changes(changes: Vec<crate::jobconf::merge::EntryChange>) -> Json {
+    let mut changed: Vec<_> = changes
+        .into_iter()
+        .filter(|c| c.change != "unchanged")
+        .map(|mut c| {
+            for f in c.fields.iter_mut().filter(|f| is_secret(&f.field)) {
+                f.before = f.before.as_ref().map(|_| "***".into());
+                f.after = f.after.as_ref().map(|_| "***".into());
+            }
+            c
+        })
+        .collect();
+    let left_out = changed.len().saturating_sub(AUDIT_MAX_ENTRIES);
+    changed.truncate(AUDIT_MAX_ENTRIES);
+    let mut detail = serde_json::json!({ "changes": changed });
+    if left_out > 0 {
+        detail["changes_left_out"] = left_out.into();
+    }
+    detail
+}
+
+/// The audit detail of a removal: the entry `take` moves from the catalog's file model into an
+/// empty one, every field with its value before and none after.
+fn removed_detail(
+    conn: &Connection,
+    take: impl FnOnce(&mut CatalogFile, &mut CatalogFile),
+) -> Result<Json, CatalogError> {
+    let (mut all, mut gone) = (export_from(conn)?, CatalogFile::default());
+    take(&mut all, &mut gone);
+    let changes = crate::jobconf::merge::described(&gone)
+        .into_iter()
+        .map(|mut c| {
+            c.change = "removed";
+            for f in &mut c.fields {
+                std::mem::swap(&mut f.before, &mut f.after);
+            }
+            c
+        })
+        .collect();
+    Ok(audit_changes(changes))
+}
+
 pub(crate) fn audit(
     tx: &Connection,
     actor: &str,
@@ -799,11 +879,24 @@ fn import_in(
             upsert_job(tx, name, j)?;
         }
     }
-    let detail = serde_json::json!({
-        "created": report.created.len(),
-        "updated": report.updated.len(),
-        "unchanged": report.unchanged,
-    });
+    // A created entry is shown with its values; an updated one with the fields that changed.
+    let described = crate::jobconf::merge::described(file);
+    let changes = report
+        .changes
+        .iter()
+        .map(|c| match c.change {
+            "created" => described
+                .iter()
+                .find(|d| d.section == c.section && d.name == c.name)
+                .unwrap_or(c)
+                .clone(),
+            _ => c.clone(),
+        })
+        .collect();
+    let mut detail = audit_changes(changes);
+    detail["created"] = report.created.len().into();
+    detail["updated"] = report.updated.len().into();
+    detail["unchanged"] = report.unchanged.into();
     audit(tx, actor, action, "catalog", Some(&detail))?;
     Ok(report)
 }
@@ -908,6 +1001,7 @@ const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
 const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
     SELECT ?1, object_id FROM object WHERE object_name = ?2";
 const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2";
+const SELECT_JOB_ENABLED: &str = "SELECT status = 1 FROM job WHERE job_name = ?1";
 const FORGET_UNPINNED_ACTIVATION: &str = "DELETE FROM job_activation
     WHERE pinned IS NULL AND job_id = (SELECT job_id FROM job WHERE job_name = ?1)";
 const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r

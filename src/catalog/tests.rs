@@ -854,3 +854,36 @@ payload = { function = "f" }
         assert_eq!(r.quarantined, [(run.run_id, 1)]);
     }
 }
+
+/// Audit rows hold each change's fields before and after, with secrets as `***`: an import
+/// that sets and then changes a remote processor's password never writes the password into
+/// the audit log.
+#[test]
+fn audit_rows_hold_before_and_after_with_secrets_hidden() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let conf = |pw: &str, instances: u32| {
+        format!(
+            "[processor.remote]\ninstances = {instances}\nip_address = \"10.0.0.2\"\nport = 8080\nrpc_user = \"a\"\nrpc_password = \"{pw}\"\n"
+        )
+    };
+    for (pw, n) in [("hunter2", 1), ("correct-horse", 2)] {
+        let file = crate::jobconf::toml_format::parse(&conf(pw, n)).unwrap();
+        catalog.import(&file, "alice").unwrap();
+    }
+    let rows = catalog.audit_log(10).unwrap();
+    let text = format!("{rows:?}");
+    assert!(
+        !text.contains("hunter2") && !text.contains("correct-horse"),
+        "{text}"
+    );
+    let last: Json = serde_json::from_str(rows[0].detail.as_deref().unwrap()).unwrap();
+    let fields = last["changes"][0]["fields"].as_array().unwrap();
+    let get = |name: &str| fields.iter().find(|f| f["field"] == name).unwrap().clone();
+    assert_eq!(get("instances")["before"], "1");
+    assert_eq!(get("instances")["after"], "2");
+    assert_eq!(get("rpc_password")["before"], "***");
+    assert_eq!(get("rpc_password")["after"], "***");
+    let first: Json = serde_json::from_str(rows[1].detail.as_deref().unwrap()).unwrap();
+    assert_eq!(first["changes"][0]["change"], "created");
+    assert!(first.to_string().contains("10.0.0.2"), "{first}");
+}

@@ -209,6 +209,44 @@ fn entry_change(
     }
 }
 
+/// Every entry of `entries` with each of its fields as job.conf spells it (as `after`; a
+/// created entry's values, for an audit row), in the order `changes` lists entries.
+pub fn described(entries: &CatalogFile) -> Vec<EntryChange> {
+    let mut out = Vec::new();
+    let mut push = |section: Section, name: &str, file: CatalogFile| {
+        out.push(EntryChange {
+            section: section.as_str(),
+            name: name.to_string(),
+            change: "created",
+            fields: fields_of(&file)
+                .into_iter()
+                .map(|(field, v)| FieldChange {
+                    field,
+                    before: None,
+                    after: Some(v),
+                })
+                .collect(),
+        })
+    };
+    for (name, def) in &entries.processors {
+        push(
+            Section::Processor,
+            name,
+            one(|f| &mut f.processors, name, def),
+        );
+    }
+    for (name, def) in &entries.objects {
+        push(Section::Object, name, one(|f| &mut f.objects, name, def));
+    }
+    for (name, def) in &entries.groups {
+        push(Section::Group, name, one(|f| &mut f.groups, name, def));
+    }
+    for (name, def) in &entries.jobs {
+        push(Section::Job, name, one(|f| &mut f.jobs, name, def));
+    }
+    out
+}
+
 /// What storing `entries` over `before` changes, entry by entry, field by field.
 pub fn changes(before: &CatalogFile, entries: &CatalogFile) -> Vec<EntryChange> {
     let mut out = Vec::new();

@@ -188,6 +188,50 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
         204,
     );
     ok(api(base, Some(&t), "GET", "/api/v1/jobs/hello", None), 404);
+    // Every change's audit row holds the fields before and after: the creation's values, the
+    // patch's changed fields, the enable's state, the removal's last definition.
+    let details: Vec<(String, Value)> = conn
+        .prepare("SELECT action, detail FROM audit WHERE subject = 'hello' ORDER BY audit_id")
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
+        .unwrap()
+        .map(|r| {
+            let (a, d) = r.unwrap();
+            (a, serde_json::from_str(&d).unwrap())
+        })
+        .collect();
+    let field = |d: &Value, name: &str| -> (Value, Value) {
+        let f = d["changes"][0]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["field"] == name)
+            .unwrap_or_else(|| panic!("no field {name} in {d}"))
+            .clone();
+        (f["before"].clone(), f["after"].clone())
+    };
+    let of = |action: &str| {
+        details
+            .iter()
+            .find(|(a, _)| a == action)
+            .unwrap_or_else(|| panic!("no {action} row in {details:?}"))
+            .1
+            .clone()
+    };
+    assert_eq!(field(&of("job.add"), "priority"), (Value::Null, json!("5")));
+    let edit = details
+        .iter()
+        .find(|(a, d)| a == "job.edit" && d.to_string().contains("priority"))
+        .map(|(_, d)| d.clone())
+        .unwrap_or_else(|| panic!("no edit of the priority in {details:?}"));
+    assert_eq!(field(&edit, "priority"), (json!("5"), json!("7")));
+    assert_eq!(
+        field(&of("job.enable"), "enabled"),
+        (json!("false"), json!("true"))
+    );
+    let removed = of("job.remove");
+    assert_eq!(removed["changes"][0]["change"], "removed");
+    assert_eq!(field(&removed, "priority"), (json!("7"), Value::Null));
 }
 
 #[test]
