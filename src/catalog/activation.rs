@@ -73,10 +73,11 @@ const SELECT_VIEWS: &str = "SELECT j.job_id, j.job_name, j.priority, j.required,
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
     LEFT JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1
-    WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL
+    WHERE j.status = 1 AND p.status = 1
     ORDER BY j.priority DESC, j.job_id";
 
-/// Every enabled job on an enabled local processor, with its activation on `node_id`.
+/// Every enabled job on an enabled processor (local or remote), with its activation on
+/// `node_id`.
 pub fn job_activations(
     conn: &Connection,
     node_id: i64,

@@ -13,6 +13,7 @@ pub mod observe;
 pub mod open;
 pub mod queue;
 pub mod reader;
+pub mod remote;
 pub mod runs;
 pub mod slots;
 pub mod sql_job;
@@ -1081,23 +1082,29 @@ const SELECT_JOBS: &str = "SELECT j.job_name, t.job_type, p.processor_name, g.jo
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id";
 
+/// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
+pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorDef)> {
+    Ok((
+        r.get(0)?,
+        ProcessorDef {
+            instances: r.get(1)?,
+            max_instances: r.get(2)?,
+            ip_address: r.get(3)?,
+            port: r.get(4)?,
+            rpc_user: r.get(5)?,
+            rpc_password: r.get(6)?,
+            enabled: r.get::<_, i64>(7)? == 1,
+        },
+    ))
+}
+
 fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError> {
     let mut file = CatalogFile::default();
     let mut stmt = conn.prepare_cached(SELECT_PROCESSORS)?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
-        file.processors.insert(
-            r.get(0)?,
-            ProcessorDef {
-                instances: r.get(1)?,
-                max_instances: r.get(2)?,
-                ip_address: r.get(3)?,
-                port: r.get(4)?,
-                rpc_user: r.get(5)?,
-                rpc_password: r.get(6)?,
-                enabled: r.get::<_, i64>(7)? == 1,
-            },
-        );
+        let (name, def) = processor_row(r)?;
+        file.processors.insert(name, def);
     }
     let mut stmt = conn.prepare_cached(SELECT_OBJECTS)?;
     let mut rows = stmt.query([])?;

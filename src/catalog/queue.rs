@@ -82,10 +82,10 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
      WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL), a.stretch
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
     JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
-    WHERE j.status = 1 AND p.status = 1 AND p.ip_address IS NULL";
+    WHERE j.status = 1 AND p.status = 1";
 
-/// Every enabled job on an enabled local processor that is active on `node_id`, with its
-/// scheduling history.
+/// Every enabled job on an enabled processor that is active on `node_id`, with its scheduling
+/// history (a job on a remote processor is scheduled here and runs as a call to that node).
 pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
     let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
     let rows = stmt.query_map([node_id], |r| {
@@ -123,7 +123,8 @@ pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJo
     Ok(rows.collect::<Result<_, _>>()?)
 }
 
-/// A local processor row the supervisor starts.
+/// A processor row the supervisor starts: its instances execute on this node — for a remote
+/// processor, each execution is a call to the remote node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalProcessor {
     /// `processor_id`.
@@ -134,13 +135,16 @@ pub struct LocalProcessor {
     pub instances: i64,
     /// Upper bound.
     pub max_instances: i64,
+    /// The row names a remote node (`ip_address`): its runs are calls to that node's `/rpc`.
+    pub remote: bool,
 }
 
-/// Every enabled local processor.
+/// Every enabled processor, local and remote.
 pub fn load_local_processors(conn: &Connection) -> Result<Vec<LocalProcessor>, CatalogError> {
     let mut stmt = conn.prepare_cached(
-        "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances)
-         FROM job_processor WHERE status = 1 AND ip_address IS NULL ORDER BY processor_name",
+        "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
+                ip_address IS NOT NULL
+         FROM job_processor WHERE status = 1 ORDER BY processor_name",
     )?;
     let rows = stmt.query_map([], |r| {
         Ok(LocalProcessor {
@@ -148,6 +152,7 @@ pub fn load_local_processors(conn: &Connection) -> Result<Vec<LocalProcessor>, C
             name: r.get(1)?,
             instances: r.get(2)?,
             max_instances: r.get(3)?,
+            remote: r.get(4)?,
         })
     })?;
     Ok(rows.collect::<Result<_, _>>()?)

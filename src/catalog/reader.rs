@@ -49,7 +49,8 @@ impl Reader {
         activation::job_activations(&*self.conn()?, node_id)
     }
 
-    /// The enabled local processors, and the instances the policy set for them on `node_id`.
+    /// The enabled processors (local and remote: the node runs both), and the instances the
+    /// policy set for them on `node_id`.
     pub fn local_processors(
         &self,
         node_id: i64,
@@ -59,6 +60,15 @@ impl Reader {
             queue::load_local_processors(&conn)?,
             activation::instances(&conn, node_id)?,
         ))
+    }
+
+    /// Processor `processor_id`'s name and row, credentials included: for the rpc executor
+    /// to call its node, and for nothing that is shown.
+    pub fn remote_processor(
+        &self,
+        processor_id: i64,
+    ) -> Result<(String, crate::jobconf::ProcessorDef), CatalogError> {
+        super::remote::processor(&*self.conn()?, processor_id)
     }
 
     /// The running runs of `node_id` an operator asked to cancel.

@@ -1,4 +1,5 @@
-//! Executors: how a claimed run is carried out, per job type — function, command, sql, url.
+//! Executors: how a claimed run is carried out, per job type — function, command, sql, url —
+//! and, on a remote processor, as a call to its node (`rpc`).
 //!
 //! Invariant: an executor never writes the catalog itself and never outlives its cancel signal
 //! by more than its own cleanup (a command's process group is killed and reaped; a function is
@@ -7,6 +8,7 @@
 pub mod activity;
 pub mod command;
 pub mod function;
+pub mod rpc;
 pub mod sql;
 pub mod url;
 
@@ -119,6 +121,9 @@ pub struct ExecEnv {
     pub fatal: Arc<FatalAlarm>,
     /// Rows inserted into each data object since the statistics last looked.
     pub activity: Arc<activity::ObjectActivity>,
+    /// Set in the copy a remote processor executes with: its `processor_id`, whose runs are
+    /// calls to the remote node (`rpc`). `None` for local processors.
+    pub remote: Option<i64>,
 }
 
 /// The input a job gets: its payload without the executor's own keys, overlaid with the run's
@@ -149,6 +154,9 @@ pub async fn execute(
     env: &Arc<ExecEnv>,
     cancel: watch::Receiver<bool>,
 ) -> (ExecResult, Option<String>) {
+    if let Some(processor_id) = env.remote {
+        return (rpc::run(run, env, processor_id, cancel).await, None);
+    }
     match run.job_type {
         JobType::Function => (function::run(run, env, cancel).await, None),
         JobType::Command => command::run(run, env, cancel).await,
@@ -156,7 +164,8 @@ pub async fn execute(
         JobType::Url => (url::run(run, env, cancel).await, None),
         JobType::Rpc => (
             ExecResult::Err(
-                "rpc jobs need the node API, which this build does not serve yet".into(),
+                "an rpc job runs on a remote processor (one with ip_address); this one is local"
+                    .into(),
             ),
             None,
         ),

@@ -104,6 +104,24 @@ pub struct ProcessorDef {
     pub enabled: bool,
 }
 
+/// The API port of a remote processor's node when its row names none (the default
+/// `http.bind`).
+pub const DEFAULT_API_PORT: i64 = 7878;
+
+impl ProcessorDef {
+    /// `host:port` of the remote node (an IPv6 address in brackets); `None` for a local
+    /// processor.
+    pub fn address(&self) -> Option<String> {
+        let host = self.ip_address.as_deref()?;
+        let port = self.port.unwrap_or(DEFAULT_API_PORT);
+        Some(if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]:{port}")
+        } else {
+            format!("{host}:{port}")
+        })
+    }
+}
+
 impl Default for ProcessorDef {
     fn default() -> Self {
         Self {
@@ -473,6 +491,21 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
                 job.processor
             ),
         ),
+        Some(proc)
+            if proc.ip_address.is_some()
+                && !matches!(job.job_type, JobType::Function | JobType::Rpc) =>
+        {
+            p.push(
+                s,
+                name,
+                "processor",
+                format!(
+                    "`{}` is a remote processor, whose runs are calls to its node: it runs \
+                     function and rpc jobs only; a {} job needs a local processor",
+                    job.processor, job.job_type
+                ),
+            )
+        }
         Some(_) => {}
     }
     if let Some(group) = &job.group

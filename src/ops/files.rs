@@ -74,11 +74,17 @@ pub fn parse_text(name: &str, text: &str, format: Format) -> Result<Parsed, OpEr
     }
 }
 
-/// Function jobs of `file` naming a function outside `known`.
+/// Function jobs of `file` naming a function outside `known` (a job on a remote processor
+/// calls the remote node's functions, which this node cannot know).
 pub fn function_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Warning> {
+    let remote = |j: &jobconf::JobDef| {
+        file.processors
+            .get(&j.processor)
+            .is_some_and(|p| p.ip_address.is_some())
+    };
     file.jobs
         .iter()
-        .filter(|(_, j)| j.job_type == JobType::Function)
+        .filter(|(_, j)| j.job_type == JobType::Function && !remote(j))
         .filter_map(|(name, j)| {
             let function = j.payload.get("function")?.as_str()?;
             (!known.contains(function)).then(|| Warning {

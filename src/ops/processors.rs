@@ -100,10 +100,7 @@ impl Ops {
             .map(|r| {
                 let def = file.processors.get(&r.name).cloned().unwrap_or_default();
                 ProcessorView {
-                    remote: def
-                        .ip_address
-                        .as_ref()
-                        .map(|ip| format!("{ip}:{}", def.port.unwrap_or(7878))),
+                    remote: def.address(),
                     rpc_user: def.rpc_user,
                     rpc_password: def.rpc_password.map(|_| REDACTED),
                     name: r.name,

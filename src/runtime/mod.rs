@@ -174,6 +174,7 @@ impl EngineBuilder {
             limits: cfg.executor.clone(),
             fatal: fatal.clone(),
             activity: Arc::default(),
+            remote: None,
         };
         let watch = Watch::open(&db_path, &settings)?;
         let sup_ctx = Context::<supervisor::Supervisor>::new();

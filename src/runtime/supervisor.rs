@@ -1,12 +1,12 @@
 //! Supervisor is an actor. It owns the node's children: the Scheduler, one Processor per active
-//! local `job_processor` row, the Health actor (and, through the Engine, the Writers); it
+//! `job_processor` row (local or remote), the Health actor (and, through the Engine, the Writers); it
 //! restarts children that stop (actix `Supervisor`; a restarted processor waits with exponential
 //! backoff before it claims, a restarted writer reopens its connection), keeps the
 //! node's heartbeat, receives health reports, and drains everything at shutdown.
 //!
-//! Invariant: a processor exists for every enabled local processor row and for no other; at
-//! shutdown, processors stop claiming before anything else stops, and the node name is released
-//! last.
+//! Invariant: a processor exists for every enabled processor row (a remote one's executions
+//! are calls to its node) and for no other; at shutdown, processors stop claiming before
+//! anything else stops, and the node name is released last.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -395,6 +395,15 @@ impl Supervisor {
                     .unwrap_or_else(|| tuning::min_instances(&row))
                     .clamp(tuning::min_instances(&row), tuning::max_instances(&row));
                 let before = act.instances.insert(id, chosen);
+                if let Some((old, addr)) = act.processors.get(&id)
+                    && old.remote != row.remote
+                {
+                    // Local executions and calls to a node are different executors: start
+                    // the processor anew as the other kind.
+                    tracing::info!(processor = %row.name, remote = row.remote, "processor changed between local and remote; restarting it");
+                    addr.do_send(Drain(Duration::from_secs(30)));
+                    act.processors.remove(&id);
+                }
                 match act.processors.get_mut(&id) {
                     Some((old, addr)) => {
                         if before != Some(chosen) {
@@ -502,7 +511,8 @@ impl Supervisor {
             tenure: self.tenure.clone(),
             suspects: self.suspects.clone(),
         };
-        let env = self.env.clone();
+        let mut env = self.env.clone();
+        env.remote = row.remote.then_some(row.processor_id);
         let writer = self.writer.clone();
         let events = self.scheduler.clone().recipient::<processor::RunEvents>();
         let paused = self.paused;

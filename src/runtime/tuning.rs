@@ -232,6 +232,7 @@ mod tests {
             name: "main".into(),
             instances: 1,
             max_instances: 2,
+            remote: false,
         }
     }
 

@@ -94,6 +94,10 @@ const FILES: &[(&str, &str)] = &[
         "[processor.p]\n[job.a]\ntype = \"rpc\"\nprocessor = \"p\"\npayload = { method = \"m\" }\n",
     ),
     (
+        "command_on_remote",
+        "[processor.far]\nip_address = \"10.0.0.1\"\n[job.a]\ntype = \"command\"\nprocessor = \"far\"\npayload = { argv = [\"true\"] }\n",
+    ),
+    (
         "two_schedules",
         "[processor.p]\n[job.a]\ntype = \"function\"\nprocessor = \"p\"\nrun_every = 5\ncron = \"* * * * *\"\npayload = { function = \"f\" }\n",
     ),
@@ -194,6 +198,11 @@ const CASES: &[Case] = &[
     case(
         "check: rpc job on a local processor",
         &["check", "{f:rpc_on_local}"],
+        78,
+    ),
+    case(
+        "check: command job on a remote processor",
+        &["check", "{f:command_on_remote}"],
         78,
     ),
     case(

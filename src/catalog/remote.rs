@@ -1,0 +1,25 @@
+//! Remote processors as the rpc executor reads them: a processor row's address and
+//! credentials, read at each call so that an edit takes effect with the next run.
+//!
+//! Invariant: read-only; the credential read here is handed to the executor only, never to a
+//! view or a log.
+
+use rusqlite::{Connection, OptionalExtension};
+
+use super::{CatalogError, not_found, processor_row};
+use crate::jobconf::ProcessorDef;
+
+/// The columns of `SELECT_PROCESSORS`, for one row.
+const SELECT_REMOTE: &str = "SELECT processor_name, instances, max_instances, ip_address, port,
+    rpc_user, rpc_password, status FROM job_processor WHERE processor_id = ?1";
+
+/// Processor `processor_id` (its name and row), as a remote call needs it.
+pub fn processor(
+    conn: &Connection,
+    processor_id: i64,
+) -> Result<(String, ProcessorDef), CatalogError> {
+    conn.prepare_cached(SELECT_REMOTE)?
+        .query_row([processor_id], processor_row)
+        .optional()?
+        .ok_or_else(|| not_found("processor", &format!("#{processor_id}")))
+}
