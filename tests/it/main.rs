@@ -10,6 +10,7 @@ mod engine;
 mod metrics;
 mod openapi;
 mod operator;
+mod remote;
 mod remote_cli;
 mod rpc;
 mod runtime;

@@ -1,0 +1,224 @@
+//! Remote processors between two real nodes: node A's catalog has a processor pointing at node
+//! B's API (learned after B bound port 0), with a token made on B; A's jobs on it run as
+//! JSON-RPC calls to B, which runs them as runs of its own, and A records the outcome.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{Node, Run, Workspace, api, runs_of, wait_for};
+
+/// A token for a new operator on the node of `ws` (made with the CLI while it runs).
+fn operator_token(ws: &Workspace, user: &str) -> String {
+    ws.ok(&["users", "add", user, "--role", "operator"]);
+    let out = ws.ok(&["--json", "tokens", "create", user]);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    v["token"].as_str().unwrap().to_string()
+}
+
+/// `host` and `port` of a node's API base URL.
+fn host_port(node: &Node) -> (String, String) {
+    let addr = node.api.trim_start_matches("http://");
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    (host.to_string(), port.to_string())
+}
+
+/// Queues a run of `job` on A through its API; its id.
+fn trigger(a: &Node, token: &str, job: &str, params: Value) -> i64 {
+    let r = api(
+        &a.api,
+        Some(token),
+        "POST",
+        &format!("/api/v1/jobs/{job}/runs"),
+        Some(&json!({ "params": params })),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    r.json()["run_ids"][0].as_i64().unwrap()
+}
+
+/// Run `id` of A once it has ended (as A's API shows it).
+fn ended(a: &Node, token: &str, id: i64) -> Value {
+    wait_for(30.0, &format!("run {id} to end"), || {
+        let r = api(
+            &a.api,
+            Some(token),
+            "GET",
+            &format!("/api/v1/runs/{id}"),
+            None,
+        );
+        assert_eq!(r.status, 200, "{}", r.body);
+        let v = r.json();
+        (v["status"] != "queued" && v["status"] != "running").then_some(v)
+    })
+}
+
+/// The three attempts of `job` from run `first` on, once the last is dead.
+fn three_attempts(ws: &Workspace, job: &str, first: i64) -> Vec<Run> {
+    wait_for(
+        30.0,
+        &format!("three attempts of {job}, the last dead"),
+        || {
+            let runs: Vec<_> = runs_of(&ws.db(), job)
+                .into_iter()
+                .filter(|r| r.run_id >= first)
+                .collect();
+            (runs.len() == 3 && runs[2].status == "dead").then_some(runs)
+        },
+    )
+}
+
+/// Node A's catalog: the remote processor `nodeb` and the jobs that run on it.
+fn a_catalog(host: &str, port: &str, token: &str) -> String {
+    format!(
+        r#"version = 1
+
+[processor.nodeb]
+ip_address = "{host}"
+port = {port}
+rpc_password = "{token}"
+
+# A function job on a remote processor calls the function of that name on the node.
+[job.echo_on_b]
+type = "function"
+processor = "nodeb"
+max_attempts = 3
+backoff_base = 50
+backoff_max = 200
+payload = {{ function = "debug.echo", from = "a" }}
+
+# An rpc job calls any method of the node: a function, or an engine command.
+[job.fail_on_b]
+type = "rpc"
+processor = "nodeb"
+payload = {{ method = "debug.fail", message = "no luck on b" }}
+
+# B stops waiting after 100 ms and answers with its run id; A then follows that run.
+[job.slow_on_b]
+type = "rpc"
+processor = "nodeb"
+payload = {{ method = "debug.sleep", ms = 600, _timeout_ms = 100 }}
+"#
+    )
+}
+
+#[test]
+fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachability() {
+    let wb = Workspace::new();
+    wb.ok(&["init"]);
+    wb.disable_seeded_jobs();
+    let b = wb.start_node("b");
+    let (host, port) = host_port(&b);
+    let b_token = operator_token(&wb, "from-a");
+
+    let wa = Workspace::new();
+    wa.ok(&["init"]);
+    wa.disable_seeded_jobs();
+    wa.write("remote.conf", &a_catalog(&host, &port, &b_token));
+    wa.ok(&["import", "remote.conf"]);
+    let a = wa.start_node("a");
+    let ta = a.token.clone().unwrap();
+
+    // A job of A runs on B: B's history has the run, A records B's answer as its result.
+    let began = Instant::now();
+    let id = trigger(&a, &ta, "echo_on_b", json!({"word": "hi"}));
+    let run = ended(&a, &ta, id);
+    let round_trip = began.elapsed();
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["result"], json!({"from": "a", "word": "hi"}), "{run}");
+    let on_b = runs_of(&wb.db(), "rpc.debug.echo");
+    assert_eq!(on_b.len(), 1, "{on_b:?}");
+    assert_eq!(on_b[0].status, "succeeded");
+    let b_run = api(
+        &b.api,
+        b.token.as_deref(),
+        "GET",
+        &format!("/api/v1/runs/{}", on_b[0].run_id),
+        None,
+    )
+    .json();
+    assert_eq!(
+        b_run["params"],
+        json!({"from": "a", "word": "hi"}),
+        "{b_run}"
+    );
+    assert_eq!(b_run["result"], run["result"]);
+    eprintln!(
+        "remote run: trigger on A to result recorded on A in {} ms (A's run took {} ms)",
+        round_trip.as_millis(),
+        run["elapsed_ms"]
+    );
+
+    // A JSON-RPC error is the failure's reason, named with the node.
+    let id = trigger(&a, &ta, "fail_on_b", json!({}));
+    let run = ended(&a, &ta, id);
+    assert_eq!(run["status"], "failed", "{run}");
+    let error = run["error"].as_str().unwrap();
+    assert!(
+        error.starts_with("node `nodeb`: run ") && error.ends_with("failed: no luck on b"),
+        "{error}"
+    );
+    eprintln!("a JSON-RPC error: {error}");
+
+    // A run B has not finished when it answers is followed until it ends.
+    let id = trigger(&a, &ta, "slow_on_b", json!({}));
+    let run = ended(&a, &ta, id);
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(run["result"], json!({"slept_ms": 600}), "{run}");
+
+    // Wrong credentials: each attempt is refused, retried with backoff, then dead.
+    wa.ok(&[
+        "processors",
+        "edit",
+        "nodeb",
+        "--rpc-password",
+        "jv_not-a-token-of-b",
+    ]);
+    let id = trigger(&a, &ta, "echo_on_b", json!({}));
+    let attempts = three_attempts(&wa, "echo_on_b", id);
+    for (n, r) in attempts.iter().enumerate() {
+        assert_eq!(r.attempt, n as i64 + 1);
+        assert_eq!(r.status, if n < 2 { "failed" } else { "dead" }, "{r:?}");
+        let error = r.error.as_deref().unwrap();
+        assert!(
+            error.starts_with("node `nodeb` refused the credentials (HTTP 401"),
+            "{error}"
+        );
+    }
+    eprintln!(
+        "wrong credentials: {}",
+        attempts[0].error.as_deref().unwrap()
+    );
+    assert_eq!(
+        runs_of(&wb.db(), "rpc.debug.echo").len(),
+        1,
+        "B ran nothing for refused calls"
+    );
+
+    // B down: each attempt finds B unreachable at its address; retried, then dead.
+    wa.ok(&["processors", "edit", "nodeb", "--rpc-password", &b_token]);
+    assert_eq!(b.stop(), Some(0));
+    let began = Instant::now();
+    let id = trigger(&a, &ta, "echo_on_b", json!({}));
+    let attempts = three_attempts(&wa, "echo_on_b", id);
+    let took = began.elapsed();
+    eprintln!("B down: {}", attempts[0].error.as_deref().unwrap());
+    for (n, r) in attempts.iter().enumerate() {
+        assert_eq!(r.status, if n < 2 { "failed" } else { "dead" }, "{r:?}");
+        let error = r.error.as_deref().unwrap();
+        assert!(
+            error.starts_with(&format!("node `nodeb` unreachable at {host}:{port}: ")),
+            "{error}"
+        );
+    }
+    // The retries waited their backoff (50 ms, then 100 ms, half of each jittered).
+    let gaps: Vec<i64> = attempts
+        .windows(2)
+        .map(|w| w[1].started_at.unwrap() - w[0].finished_at.unwrap())
+        .collect();
+    assert!(gaps[0] >= 25 && gaps[1] >= 50, "{gaps:?}");
+    eprintln!(
+        "B down: 3 attempts dead in {} ms (gaps between attempts {gaps:?} ms)",
+        took.as_millis()
+    );
+    assert!(took < Duration::from_secs(20));
+}
