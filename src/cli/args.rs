@@ -361,10 +361,12 @@ pub struct ProcessorFields {
     /// The remote node's API port ("" clears it).
     #[arg(long)]
     pub port: Option<String>,
-    /// User on the remote node ("" clears it).
+    /// User on the remote node; calls then send Basic user:password ("" clears it).
     #[arg(long)]
     pub rpc_user: Option<String>,
-    /// Password on the remote node ("" clears it; prefer JOBVISOR_RPC_PASSWORD).
+    /// The credential on the remote node: an API token made there (a password with
+    /// --rpc-user), or env:NAME / file:PATH read at each call. Never shown back ("***").
+    /// "" clears it; prefer JOBVISOR_RPC_PASSWORD to keep it out of the shell history.
     #[arg(long, env = "JOBVISOR_RPC_PASSWORD", hide_env_values = true)]
     pub rpc_password: Option<String>,
     /// Enabled.

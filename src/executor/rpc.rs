@@ -9,7 +9,8 @@
 //! - A call the remote node answers "not ended yet" (-32011, with its run id) is followed by
 //!   `run.get` until that run ends: a job without a timeout may run for as long as it takes.
 //! - The processor's row is read at every call, so an edit of its address or credentials takes
-//!   effect with the next run. A bearer token is sent when the row names no `rpc_user`; with a
+//!   effect with the next run; a credential given as `env:NAME` or `file:PATH` is read then too,
+//!   and a missing variable or unreadable file fails the run naming it. A bearer token is sent when the row names no `rpc_user`; with a
 //!   user, Basic `user:password` (the remote node then verifies an argon2 hash per call: prefer
 //!   a token, `jobvisor tokens create` on that node).
 //!
@@ -24,6 +25,7 @@ use tokio::sync::watch;
 
 use super::{ExecEnv, ExecResult, job_input};
 use crate::catalog::queue::ClaimedRun;
+use crate::jobconf::secret::Secret;
 use crate::model::JobType;
 
 /// JSON-RPC code of a call whose run had not ended when the remote node stopped waiting.
@@ -108,6 +110,34 @@ fn call_of(run: &ClaimedRun) -> Result<(String, Json), String> {
     Ok((method, params))
 }
 
+/// The credential a stored `rpc_password` stands for: itself, or what its reference names,
+/// read now (an error names the variable or the file, never a value).
+fn resolve(processor: &str, stored: &str) -> Result<String, String> {
+    let value = match Secret::parse(stored) {
+        Secret::Literal(v) => return Ok(v.to_string()),
+        Secret::Env(name) => std::env::var(name).map_err(|e| {
+            format!(
+                "processor `{processor}`: rpc_password names the environment variable {name}, \
+                 which {}",
+                match e {
+                    std::env::VarError::NotPresent => "is not set on this node",
+                    std::env::VarError::NotUnicode(_) => "is not valid UTF-8",
+                }
+            )
+        })?,
+        Secret::File(path) => std::fs::read_to_string(path).map_err(|e| {
+            format!("processor `{processor}`: rpc_password names the file {path}, which cannot be read: {e}")
+        })?,
+    };
+    let value = value.trim_end_matches(['\n', '\r']).to_string();
+    if value.is_empty() {
+        return Err(format!(
+            "processor `{processor}`: rpc_password names {stored}, which is empty"
+        ));
+    }
+    Ok(value)
+}
+
 /// How a call authenticates.
 enum Auth {
     /// No credentials in the row.
@@ -143,15 +173,25 @@ impl Target {
     /// Reads processor `processor_id`'s row (on the blocking pool: a catalog read).
     async fn load(env: &ExecEnv, processor_id: i64) -> Result<Target, String> {
         let reader = env.catalog.clone();
-        let read = actix_rt::task::spawn_blocking(move || reader.remote_processor(processor_id));
-        let (name, def) = read
+        // A catalog read and, for a `file:` reference, a file read: both block.
+        let read = actix_rt::task::spawn_blocking(move || {
+            let (name, def) = reader
+                .remote_processor(processor_id)
+                .map_err(|e| format!("reading the remote processor: {e}"))?;
+            let credential = def
+                .rpc_password
+                .as_deref()
+                .map(|v| resolve(&name, v))
+                .transpose()?;
+            Ok::<_, String>((name, def, credential))
+        });
+        let (name, def, credential) = read
             .await
-            .map_err(|e| format!("reading the remote processor: {e}"))?
-            .map_err(|e| format!("reading the remote processor: {e}"))?;
+            .map_err(|e| format!("reading the remote processor: {e}"))??;
         let address = def
             .address()
             .ok_or_else(|| format!("processor `{name}` is no longer remote (no ip_address)"))?;
-        let auth = match (def.rpc_user, def.rpc_password) {
+        let auth = match (def.rpc_user, credential) {
             (_, None) => Auth::None,
             (None, Some(token)) => Auth::Bearer(token),
             (Some(user), Some(password)) => Auth::Basic(user, password),

@@ -187,11 +187,13 @@ pub struct ProcessorFields {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<i64>)]
     pub port: Option<Option<i64>>,
-    /// User on the remote node; `null` clears it.
+    /// User on the remote node (calls then send Basic user:password); `null` clears it.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub rpc_user: Option<Option<String>>,
-    /// Password on the remote node (write-only: read back as `***`); `null` clears it.
+    /// The credential on the remote node: an API token made there (a password with
+    /// `rpc_user`), or a reference `env:NAME` / `file:PATH` read at each call. Write-only: a
+    /// stored credential reads back as `***`, a reference as written; `null` clears it.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>, write_only)]
     pub rpc_password: Option<Option<String>>,

@@ -13,6 +13,7 @@ use super::bodies::{BatchBody, JobFields, JobsQuery, NextQuery, PinBody, Trigger
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Query};
 use crate::model::{JobType, Pin, Role};
+use crate::ops::Ops;
 use crate::ops::jobs::{ActivationView, JobView, NextView, Saved};
 use crate::ops::pages::{JobPage, JobQuery, JobSort};
 
@@ -32,14 +33,31 @@ pub(super) fn routes(cfg: &mut ServiceConfig) {
         .service(trigger_batch);
 }
 
-/// Types only admins may create or change: they run code or reach the network as the node.
+/// Types only admins may create or change: they run code or reach the network as the node
+/// (an rpc job calls another node with the credentials its processor stores).
 fn admin_only(t: JobType) -> bool {
-    matches!(t, JobType::Sql | JobType::Command | JobType::Url)
+    matches!(
+        t,
+        JobType::Sql | JobType::Command | JobType::Url | JobType::Rpc
+    )
 }
 
 fn require_for(who: &Principal, t: JobType) -> Result<(), ApiError> {
     if admin_only(t) {
         who.require(Role::Admin, &format!("a {t} job"))
+    } else {
+        Ok(())
+    }
+}
+
+/// A job on a remote processor is a call to another node with the credentials the processor
+/// stores, whatever its type: only admins create, change or remove one.
+fn require_for_processor(who: &Principal, ops: &Ops, processor: &str) -> Result<(), ApiError> {
+    if ops.is_remote_processor(processor)? {
+        who.require(
+            Role::Admin,
+            &format!("a job on the remote processor `{processor}`"),
+        )
     } else {
         Ok(())
     }
@@ -81,7 +99,7 @@ async fn list_jobs(state: State, q: Query<JobsQuery>) -> Result<web::Json<JobPag
     ))
 }
 
-/// Create a job (sql, command and url jobs: admins only).
+/// Create a job (sql, command, url and rpc jobs, and jobs on a remote processor: admins only).
 #[utoipa::path(
     tag = "jobs",
     request_body = JobFields,
@@ -111,8 +129,10 @@ async fn create_job(
         .ok_or_else(|| ApiError::invalid("processor", "is required"))?;
     require_for(&who, job_type)?;
     let patch = fields.patch()?;
+    let actor = who.user.clone();
     let saved = state
-        .write(&who.user, move |ops| {
+        .write(&actor, move |ops| {
+            require_for_processor(&who, ops, &processor)?;
             Ok(ops.add_job(&name, job_type, &processor, &patch)?)
         })
         .await?;
@@ -166,6 +186,10 @@ async fn patch_job(
         .write(&actor, move |ops| {
             let (_, def) = ops.job(&name)?;
             require_for(&who, def.job_type)?;
+            require_for_processor(&who, ops, &def.processor)?;
+            if let Some(processor) = &patch.processor {
+                require_for_processor(&who, ops, processor)?;
+            }
             Ok(ops.edit_job(&name, &patch)?)
         })
         .await?;
@@ -193,6 +217,7 @@ async fn delete_job(
         .write(&actor, move |ops| {
             let (_, def) = ops.job(&name)?;
             require_for(&who, def.job_type)?;
+            require_for_processor(&who, ops, &def.processor)?;
             Ok(ops.remove_job(&name)?)
         })
         .await?;

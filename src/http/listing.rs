@@ -212,7 +212,7 @@ async fn list_groups(state: State) -> Result<web::Json<Vec<GroupView>>, ApiError
 )]
 #[get("/api/v1/catalog")]
 async fn export_catalog(state: State) -> Result<HttpResponse, ApiError> {
-    let text = state.read(|ops| ops.export_redacted()).await?;
+    let text = state.read(|ops| ops.export()).await?;
     Ok(HttpResponse::Ok()
         .content_type("application/toml; charset=utf-8")
         .body(text))

@@ -152,9 +152,10 @@ pub fn overlay(before: &CatalogFile, entries: &CatalogFile) -> CatalogFile {
     all
 }
 
-/// The `key = value` lines of one entry as job.conf renders it (defaults are left out).
+/// The `key = value` lines of one entry as job.conf renders it (defaults are left out;
+/// a stored secret as `***`: a change report is shown and logged).
 fn fields_of(file: &CatalogFile) -> BTreeMap<String, String> {
-    let text = toml_format::render(file).unwrap_or_default();
+    let text = toml_format::render(&file.redacted()).unwrap_or_default();
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.starts_with('[') && !l.starts_with("version"))
         .filter_map(|l| l.split_once(" = "))
@@ -188,7 +189,7 @@ fn entry_change(
     };
     let (old, new) = (fields_of(&before), fields_of(&after));
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
-    let fields: Vec<FieldChange> = keys
+    let mut fields: Vec<FieldChange> = keys
         .into_iter()
         .filter(|k| old.get(*k) != new.get(*k))
         .map(|k| FieldChange {
@@ -197,6 +198,20 @@ fn entry_change(
             after: new.get(k).cloned(),
         })
         .collect();
+    // One secret replaced by another reads `***` before and after: still a change to report.
+    let secret = |f: &CatalogFile| {
+        f.processors
+            .values()
+            .next()
+            .and_then(|p| p.rpc_password.clone())
+    };
+    if secret(&before) != secret(&after) && !fields.iter().any(|f| f.field == "rpc_password") {
+        fields.push(FieldChange {
+            field: "rpc_password".into(),
+            before: old.get("rpc_password").cloned(),
+            after: new.get("rpc_password").cloned(),
+        });
+    }
     EntryChange {
         section: section.as_str(),
         name: name.to_string(),

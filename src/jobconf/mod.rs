@@ -7,6 +7,7 @@
 
 pub mod merge;
 pub mod millix;
+pub mod secret;
 pub mod toml_format;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -86,7 +87,7 @@ pub struct CatalogFile {
 }
 
 /// A processor: threads on this node, or a remote node reached over its API.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Clone, PartialEq)]
 pub struct ProcessorDef {
     /// Concurrent executions. Default 1.
     pub instances: i64,
@@ -98,7 +99,8 @@ pub struct ProcessorDef {
     pub port: Option<i64>,
     /// User on the remote node.
     pub rpc_user: Option<String>,
-    /// Password on the remote node.
+    /// The credential on the remote node: an API token (or, with `rpc_user`, a password), or
+    /// a reference `env:NAME` / `file:PATH` resolved at each call ([`secret`]).
     pub rpc_password: Option<String>,
     /// `status = 1`.
     pub enabled: bool,
@@ -119,6 +121,42 @@ impl ProcessorDef {
         } else {
             format!("{host}:{port}")
         })
+    }
+
+    /// The definition as it may be shown: a stored secret as `***` (a reference as written).
+    pub fn redacted(&self) -> ProcessorDef {
+        ProcessorDef {
+            rpc_password: self.rpc_password.as_deref().map(secret::shown),
+            ..self.clone()
+        }
+    }
+}
+
+impl CatalogFile {
+    /// The catalog as it may be shown: every stored secret as `***`.
+    pub fn redacted(&self) -> CatalogFile {
+        let mut file = self.clone();
+        for p in file.processors.values_mut() {
+            *p = p.redacted();
+        }
+        file
+    }
+}
+
+/// Debug output shows a stored secret as `***`: a definition printed in a log or a panic
+/// message must not carry it.
+impl std::fmt::Debug for ProcessorDef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let shown = self.redacted();
+        f.debug_struct("ProcessorDef")
+            .field("instances", &shown.instances)
+            .field("max_instances", &shown.max_instances)
+            .field("ip_address", &shown.ip_address)
+            .field("port", &shown.port)
+            .field("rpc_user", &shown.rpc_user)
+            .field("rpc_password", &shown.rpc_password)
+            .field("enabled", &shown.enabled)
+            .finish()
     }
 }
 
@@ -419,6 +457,13 @@ fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
         && !(1..=65535).contains(&port)
     {
         p.push(s, name, "port", format!("must be 1–65535, got {port}"));
+    }
+    if let Some(problem) = proc
+        .rpc_password
+        .as_deref()
+        .and_then(|v| secret::Secret::parse(v).problem())
+    {
+        p.push(s, name, "rpc_password", problem);
     }
     if proc.ip_address.is_none() {
         for (field, set) in [

@@ -10,7 +10,7 @@ use super::{OpError, Ops, Warning};
 use crate::catalog::ImportReport;
 use crate::diag::Diagnostic;
 use crate::jobconf::merge::{self, Named};
-use crate::jobconf::{self, CatalogFile, millix, toml_format};
+use crate::jobconf::{self, CatalogFile, millix, secret, toml_format};
 use crate::model::JobType;
 
 /// Catalog file formats.
@@ -142,31 +142,15 @@ impl Ops {
         })
     }
 
-    /// The catalog as job.conf text with every stored secret written as `***` (what the API
-    /// serves; importing it back keeps the stored secrets).
-    pub fn export_redacted(&self) -> Result<String, OpError> {
-        let mut file = self
-            .catalog
-            .export()
-            .map_err(self.within("exporting the catalog"))?;
-        for p in file.processors.values_mut() {
-            if p.rpc_password.is_some() {
-                p.rpc_password = Some(super::processors::REDACTED.to_string());
-            }
-        }
-        toml_format::render(&file).map_err(|reason| OpError::Invalid {
-            field: None,
-            reason: format!("the catalog cannot be written as job.conf: {reason}"),
-        })
-    }
-
-    /// The catalog as job.conf text.
+    /// The catalog as job.conf text, every stored secret written `***` (a reference
+    /// `env:NAME` / `file:PATH` as written): what `jobvisor export` prints and the API serves.
+    /// Importing it back into the same catalog keeps the stored secrets.
     pub fn export(&self) -> Result<String, OpError> {
         let file = self
             .catalog
             .export()
             .map_err(self.within("exporting the catalog"))?;
-        toml_format::render(&file).map_err(|reason| OpError::Invalid {
+        toml_format::render(&file.redacted()).map_err(|reason| OpError::Invalid {
             field: None,
             reason: format!("the catalog cannot be written as job.conf: {reason}"),
         })
@@ -174,27 +158,41 @@ impl Ops {
 }
 
 /// Refuses `entries` if storing them over `before` makes the catalog invalid in a way it was
-/// not before (a reference that no longer resolves, a field out of range).
+/// not before (a reference that no longer resolves, a field out of range), or would store
+/// `***` as a secret (a redacted export imported where no secret stands behind it).
 pub(super) fn new_problems(before: &CatalogFile, entries: &CatalogFile) -> Result<(), OpError> {
     let old: BTreeSet<_> = jobconf::validate(before).into_iter().collect();
     let after = merge::overlay(before, entries);
-    let fresh: Vec<_> = jobconf::validate(&after)
+    let mut fresh: Vec<_> = jobconf::validate(&after)
         .into_iter()
         .filter(|p| !old.contains(p))
         .collect();
+    for (name, p) in &entries.processors {
+        if p.rpc_password.as_deref() == Some(secret::REDACTED) {
+            fresh.push(jobconf::Problem {
+                section: jobconf::Section::Processor,
+                name: name.clone(),
+                field: Some("rpc_password"),
+                reason: secret::unheld(),
+            });
+        }
+    }
     super::problems_error(fresh)
 }
 
 /// `file` with every secret written `***` (a redacted export) replaced by the stored one, so
-/// a catalog exported through the API and imported back keeps its secrets.
+/// a catalog exported and imported back keeps its secrets. A `***` with no stored secret
+/// behind it stays, for [`new_problems`] to refuse.
 fn keep_redacted_secrets(before: &CatalogFile, file: &CatalogFile) -> CatalogFile {
     let mut file = file.clone();
     for (name, p) in file.processors.iter_mut() {
-        if p.rpc_password.as_deref() == Some(super::processors::REDACTED) {
-            p.rpc_password = before
+        if p.rpc_password.as_deref() == Some(secret::REDACTED)
+            && let Some(stored) = before
                 .processors
                 .get(name)
-                .and_then(|old| old.rpc_password.clone());
+                .and_then(|old| old.rpc_password.clone())
+        {
+            p.rpc_password = Some(stored);
         }
     }
     file

@@ -7,8 +7,7 @@ use super::{OpError, Ops};
 use crate::catalog::ImportReport;
 use crate::jobconf::{ProcessorDef, Section};
 
-/// What is shown in place of a stored secret.
-pub const REDACTED: &str = "***";
+pub use crate::jobconf::secret::REDACTED;
 
 /// A processor as listed.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
@@ -23,8 +22,9 @@ pub struct ProcessorView {
     pub remote: Option<String>,
     /// User on the remote node.
     pub rpc_user: Option<String>,
-    /// `***` when a password is stored (never the password).
-    pub rpc_password: Option<&'static str>,
+    /// `***` when a credential is stored (never the credential itself); a reference
+    /// `env:NAME` or `file:PATH` as written.
+    pub rpc_password: Option<String>,
     /// `status = 1`.
     pub enabled: bool,
     /// Jobs assigned to it.
@@ -60,7 +60,7 @@ pub struct ProcessorPatch {
     pub port: Option<Option<i64>>,
     /// User on the remote node.
     pub rpc_user: Option<Option<String>>,
-    /// Password on the remote node.
+    /// The credential on the remote node (a token, a password, or `env:NAME` / `file:PATH`).
     pub rpc_password: Option<Option<String>>,
     /// Enabled.
     pub enabled: Option<bool>,
@@ -101,8 +101,8 @@ impl Ops {
                 let def = file.processors.get(&r.name).cloned().unwrap_or_default();
                 ProcessorView {
                     remote: def.address(),
+                    rpc_password: def.redacted().rpc_password,
                     rpc_user: def.rpc_user,
-                    rpc_password: def.rpc_password.map(|_| REDACTED),
                     name: r.name,
                     instances: r.instances,
                     max_instances: r.max_instances,
@@ -139,6 +139,16 @@ impl Ops {
             |f| &mut f.processors,
             |def| patch.apply(def),
         )
+    }
+
+    /// Whether processor `name` is remote (a job on it calls another node); `false` for a
+    /// processor that does not exist (its job is refused for that).
+    pub fn is_remote_processor(&self, name: &str) -> Result<bool, OpError> {
+        let rows = self
+            .catalog
+            .processors()
+            .map_err(self.within("reading processors"))?;
+        Ok(rows.iter().any(|p| p.name == name && p.remote.is_some()))
     }
 
     /// Removes a processor; refused while jobs are assigned to it.

@@ -16,6 +16,22 @@ fn operator_token(ws: &Workspace, user: &str) -> String {
     v["token"].as_str().unwrap().to_string()
 }
 
+/// A catalog with only a test's jobs enabled.
+fn quiet_workspace() -> Workspace {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    ws
+}
+
+/// Node B running on port 0, and a token of an operator on it (for node A to call with).
+fn node_b() -> (Workspace, Node, String) {
+    let wb = quiet_workspace();
+    let b = wb.start_node("b");
+    let token = operator_token(&wb, "from-a");
+    (wb, b, token)
+}
+
 /// `host` and `port` of a node's API base URL.
 fn host_port(node: &Node) -> (String, String) {
     let addr = node.api.trim_start_matches("http://");
@@ -103,16 +119,9 @@ payload = {{ method = "debug.sleep", ms = 600, _timeout_ms = 100 }}
 
 #[test]
 fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachability() {
-    let wb = Workspace::new();
-    wb.ok(&["init"]);
-    wb.disable_seeded_jobs();
-    let b = wb.start_node("b");
+    let (wb, b, b_token) = node_b();
     let (host, port) = host_port(&b);
-    let b_token = operator_token(&wb, "from-a");
-
-    let wa = Workspace::new();
-    wa.ok(&["init"]);
-    wa.disable_seeded_jobs();
+    let wa = quiet_workspace();
     wa.write("remote.conf", &a_catalog(&host, &port, &b_token));
     wa.ok(&["import", "remote.conf"]);
     let a = wa.start_node("a");
@@ -221,4 +230,182 @@ fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachabil
         took.as_millis()
     );
     assert!(took < Duration::from_secs(20));
+}
+
+#[test]
+fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call() {
+    let (wb, b, b_token) = node_b();
+    let (host, port) = host_port(&b);
+    let wa = quiet_workspace();
+    wa.write(
+        "remote.conf",
+        &format!(
+            "[processor.nodeb]\nip_address = \"{host}\"\nport = {port}\nrpc_password = \"{b_token}\"\n\
+             [job.echo_on_b]\ntype = \"function\"\nprocessor = \"nodeb\"\n\
+             payload = {{ function = \"debug.echo\" }}\n"
+        ),
+    );
+    wa.ok(&["import", "remote.conf"]);
+
+    // `export` and the processor listing show `***`, never the token.
+    let export = wa.ok(&["export"]);
+    assert!(export.contains("rpc_password = \"***\""), "{export}");
+    let listed = wa.ok(&["--json", "processors", "list"]);
+    assert!(listed.contains("\"rpc_password\": \"***\""), "{listed}");
+    // Imported back, the export keeps the stored token; into another catalog, where no
+    // token stands behind `***`, it is refused and nothing is written.
+    wa.write("exported.conf", &export);
+    let again = wa.ok(&["--json", "import", "exported.conf"]);
+    assert!(again.contains("\"updated\": []"), "{again}");
+    let other = Workspace::new();
+    other.ok(&["init"]);
+    let before = other.ok(&["export"]);
+    let out = other.run(&["import", &wa.path("exported.conf").display().to_string()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(65), "{stderr}");
+    assert!(
+        stderr.contains("rpc_password") && stderr.contains("stands for the secret a catalog holds"),
+        "{stderr}"
+    );
+    assert_eq!(other.ok(&["export"]), before);
+    // A change of the token is reported as a change, shown `***` on both sides.
+    let changed = wa.ok(&[
+        "--json",
+        "processors",
+        "edit",
+        "nodeb",
+        "--rpc-password",
+        "jv_other",
+    ]);
+    assert!(changed.contains("\"field\": \"rpc_password\""), "{changed}");
+    assert!(!changed.contains("jv_other"), "{changed}");
+
+    // A reference is shown as written, and read when a run calls: the environment...
+    wa.ok(&[
+        "processors",
+        "edit",
+        "nodeb",
+        "--rpc-password",
+        "env:B_TOKEN",
+    ]);
+    let listed = wa.ok(&["--json", "processors", "list"]);
+    assert!(
+        listed.contains("\"rpc_password\": \"env:B_TOKEN\""),
+        "{listed}"
+    );
+    wa.set_node_env("B_TOKEN", &b_token);
+    let a = wa.start_node("a");
+    let ta = a.token.clone().unwrap();
+    let run = ended(
+        &a,
+        &ta,
+        trigger(&a, &ta, "echo_on_b", json!({"via": "env"})),
+    );
+    assert_eq!(run["status"], "succeeded", "{run}");
+    // ... or a file (its trailing newline is not part of the token) ...
+    let file = wa.write("b.token", &format!("{b_token}\n"));
+    let reference = format!("file:{}", file.display());
+    wa.ok(&["processors", "edit", "nodeb", "--rpc-password", &reference]);
+    let run = ended(
+        &a,
+        &ta,
+        trigger(&a, &ta, "echo_on_b", json!({"via": "file"})),
+    );
+    assert_eq!(run["status"], "succeeded", "{run}");
+    assert_eq!(runs_of(&wb.db(), "rpc.debug.echo").len(), 2);
+    // ... and a reference to nothing fails the run, naming what is missing.
+    wa.ok(&[
+        "processors",
+        "edit",
+        "nodeb",
+        "--rpc-password",
+        "env:JOBVISOR_TEST_UNSET",
+    ]);
+    let run = ended(&a, &ta, trigger(&a, &ta, "echo_on_b", json!({})));
+    assert_eq!(run["status"], "failed", "{run}");
+    assert_eq!(
+        run["error"],
+        "processor `nodeb`: rpc_password names the environment variable JOBVISOR_TEST_UNSET, \
+         which is not set on this node"
+    );
+    std::fs::remove_file(&file).unwrap();
+    wa.ok(&["processors", "edit", "nodeb", "--rpc-password", &reference]);
+    let run = ended(&a, &ta, trigger(&a, &ta, "echo_on_b", json!({})));
+    let error = run["error"].as_str().unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "processor `nodeb`: rpc_password names the file {}, which cannot be read",
+            file.display()
+        )),
+        "{error}"
+    );
+
+    // Set through the API, the token is in none of its answers.
+    let mut answers = vec![
+        api(
+            &a.api,
+            Some(&ta),
+            "PATCH",
+            "/api/v1/processors/nodeb",
+            Some(&json!({ "rpc_password": b_token })),
+        )
+        .body,
+    ];
+    for path in [
+        "/api/v1/processors",
+        "/api/v1/catalog",
+        "/api/v1/jobs/echo_on_b",
+    ] {
+        let r = api(&a.api, Some(&ta), "GET", path, None);
+        assert_eq!(r.status, 200, "{path}: {}", r.body);
+        answers.push(r.body);
+    }
+    for body in &answers {
+        assert!(!body.contains(&b_token), "{body}");
+    }
+    let run = ended(&a, &ta, trigger(&a, &ta, "echo_on_b", json!({})));
+    assert_eq!(run["status"], "succeeded", "{run}");
+
+    // Only admins define what calls another node: an operator may not create an rpc job, a
+    // job on the remote processor, or move a job onto it.
+    let t_op = operator_token(&wa, "op");
+    let create =
+        |token: &str, body: Value| api(&a.api, Some(token), "POST", "/api/v1/jobs", Some(&body));
+    let rpc_job = json!({"name": "r", "type": "rpc", "processor": "nodeb",
+                         "payload": {"method": "node.status"}});
+    let fn_job = json!({"name": "f", "type": "function", "processor": "nodeb",
+                        "payload": {"function": "debug.echo"}});
+    for body in [&rpc_job, &fn_job] {
+        let r = create(&t_op, body.clone());
+        assert_eq!(r.status, 403, "{}", r.body);
+    }
+    let local = json!({"name": "l", "type": "function", "processor": "main",
+                       "payload": {"function": "debug.echo"}});
+    assert_eq!(create(&t_op, local).status, 201);
+    let moved = api(
+        &a.api,
+        Some(&t_op),
+        "PATCH",
+        "/api/v1/jobs/l",
+        Some(&json!({"processor": "nodeb"})),
+    );
+    assert_eq!(moved.status, 403, "{}", moved.body);
+    assert!(
+        moved.body.contains("remote processor `nodeb`"),
+        "{}",
+        moved.body
+    );
+    assert_eq!(create(&ta, rpc_job).status, 201);
+
+    // The token is in no log and no answer A gave.
+    drop(a);
+    drop(b);
+    for log in [wa.path("a.log"), wb.path("b.log")] {
+        let text = std::fs::read_to_string(&log).unwrap();
+        assert!(
+            !text.contains(&b_token),
+            "{} shows the token",
+            log.display()
+        );
+    }
 }
