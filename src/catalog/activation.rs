@@ -344,7 +344,7 @@ pub fn record_decision(
 }
 
 /// What the runtime knows beside a policy decision when it carries it out.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct DecisionContext {
     /// Job names by id (subjects).
     pub jobs: HashMap<i64, String>,

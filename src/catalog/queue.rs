@@ -361,10 +361,9 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
       -- Scheduled slots run only while the job is active here; on-demand runs and retries always.
       AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
            WHERE a.job_id = r.job_id AND a.node_id = ?3 AND a.state = 'active'))
-      -- With writes paused (disk critical), only jobs that write no object, or maintenance jobs.
-      AND (?4 = 0 OR NOT EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = r.job_id)
-           OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
-                      WHERE j.job_id = r.job_id AND g.maintenance = 1))
+      -- With writes paused (disk critical or full), only maintenance jobs: they free space.
+      AND (?4 = 0 OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
+                             WHERE j.job_id = r.job_id AND g.maintenance = 1))
     ORDER BY r.priority DESC, r.run_after, r.run_id";
 const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
     j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
@@ -444,7 +443,8 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, Ca
 /// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
 /// never overlaps itself unless its overlap policy allows, and two jobs that write a common
 /// object never run at once. Each claimed run gets its own token from `first_token` on. With
-/// `writes_paused`, jobs that write data objects wait unless their group is maintenance.
+/// `writes_paused` (the disk is critical or full), only runs of maintenance jobs are claimed:
+/// every other run waits in the queue, so the node writes little beyond what frees space.
 ///
 /// The queue is scanned first (at most 8 × `limit` candidates, fewer when enough are
 /// claimable), then the chosen runs are marked; each job's row is updated once per claim.

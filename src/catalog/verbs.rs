@@ -143,6 +143,15 @@ fn write_activations(
     Ok(())
 }
 
+/// A policy step's decisions and what the runtime knew beside them when it carried them out.
+#[derive(Debug, Clone)]
+pub struct DecidedStep {
+    /// The decisions, in order.
+    pub decisions: Vec<Decision>,
+    /// Names, held activations and instance counts for their catalog part.
+    pub cx: DecisionContext,
+}
+
 impl DbWriter {
     /// Claims up to `limit` queued runs for a processor, if the claimer still holds its node
     /// name (else [`CatalogError::Fenced`]).
@@ -230,19 +239,22 @@ impl DbWriter {
     }
 
     /// One policy step: the sample's statistics and the decisions' catalog part (states,
-    /// stretch factors, instances, the decision log), together.
+    /// stretch factors, instances, the decision log), together. `steps` holds the decisions of
+    /// this step last, after those of earlier steps whose write failed (a full disk), each with
+    /// the context it was decided in.
     pub async fn record_policy_step(
         &self,
         node_id: i64,
         at: i64,
         stats: Vec<StatSample>,
-        decisions: Vec<Decision>,
-        cx: DecisionContext,
+        steps: Vec<DecidedStep>,
     ) -> Result<(), CatalogError> {
         self.call(move |c| {
             queue::record_stats(c, node_id, at, &stats)?;
-            for d in &decisions {
-                activation::apply_decision(c, node_id, d, &cx)?;
+            for step in &steps {
+                for d in &step.decisions {
+                    activation::apply_decision(c, node_id, d, &step.cx)?;
+                }
             }
             Ok(())
         })

@@ -32,9 +32,73 @@ use tokio::sync::oneshot;
 use crate::catalog::CatalogError;
 
 /// An operation's reply, called once its transaction's fate is known.
-type Reply = Box<dyn FnOnce(Result<(), String>) + Send>;
-/// An operation: runs inside the batch's transaction and says whether it succeeded.
-type Op = Box<dyn FnOnce(&Connection) -> (bool, Reply) + Send>;
+type Reply = Box<dyn FnOnce(Result<(), Failed>) + Send>;
+/// An operation: runs inside the batch's transaction and says how it went.
+type Op = Box<dyn FnOnce(&Connection) -> (Done, Reply) + Send>;
+
+/// How an operation went inside its transaction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Done {
+    Ok,
+    Failed,
+    /// Failed because the disk is full.
+    Full,
+}
+
+/// Why a transaction did not commit, for every operation in it.
+#[derive(Debug, Clone)]
+struct Failed {
+    text: String,
+    /// SQLite found the disk full.
+    full: bool,
+}
+
+/// Whether SQLite found the disk full.
+fn is_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
+impl CatalogError {
+    /// Whether SQLite found the disk full (`SQLITE_FULL`, "database or disk is full"), here or
+    /// in the error this one wraps (a writer's commit included: [`Failed::into_error`]).
+    pub fn is_disk_full(&self) -> bool {
+        match self {
+            CatalogError::Sqlite(e) => is_full(e),
+            CatalogError::In { source, .. } => source.is_disk_full(),
+            _ => false,
+        }
+    }
+}
+
+impl Failed {
+    fn of(label: &str, doing: &str, e: &rusqlite::Error) -> Self {
+        Failed {
+            text: format!("{label}: {doing}: {e}"),
+            full: is_full(e),
+        }
+    }
+
+    /// The error an operation's caller receives: a full disk stays recognisable
+    /// ([`CatalogError::is_disk_full`]).
+    fn into_error(self) -> CatalogError {
+        if self.full {
+            CatalogError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
+                Some(self.text),
+            ))
+        } else {
+            CatalogError::Refused(self.text)
+        }
+    }
+}
+
+/// Called on the writer's thread after a transaction failed because the disk is full (the
+/// Supervisor's cue to stop claiming: issue 12, defect 6). At most once per
+/// [`FULL_HOOK_EVERY`].
+pub type FullHook = Box<dyn Fn() + Send>;
+
+/// The least time between two calls of a writer's [`FullHook`].
+const FULL_HOOK_EVERY: Duration = Duration::from_millis(500);
 
 /// What the writer's thread is asked to do.
 enum Job {
@@ -42,6 +106,8 @@ enum Job {
     Op(Op),
     /// A TRUNCATE checkpoint, then the answer.
     Settle(oneshot::Sender<()>),
+    /// Call this from now on when a transaction fails because the disk is full.
+    OnFull(FullHook),
 }
 
 /// Past this WAL size the writer's thread rewinds the log with a RESTART checkpoint between two
@@ -92,6 +158,10 @@ impl Checkpointer {
                     match done {
                         Ok((log, copied)) => {
                             tracing::trace!(db = %name, log, copied, "checkpoint")
+                        }
+                        // A full disk is said once, by the Supervisor (issue 12, defect 6).
+                        Err(e) if is_full(&e) => {
+                            tracing::debug!(db = %name, "checkpoint failed: {e}")
                         }
                         Err(e) => tracing::warn!(db = %name, "checkpoint failed: {e}"),
                     }
@@ -150,6 +220,8 @@ impl DbWriter {
             checkpointer: None,
             dirty: false,
             held_at: None,
+            on_full: None,
+            full_told_at: None,
         };
         let started = std::thread::Builder::new()
             .name(format!("writer {label}"))
@@ -163,6 +235,12 @@ impl DbWriter {
         };
         tracing::debug!(writer = %label, path = %path.display(), "writer started");
         Self { label, path, ops }
+    }
+
+    /// Calls `hook` (on the writer's thread) whenever a transaction fails because the disk is
+    /// full, at most once per [`FULL_HOOK_EVERY`]; replaces an earlier hook.
+    pub fn on_full(&self, hook: FullHook) {
+        self.submit(Job::OnFull(hook));
     }
 
     /// The database file it writes.
@@ -223,6 +301,10 @@ struct WriterThread {
     dirty: bool,
     /// When rewinding a WAL grown past its bound last failed (a reader held it).
     held_at: Option<Instant>,
+    /// Told when a transaction failed because the disk is full.
+    on_full: Option<FullHook>,
+    /// When `on_full` was last called.
+    full_told_at: Option<Instant>,
 }
 
 impl WriterThread {
@@ -262,6 +344,7 @@ impl WriterThread {
                 match job {
                     Job::Op(op) => batch.push(op),
                     Job::Settle(done) => settles.push(done),
+                    Job::OnFull(hook) => self.on_full = Some(hook),
                 }
                 if batch.len() < MAX_BATCH {
                     next = queued.try_recv().ok();
@@ -341,7 +424,11 @@ impl WriterThread {
         match done {
             Ok(figures) => Some(figures),
             Err(e) => {
-                tracing::warn!(writer = %self.label, "{mode} checkpoint failed: {e}");
+                if is_full(&e) {
+                    tracing::debug!(writer = %self.label, "{mode} checkpoint failed: {e}");
+                } else {
+                    tracing::warn!(writer = %self.label, "{mode} checkpoint failed: {e}");
+                }
                 None
             }
         }
@@ -359,12 +446,15 @@ impl WriterThread {
             run_batch(conn, batch, label)
         }));
         match done {
-            Ok((commit, replies)) => {
+            Ok((commit, replies, full)) => {
                 if let Some(c) = &self.checkpointer {
                     c.poke();
                 }
                 for reply in replies {
                     reply(commit.clone());
+                }
+                if full {
+                    self.tell_full();
                 }
             }
             Err(_) => {
@@ -375,6 +465,19 @@ impl WriterThread {
                 self.reopen();
             }
         }
+    }
+
+    /// Calls the full-disk hook, at most once per [`FULL_HOOK_EVERY`].
+    fn tell_full(&mut self) {
+        let Some(hook) = &self.on_full else { return };
+        if self
+            .full_told_at
+            .is_some_and(|t| t.elapsed() < FULL_HOOK_EVERY)
+        {
+            return;
+        }
+        self.full_told_at = Some(Instant::now());
+        hook();
     }
 
     fn reopen(&mut self) {
@@ -416,41 +519,52 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// Runs a batch in one transaction; returns the commit result and the replies to send.
-fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str) -> (Result<(), String>, Vec<Reply>) {
+/// Runs a batch in one transaction; returns the commit result, the replies to send, and
+/// whether anything failed because the disk is full.
+fn run_batch(
+    conn: &Connection,
+    batch: Vec<Op>,
+    label: &str,
+) -> (Result<(), Failed>, Vec<Reply>, bool) {
     if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        let err = format!("{label}: cannot begin: {e}");
+        let err = Failed::of(label, "cannot begin", &e);
         let replies = batch.into_iter().map(|op| op_failed(op, conn)).collect();
-        return (Err(err), replies);
+        let full = err.full;
+        return (Err(err), replies, full);
     }
     // Alone in its transaction, an operation needs no savepoint (which would copy every page it
     // changes into a statement journal): if it fails, the transaction rolls back.
     let alone = batch.len() == 1;
     let mut end = "COMMIT";
     let mut replies = Vec::with_capacity(batch.len());
+    let mut full = false;
     for op in batch {
         if alone {
-            let (ok, reply) = op(conn);
-            if !ok {
+            let (done, reply) = op(conn);
+            if done != Done::Ok {
                 end = "ROLLBACK";
             }
+            full |= done == Done::Full;
             replies.push(reply);
             continue;
         }
         // Each operation in its own savepoint, so one failing leaves the others intact.
         let _ = exec(conn, "SAVEPOINT op");
-        let (ok, reply) = op(conn);
-        if !ok {
+        let (done, reply) = op(conn);
+        if done != Done::Ok {
             let _ = exec(conn, "ROLLBACK TO op");
         }
+        full |= done == Done::Full;
         let _ = exec(conn, "RELEASE op");
         replies.push(reply);
     }
     match exec(conn, end) {
-        Ok(()) => (Ok(()), replies),
+        Ok(()) => (Ok(()), replies, full),
         Err(e) => {
             let _ = exec(conn, "ROLLBACK");
-            (Err(format!("{label}: commit failed: {e}")), replies)
+            let err = Failed::of(label, "commit failed", &e);
+            let full = full || err.full;
+            (Err(err), replies, full)
         }
     }
 }
@@ -475,16 +589,20 @@ where
     let (tx, rx) = oneshot::channel();
     let op: Op = Box::new(move |conn| {
         let result = f(conn);
-        let ok = result.is_ok();
+        let done = match &result {
+            Ok(_) => Done::Ok,
+            Err(e) if e.is_disk_full() => Done::Full,
+            Err(_) => Done::Failed,
+        };
         let reply: Reply = Box::new(move |commit| {
             let answer = match (commit, result) {
                 (Ok(()), r) => r,
-                (Err(e), Ok(_)) => Err(CatalogError::Refused(e)),
+                (Err(e), Ok(_)) => Err(e.into_error()),
                 (Err(_), Err(e)) => Err(e),
             };
             let _ = tx.send(answer);
         });
-        (ok, reply)
+        (done, reply)
     });
     (op, rx)
 }

@@ -1,5 +1,6 @@
 //! The node itself: `/healthz` (liveness: no credentials, no details), `/readyz` (the engine
-//! answers and the catalog reads), status, pause and resume, and the OpenAPI document.
+//! answers, the catalog reads and writes are not paused for the disk), status, pause and
+//! resume, and the OpenAPI document.
 
 use actix_web::{HttpResponse, get, post, web};
 use serde::Serialize;
@@ -35,17 +36,29 @@ async fn healthz() -> web::Json<Health> {
     web::Json(Health { status: "ok" })
 }
 
-/// Readiness: the engine answers and the catalog can be read.
+/// Readiness: the engine answers, the catalog can be read, and the node claims work — not
+/// while writes are paused because the disk is critical or full (503 with the reason; only
+/// maintenance runs are claimed then).
 #[utoipa::path(
     tag = "node",
     responses((status = 200, body = Health), (status = 503, body = ErrorBody))
 )]
 #[get("/readyz")]
 async fn readyz(state: State) -> Result<web::Json<Health>, ApiError> {
-    status(&state.engine).await?;
+    let node = status(&state.engine).await?;
     state
         .read(|ops| ops.catalog().user_count().map_err(Into::into))
         .await?;
+    if let Some(why) = node.writes_paused {
+        // Built here, not from an `OpError`: a probe every few seconds must not log each time.
+        let mut err = ApiError::new(
+            actix_web::http::StatusCode::SERVICE_UNAVAILABLE,
+            None,
+            format!("not ready: writes are paused, only maintenance runs are claimed: {why}"),
+        );
+        err.retry_after = Some(5);
+        return Err(err);
+    }
     Ok(web::Json(Health { status: "ok" }))
 }
 

@@ -74,6 +74,9 @@ pub struct NodeStatusView {
     pub node_id: i64,
     /// Paused by an operator: no schedules fire, no runs are claimed.
     pub paused: bool,
+    /// Why writes are paused, while they are: the disk is critical or full, so only
+    /// maintenance runs are claimed until a health sample reads it above critical again.
+    pub writes_paused: Option<String>,
     /// Each processor this node runs, and the latest health sample.
     #[schema(value_type = Object)]
     pub detail: Json,
@@ -86,6 +89,7 @@ pub async fn status(engine: &Engine) -> Result<NodeStatusView, OpError> {
         node: engine.node_name().to_string(),
         node_id: s.node_id,
         paused: s.paused,
+        writes_paused: s.writes_paused,
         detail: serde_json::json!({ "processors": s.processors, "health": s.health }),
     })
 }

@@ -11,8 +11,10 @@
 //!
 //! The rules, in the order [`Policy::poll_decisions`] applies them:
 //! 1. Disk critical pauses writes once, naming the jobs it holds (every active job that
-//!    writes data objects, maintenance groups excepted); disk back above critical resumes
-//!    them once.
+//!    writes data objects, maintenance groups excepted; the runtime then claims nothing but
+//!    maintenance runs); disk back above critical resumes them once. A catalog write that
+//!    failed because the disk is full ([`Policy::handle_write_full`]) pauses them too, until a
+//!    later sample reads the disk above critical (issue 12, defect 6).
 //! 2. Pins win: a job pinned active is activated, one pinned inactive deactivated, whatever
 //!    the health, the cooldown or the flap budget.
 //! 3. The minimum (required, or priority at or above the floor) is always active: a minimum
@@ -95,6 +97,9 @@ pub struct Policy {
     last_processor_step: Option<i64>,
     /// Whether the last write decision was [`Action::PauseWrites`].
     writes_paused: bool,
+    /// When a catalog write last failed because the disk was full, until a sample after it
+    /// (and after the pause it caused) reads the disk above critical.
+    write_full_at: Option<i64>,
 }
 
 impl Policy {
@@ -115,6 +120,7 @@ impl Policy {
             holding: None,
             last_processor_step: None,
             writes_paused: false,
+            write_full_at: None,
         }
     }
 
@@ -136,9 +142,32 @@ impl Policy {
         self.writes_paused = paused;
     }
 
+    /// A catalog write failed at `now` because the disk is full: writes pause at the next
+    /// poll whatever the disk's level, and resume only once a sample taken after the pause
+    /// reads the disk above critical (and its level allows). Returns whether this is news: no
+    /// failure was pending and writes were not paused already.
+    pub fn handle_write_full(&mut self, now: i64) -> bool {
+        let news = self.write_full_at.is_none() && !self.writes_paused;
+        self.write_full_at = Some(self.write_full_at.map_or(now, |t| t.max(now)));
+        news
+    }
+
+    /// Whether a failed write holds writes paused (see [`Policy::handle_write_full`]).
+    pub fn write_full(&self) -> bool {
+        self.write_full_at.is_some()
+    }
+
     /// Feeds one health sample: per-resource hysteresis, and the time the node became ok.
     pub fn handle_sample(&mut self, sample: &Sample) {
         self.health.handle_sample(sample, &self.cfg);
+        // Space is back once a sample after the failure, taken while writes were paused for
+        // it, reads the disk above critical (the pause and its resume are both decided).
+        if self.writes_paused
+            && self.write_full_at.is_some_and(|t| sample.at > t)
+            && self.health.reading(Resource::Disk) < Level::Critical
+        {
+            self.write_full_at = None;
+        }
         if self.health.overall_except(Some(Resource::Disk)) == Level::Ok {
             self.ok_since.get_or_insert(sample.at);
         } else {
@@ -247,6 +276,14 @@ impl Policy {
         out
     }
 
+    /// The write rule alone, between samples: the pause a failed write calls for
+    /// ([`Policy::handle_write_full`]) is decided at once rather than at the next sample.
+    pub fn poll_writes(&mut self, now: i64, jobs: &[JobView]) -> Vec<Decision> {
+        let mut out = Vec::new();
+        self.writes(now, jobs, &mut out);
+        out
+    }
+
     /// A clock set back must not freeze the policy for as long as the jump: anything
     /// recorded "in the future" is taken to have happened now.
     fn clamp_times(&mut self, now: i64) {
@@ -256,6 +293,7 @@ impl Policy {
             &mut self.last_restore,
             &mut self.last_decrease,
             &mut self.last_processor_step,
+            &mut self.write_full_at,
         ]
         .into_iter()
         .flatten()
@@ -344,15 +382,20 @@ impl Policy {
 
     fn writes(&mut self, now: i64, jobs: &[JobView], out: &mut Vec<Decision>) {
         let disk = self.level(Resource::Disk);
-        let pause = disk == Level::Critical && !self.writes_paused;
-        let resume = disk < Level::Critical && self.writes_paused;
+        let full = self.write_full_at.is_some();
+        let pause = (disk == Level::Critical || full) && !self.writes_paused;
+        let resume = disk < Level::Critical && !full && self.writes_paused;
         if !pause && !resume {
             return;
         }
-        let reading = self
+        let mut reading = self
             .health
             .explain(Resource::Disk, Level::Critical, &self.cfg)
             .unwrap_or_else(|| format!("disk {}", disk.as_str()));
+        if pause && disk < Level::Critical {
+            reading =
+                format!("the disk is full: a catalog write failed (latest sample: {reading})");
+        }
         let mut concerned: Vec<&JobView> = jobs
             .iter()
             .filter(|j| {
@@ -383,7 +426,7 @@ impl Policy {
             };
             format!(
                 "{reading}: pause writes — {held}; {kept}; the node records its own statistics \
-                 once a minute until writes resume"
+                 once a minute until writes resume, and claims no other run meanwhile"
             )
         } else {
             let held = match concerned.len() {

@@ -608,3 +608,98 @@ fn each_resource_explains_its_reading_with_unit_and_threshold() {
     assert_eq!((e.value, e.unit.as_str()), (150.0, "MiB"));
     assert_eq!(e.describe(), "memory 150 MiB (strained: < 200 MiB)");
 }
+
+/// Issue 12, defect 6: a catalog write that failed for a full disk pauses writes at the next
+/// poll although the disk's level (behind its hysteresis) is not critical yet, says so once,
+/// and resumes once, when a sample taken after the pause reads the disk above critical; a
+/// failure while writes are paused already is no news.
+#[test]
+fn a_write_that_failed_for_a_full_disk_pauses_writes_once_and_resumes_when_space_returns() {
+    let mut w = World::start(PolicyConfig::default(), mixed_jobs());
+    w.feed(&healthy(T0));
+    let full = |at: i64| Sample {
+        disk_available: 0,
+        ..healthy(at)
+    };
+    // The disk fills between two samples; a write fails before the next one.
+    assert!(w.policy.handle_write_full(T0 + 1_000));
+    assert!(!w.policy.handle_write_full(T0 + 2_000), "said once");
+    let out = w.feed(&full(T0 + TICK));
+    let pauses: Vec<_> = out
+        .iter()
+        .filter(|d| d.action == Action::PauseWrites)
+        .collect();
+    assert_eq!(pauses.len(), 1, "{}", w.dump());
+    assert!(
+        pauses[0].reason.starts_with(
+            "the disk is full: a catalog write failed (latest sample: disk /data: 0.0% free (0 MiB of 100.0 GiB) \
+             < 5% (critical) for 1 sample): pause writes — hold the job that writes data \
+             objects (`ingest`);"
+        ) && pauses[0]
+            .reason
+            .ends_with("until writes resume, and claims no other run meanwhile"),
+        "{}",
+        pauses[0].reason
+    );
+    assert!(w.policy.writes_paused());
+    // Full for a while (the level turns critical meanwhile), failures go on: nothing new.
+    for i in 2..6 {
+        assert!(!w.policy.handle_write_full(T0 + i * TICK - 10));
+        let out = w.feed(&full(T0 + i * TICK));
+        assert!(
+            !out.iter()
+                .any(|d| matches!(d.action, Action::PauseWrites | Action::ResumeWrites)),
+            "{}",
+            w.dump()
+        );
+    }
+    // Space returns: resumed once, when the level has left critical.
+    for i in 6..12 {
+        w.feed(&healthy(T0 + i * TICK));
+    }
+    let writes: Vec<_> = w
+        .log
+        .iter()
+        .filter(|d| matches!(d.action, Action::PauseWrites | Action::ResumeWrites))
+        .map(|d| (d.action, d.at))
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            (Action::PauseWrites, T0 + TICK),
+            (Action::ResumeWrites, T0 + 7 * TICK)
+        ],
+        "{}",
+        w.dump()
+    );
+    assert!(!w.policy.write_full() && !w.policy.writes_paused());
+
+    // A failure whose disk reads fine at the next samples (space came back by itself): paused
+    // at the next poll, resumed at the one after — each said once.
+    let at = T0 + 20 * TICK;
+    assert!(w.policy.handle_write_full(at - 100));
+    let writes = |out: Vec<crate::policy::Decision>| -> Vec<crate::policy::Decision> {
+        out.into_iter()
+            .filter(|d| matches!(d.action, Action::PauseWrites | Action::ResumeWrites))
+            .collect()
+    };
+    let paused = writes(w.feed(&healthy(at)));
+    let resumed = writes(w.feed(&healthy(at + TICK)));
+    assert_eq!(
+        (paused.len(), resumed.len()),
+        (1, 1),
+        "{paused:?} {resumed:?}"
+    );
+    assert_eq!(
+        (paused[0].action, resumed[0].action),
+        (Action::PauseWrites, Action::ResumeWrites)
+    );
+    assert!(
+        paused[0].reason.starts_with(
+            "the disk is full: a catalog write failed (latest sample: disk /data: 50.0% free (50.0 GiB of \
+             100.0 GiB) >= 5% for "
+        ),
+        "{}",
+        paused[0].reason
+    );
+}

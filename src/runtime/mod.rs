@@ -31,6 +31,17 @@ use crate::jobconf::{self, SeedError};
 pub use crate::executor::{Clock, SystemClock};
 pub use supervisor::EngineStatus;
 
+/// Logs a catalog write that failed while the node runs: at `error`, or at `debug` when the
+/// disk is full — the Supervisor says that once, and writes pause until space returns (a
+/// line every sample or claim would fill the log of a node that can do nothing about it).
+pub(crate) fn log_write_error(doing: &str, e: &CatalogError) {
+    if e.is_disk_full() {
+        tracing::debug!("{doing}: {e}");
+    } else {
+        tracing::error!("{doing}: {e}");
+    }
+}
+
 /// Errors starting or talking to an engine.
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -147,6 +158,13 @@ impl EngineBuilder {
         let written = catalog.written_objects()?;
         // The writer's thread survives a panicking operation: no actix supervisor is needed.
         let (catalog_writer, reader) = catalog.into_node_handles(&settings);
+        let sup_ctx = Context::<supervisor::Supervisor>::new();
+        let sup_addr = sup_ctx.address();
+        // A write that fails for a full disk is the Supervisor's cue to pause writes.
+        let (full_to, full_clock) = (sup_addr.clone(), self.clock.clone());
+        catalog_writer.on_full(Box::new(move || {
+            full_to.do_send(supervisor::WriteFull(full_clock.now_ms()))
+        }));
         // Only now that the catalog is known to be ours: a refused file leaves nothing behind.
         let data_dir = PathBuf::from(&cfg.node.data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|source| CatalogError::Io {
@@ -177,8 +195,6 @@ impl EngineBuilder {
             remote: None,
         };
         let watch = Watch::open(&db_path, &settings)?;
-        let sup_ctx = Context::<supervisor::Supervisor>::new();
-        let sup_addr = sup_ctx.address();
         let (clock, tz) = (self.clock.clone(), cfg.timezone());
         let (sched_reader, sched_writer, reload_to) = (
             reader.clone(),

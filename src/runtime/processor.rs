@@ -379,6 +379,13 @@ impl Processor {
                 self.cfg.tenure.lose();
                 return;
             }
+            Err(e) if e.is_disk_full() => {
+                // The Supervisor heard it from the writer: it says so once and pauses writes,
+                // after which only maintenance runs are claimed. Try again quietly meanwhile.
+                tracing::debug!(processor = %self.cfg.name, "claim failed, the disk is full: {e}");
+                ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
+                return;
+            }
             Err(e) => {
                 self.claim_failures += 1;
                 tracing::error!(processor = %self.cfg.name, failures = self.claim_failures, "claim failed: {e}");
@@ -644,7 +651,12 @@ impl Processor {
                     let tries = act.record_failures.min(6);
                     act.record_failures += 1;
                     let delay = Duration::from_millis(200u64 << tries);
-                    tracing::error!(processor = %act.cfg.name, runs = runs.len(), "recording completions failed: {e}; retrying in {delay:?}");
+                    if e.is_disk_full() {
+                        // Said once by the Supervisor; retried until space returns.
+                        tracing::debug!(processor = %act.cfg.name, runs = runs.len(), "recording completions failed, the disk is full; retrying in {delay:?}");
+                    } else {
+                        tracing::error!(processor = %act.cfg.name, runs = runs.len(), "recording completions failed: {e}; retrying in {delay:?}");
+                    }
                     // Put them back first, in order, ahead of anything newer. The writer has
                     // dropped its operation by now, so the completions are ours again.
                     let completions =

@@ -248,7 +248,7 @@ impl Scheduler {
             match result {
                 Ok(decided) => act.on_decided(decided, installs, now),
                 Err(e) => {
-                    tracing::error!("recording due slots: {e}");
+                    super::log_write_error("recording due slots", &e);
                     act.retry_at = now + RETRY_AFTER_ERROR;
                 }
             }

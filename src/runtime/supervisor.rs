@@ -27,9 +27,9 @@ use super::tuning::{self, StatsBook};
 use crate::catalog::CatalogError;
 use crate::catalog::activation::{DecisionContext, JobActivation};
 use crate::catalog::node::NodeHolder;
-use crate::catalog::queue::LocalProcessor;
+use crate::catalog::queue::{LocalProcessor, StatSample};
 use crate::catalog::reader::Reader;
-use crate::catalog::verbs::ActivationChange;
+use crate::catalog::verbs::{ActivationChange, DecidedStep};
 use crate::catalog::writer::DbWriter;
 use crate::executor::ExecEnv;
 use crate::model::{ActivationState, Pin};
@@ -37,6 +37,9 @@ use crate::policy::{Action, Cause, Decision, JobView, Policy, PolicyConfig, Proc
 
 /// How often the node's heartbeat is written.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Most decision batches kept while their write fails (the disk is full); older ones go.
+const MAX_UNRECORDED: usize = 64;
 
 /// Pause (true) or resume (false) the whole node: schedules and claims.
 #[derive(Message)]
@@ -47,6 +50,12 @@ pub struct Pause(pub bool);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Shutdown(pub Duration);
+
+/// A catalog write failed at this instant (epoch ms) because the disk is full (from the
+/// catalog's writer thread).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WriteFull(pub i64);
 
 /// The node's state.
 #[derive(Message)]
@@ -64,6 +73,9 @@ pub struct EngineStatus {
     pub processors: Vec<ProcessorStatus>,
     /// The latest health sample.
     pub health: Option<HealthReport>,
+    /// Why writes are paused (the disk is critical or full: only maintenance runs are
+    /// claimed), while they are.
+    pub writes_paused: Option<String>,
 }
 
 /// The Supervisor actor.
@@ -90,6 +102,11 @@ pub struct Supervisor {
     activated: bool,
     evaluating: bool,
     writes_paused: bool,
+    /// Why writes are paused, while they are (the pause decision's reason).
+    paused_because: Option<String>,
+    /// Decisions whose catalog write failed (the disk was full), with their context: written
+    /// before the next ones, so the log and the catalog catch up once space returns.
+    unrecorded: Vec<DecidedStep>,
     /// The statistics recorded with each sample, and their cadence.
     stats: StatsBook,
 }
@@ -125,6 +142,8 @@ impl Supervisor {
             activated: false,
             evaluating: false,
             writes_paused: false,
+            paused_because: None,
+            unrecorded: Vec::new(),
             stats: StatsBook::default(),
         }
     }
@@ -158,7 +177,7 @@ impl Supervisor {
                 // Plan the active jobs now rather than at the next change check.
                 act.scheduler.do_send(Reload);
             }
-            Err(e) => tracing::error!("writing the start-up activation: {e}"),
+            Err(e) => super::log_write_error("writing the start-up activation", &e),
         }));
     }
 
@@ -271,21 +290,92 @@ impl Supervisor {
                 Action::Hold { .. } | Action::AddInstance { .. } | Action::RemoveInstance { .. }
             )
         });
+        self.record(report.sample.at, stats, decisions, cx, reload, true, ctx);
+    }
+
+    /// Writes a step's statistics and decisions (after any decisions whose write failed
+    /// before) in one writer operation; ends the policy step once written, if it is one
+    /// (`ends_step`; the write rule between samples is not). Decisions that cannot be written now
+    /// (the disk is full) are kept for the next write; statistics are dropped.
+    #[allow(clippy::too_many_arguments)] // the step's parts, and what follows its write
+    fn record(
+        &mut self,
+        at: i64,
+        stats: Vec<StatSample>,
+        decisions: Vec<Decision>,
+        cx: DecisionContext,
+        reload: bool,
+        ends_step: bool,
+        ctx: &mut Context<Self>,
+    ) {
+        let mut batches = std::mem::take(&mut self.unrecorded);
+        if !decisions.is_empty() {
+            batches.push(DecidedStep { decisions, cx });
+        }
+        let kept = batches.clone();
         let (writer, node) = (self.writer.clone(), self.node_id);
-        let at = report.sample.at;
-        let write = async move {
-            writer
-                .record_policy_step(node, at, stats, decisions, cx)
-                .await
-        };
+        let write = async move { writer.record_policy_step(node, at, stats, batches).await };
         ctx.spawn(write.into_actor(self).map(move |result, act, _| {
-            act.evaluating = false;
-            if let Err(e) = result {
-                tracing::error!("recording policy decisions: {e}");
-            } else if reload {
-                act.scheduler.do_send(Reload);
+            if ends_step {
+                act.evaluating = false;
+            }
+            match result {
+                Ok(()) if reload => act.scheduler.do_send(Reload),
+                Ok(()) => {}
+                Err(e) => {
+                    super::log_write_error("recording policy decisions", &e);
+                    // Older first; a bounded backlog (a disk full for days decides little).
+                    let newer = std::mem::replace(&mut act.unrecorded, kept);
+                    act.unrecorded.extend(newer);
+                    let excess = act.unrecorded.len().saturating_sub(MAX_UNRECORDED);
+                    act.unrecorded.drain(..excess);
+                }
             }
         }));
+    }
+
+    /// A catalog write failed because the disk is full: if that is news, writes pause now —
+    /// processors claim only maintenance runs — with a decision said once (the policy's write
+    /// rule, decided between samples); a later sample that reads the disk above critical
+    /// resumes them.
+    fn on_write_full(&mut self, at: i64, ctx: &mut Context<Self>) {
+        if self.stopping || !self.policy.handle_write_full(at) {
+            return;
+        }
+        // Claims stop at once, before the decision's reasons are worked out.
+        self.hold_claims(true);
+        let (reader, node) = (self.reader.clone(), self.node_id);
+        let load = actix_rt::task::spawn_blocking(move || reader.job_activations(node));
+        ctx.spawn(load.into_actor(self).map(move |loaded, act, ctx| {
+            let jobs = match loaded {
+                Ok(Ok(jobs)) => jobs,
+                Ok(Err(e)) => return tracing::error!("loading activations: {e}"),
+                Err(e) => return tracing::error!("loading activations panicked: {e}"),
+            };
+            let views: Vec<JobView> = jobs.iter().map(tuning::job_view).collect();
+            let decisions = act.policy.poll_writes(at, &views);
+            if decisions.is_empty() {
+                // The policy decided meanwhile (a sample's step): the processors follow it.
+                let paused = act.policy.writes_paused();
+                return act.hold_claims(paused);
+            }
+            let mut cx = DecisionContext {
+                jobs: jobs.iter().map(|j| (j.job_id, j.name.clone())).collect(),
+                ..DecisionContext::default()
+            };
+            for d in &decisions {
+                act.carry_out(d, &views, &mut cx);
+            }
+            act.record(at, Vec::new(), decisions, cx, true, false, ctx);
+        }));
+    }
+
+    /// Tells every processor whether writes are paused (only maintenance runs are claimed).
+    fn hold_claims(&mut self, paused: bool) {
+        self.writes_paused = paused;
+        for (_, addr) in self.processors.values() {
+            addr.do_send(SetWritesPaused(paused));
+        }
     }
 
     /// The runtime's part of one decision (instances, paused writes), logged; its catalog
@@ -300,13 +390,13 @@ impl Supervisor {
                     .processor_id()
                     .and_then(|id| cx.processors.get(&id))
             });
-        tracing::info!(
-            action = d.action.as_str(),
-            cause = d.cause.as_str(),
-            subject = subject.map_or("-", String::as_str),
-            reason = %d.reason,
-            "policy decision"
-        );
+        let subject = subject.map_or("-", String::as_str);
+        if d.action == Action::PauseWrites {
+            // The one line an operator needs to see: the node stops claiming until it resumes.
+            tracing::warn!(action = d.action.as_str(), cause = d.cause.as_str(), subject, reason = %d.reason, "policy decision");
+        } else {
+            tracing::info!(action = d.action.as_str(), cause = d.cause.as_str(), subject, reason = %d.reason, "policy decision");
+        }
         match d.action {
             Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
                 let add = matches!(d.action, Action::AddInstance { .. });
@@ -324,10 +414,9 @@ impl Supervisor {
                 }
             }
             Action::PauseWrites | Action::ResumeWrites => {
-                self.writes_paused = d.action == Action::PauseWrites;
-                for (_, addr) in self.processors.values() {
-                    addr.do_send(SetWritesPaused(self.writes_paused));
-                }
+                let paused = d.action == Action::PauseWrites;
+                self.paused_because = paused.then(|| d.reason.clone());
+                self.hold_claims(paused);
             }
             Action::Activate { job_id }
                 if views
@@ -354,7 +443,7 @@ impl Supervisor {
         ctx.spawn(
             async move {
                 if let Err(e) = writer.record_stats(node, at, stats).await {
-                    tracing::warn!("recording health stats: {e}");
+                    super::log_write_error("recording health stats", &e);
                 }
             }
             .into_actor(self),
@@ -460,7 +549,7 @@ impl Supervisor {
         ctx.spawn(write.into_actor(self).map(|result, _, _| match result {
             Ok(0) => {}
             Ok(n) => tracing::info!(jobs = n, "jobs added while healthy activated at once"),
-            Err(e) => tracing::error!("activating new jobs: {e}"),
+            Err(e) => super::log_write_error("activating new jobs", &e),
         }));
     }
 
@@ -545,7 +634,7 @@ impl Supervisor {
                 .map(move |result, act, _| match result {
                     Ok(None) => act.tenure.confirm(mark),
                     Ok(Some(taker)) => act.fenced(taker),
-                    Err(e) => tracing::warn!("heartbeat: {e}"),
+                    Err(e) => super::log_write_error("heartbeat", &e),
                 }),
         );
     }
@@ -587,6 +676,13 @@ impl Handler<HealthReport> for Supervisor {
     }
 }
 
+impl Handler<WriteFull> for Supervisor {
+    type Result = ();
+    fn handle(&mut self, msg: WriteFull, ctx: &mut Context<Self>) {
+        self.on_write_full(msg.0, ctx);
+    }
+}
+
 impl Handler<Reload> for Supervisor {
     type Result = ();
     fn handle(&mut self, _: Reload, ctx: &mut Context<Self>) {
@@ -617,6 +713,11 @@ impl Handler<GetEngineStatus> for Supervisor {
             .map(|(_, a)| a.send(GetStatus))
             .collect();
         let (node_id, paused, health) = (self.node_id, self.paused, self.last_health.clone());
+        let writes_paused = self.writes_paused.then(|| {
+            self.paused_because.clone().unwrap_or_else(|| {
+                "the disk is full: a catalog write failed (the pause is being decided)".into()
+            })
+        });
         Box::pin(
             async move {
                 let mut processors = Vec::new();
@@ -631,6 +732,7 @@ impl Handler<GetEngineStatus> for Supervisor {
                     paused,
                     processors,
                     health,
+                    writes_paused,
                 }
             }
             .into_actor(self),
