@@ -11,6 +11,7 @@
 mod support;
 
 mod crash;
+mod disk;
 mod fence;
 mod poison;
 

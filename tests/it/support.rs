@@ -1,5 +1,5 @@
 //! Shared helpers: run the real binary against a temporary folder.
-// Shared by the `it` and `self_tuning` test binaries; each uses a different part.
+// Shared by the `it`, `faults` and `self_tuning` test binaries; each uses a different part.
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
@@ -11,6 +11,8 @@ pub struct Workspace {
     pub dir: tempfile::TempDir,
     /// Environment for nodes started from here.
     pub node_env: std::cell::RefCell<Vec<(String, String)>>,
+    /// Where nodes' logs go (the folder itself when `None`).
+    pub log_dir: std::cell::RefCell<Option<PathBuf>>,
 }
 
 impl Workspace {
@@ -20,6 +22,7 @@ impl Workspace {
         let ws = Self {
             dir: tempfile::tempdir().unwrap(),
             node_env: Default::default(),
+            log_dir: Default::default(),
         };
         ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", "-1000000000");
         ws
@@ -40,6 +43,14 @@ impl Workspace {
         let mut env = self.node_env.borrow_mut();
         env.retain(|(k, _)| k != key);
         env.push((key.to_string(), value.to_string()));
+    }
+
+    /// The log file of the node `name` (`<name>.log` in the log folder).
+    pub fn log_path(&self, name: &str) -> PathBuf {
+        match &*self.log_dir.borrow() {
+            Some(dir) => dir.join(format!("{name}.log")),
+            None => self.path(&format!("{name}.log")),
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -149,7 +160,7 @@ impl Workspace {
                     .map(|(k, v)| (k.as_str(), v.as_str())),
             )
             .stdout(std::process::Stdio::piped())
-            .stderr(std::fs::File::create(self.path(&format!("{name}.log"))).unwrap())
+            .stderr(std::fs::File::create(self.log_path(name)).unwrap())
             .spawn()
             .unwrap();
         let stdout = child.stdout.take().unwrap();
@@ -173,7 +184,7 @@ impl Workspace {
             }
         }
         let status = child.wait().unwrap();
-        let log = std::fs::read_to_string(self.path(&format!("{name}.log"))).unwrap_or_default();
+        let log = std::fs::read_to_string(self.log_path(name)).unwrap_or_default();
         Err(format!(
             "exit {:?}\nstdout:\n{seen}\nstderr:\n{log}",
             status.code()
@@ -418,4 +429,47 @@ pub fn api(
         headers.push(("Content-Type", "application/json"));
     }
     http_raw(base, method, path, &headers, &bytes)
+}
+
+/// `path` mounted as a tmpfs of `size` (e.g. "256m") until dropped. Needs root (CI runs as
+/// root); fails loudly otherwise.
+pub struct Tmpfs {
+    path: PathBuf,
+}
+
+impl Tmpfs {
+    pub fn mount(path: &Path, size: &str) -> Tmpfs {
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        assert!(root, "mounting a tmpfs needs root (CI runs as root)");
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(path)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "mount -t tmpfs failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Tmpfs {
+            path: path.to_path_buf(),
+        }
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let ok = std::process::Command::new("umount")
+            .arg(&self.path)
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            // Something still holds a file there (a node that was killed): detach it.
+            let _ = std::process::Command::new("umount")
+                .arg("-l")
+                .arg(&self.path)
+                .status();
+        }
+    }
 }

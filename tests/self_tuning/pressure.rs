@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value as Json;
 
-use crate::support::{Node, Workspace, wait_for};
+use crate::support::{Node, Tmpfs, Workspace, wait_for};
 
 /// Health sample interval of every test here, ms.
 pub const SAMPLE_MS: i64 = 1000;
@@ -387,44 +387,4 @@ pub fn back_to_ok(
         }
     }
     None
-}
-
-/// `path` mounted as a tmpfs of `size` (e.g. "256m") until dropped. Needs root (CI runs as
-/// root); fails loudly otherwise.
-pub struct Tmpfs {
-    path: PathBuf,
-}
-
-impl Tmpfs {
-    pub fn mount(path: &Path, size: &str) -> Tmpfs {
-        // SAFETY: geteuid has no preconditions.
-        let root = unsafe { libc::geteuid() } == 0;
-        assert!(root, "mounting a tmpfs needs root (CI runs as root)");
-        let out = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(path)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "mount -t tmpfs failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        Tmpfs {
-            path: path.to_path_buf(),
-        }
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let ok = Command::new("umount")
-            .arg(&self.path)
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            // Something still holds a file there (a node that was killed): detach it.
-            let _ = Command::new("umount").arg("-l").arg(&self.path).status();
-        }
-    }
 }
