@@ -10,6 +10,7 @@
 #[path = "../it/support.rs"]
 mod support;
 
+mod clock;
 mod crash;
 mod disk;
 mod fence;
