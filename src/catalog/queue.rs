@@ -517,7 +517,8 @@ pub fn claim(
             }
             let run_id: i64 = r.get(0)?;
             let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
-            let lease = now + timeout.max(0) + lease_ms;
+            // Saturating: a valid job's timeout may be i64::MAX ms (fuzz corpus `extremes.conf`).
+            let lease = now.saturating_add(timeout.max(0)).saturating_add(lease_ms);
             match groups.iter_mut().find(|(l, _)| *l == lease) {
                 Some((_, members)) => members.push(claim.runs.len()),
                 None => groups.push((lease, vec![claim.runs.len()])),

@@ -173,14 +173,13 @@ impl Scheduler {
             if schedule.is_on_demand() {
                 continue;
             }
-            let policy = PlanPolicy {
-                misfire: job.misfire,
-                misfire_window_ms: job.misfire_window,
-                max_catchup: job.max_catchup.clamp(1, u32::MAX as i64) as u32,
-                overlap: job.overlap,
-                max_concurrent: job.max_overlap.clamp(1, u32::MAX as i64) as u32,
-                ..PlanPolicy::default()
-            };
+            let policy = PlanPolicy::of_job(
+                job.misfire,
+                job.misfire_window,
+                job.max_catchup,
+                job.overlap,
+                job.max_overlap,
+            );
             let history = JobHistory {
                 last_slot: job.last_slot,
                 since: Some(job.created_ms),

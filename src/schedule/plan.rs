@@ -95,6 +95,25 @@ impl Default for PlanPolicy {
 }
 
 impl PlanPolicy {
+    /// The policy of a catalog job's settings (its stored integers, clamped to the planner's
+    /// types); the rest as default.
+    pub fn of_job(
+        misfire: MisfirePolicy,
+        misfire_window_ms: i64,
+        max_catchup: i64,
+        overlap: OverlapPolicy,
+        max_overlap: i64,
+    ) -> Self {
+        PlanPolicy {
+            misfire,
+            misfire_window_ms,
+            max_catchup: max_catchup.clamp(1, u32::MAX as i64) as u32,
+            overlap,
+            max_concurrent: max_overlap.clamp(1, u32::MAX as i64) as u32,
+            ..PlanPolicy::default()
+        }
+    }
+
     /// The policy with every number brought into its accepted range.
     pub fn normalized(self) -> Self {
         PlanPolicy {
@@ -338,7 +357,9 @@ impl JobPlanner {
             _ => 0,
         };
         let f = i64::from(self.stretch);
-        delay_ms.saturating_mul(f) + elapsed.saturating_mul(f - 1)
+        delay_ms
+            .saturating_mul(f)
+            .saturating_add(elapsed.saturating_mul(f - 1))
     }
 
     /// A run of this job began: a fired one leaving the queue, or a manual trigger.
@@ -520,7 +541,8 @@ impl JobPlanner {
         }
         if h.in_flight() == 0 {
             match h.last_end.or(h.last_begin) {
-                Some(end) => Some(end + delay_ms),
+                // Saturating: a valid job may wait i64::MAX ms (fuzz corpus `extremes.conf`).
+                Some(end) => Some(end.saturating_add(delay_ms)),
                 None => Some(h.since.unwrap_or(now_ms).min(now_ms)),
             }
         } else if self.policy.overlap == OverlapPolicy::Allow
@@ -528,7 +550,7 @@ impl JobPlanner {
             && h.running < self.policy.max_concurrent
         {
             // Alongside a run in progress, pace from the latest start.
-            h.last_begin.map(|b| b + delay_ms)
+            h.last_begin.map(|b| b.saturating_add(delay_ms))
         } else {
             None
         }
