@@ -16,7 +16,7 @@ use jobvisor::http::bodies::{
 };
 use jobvisor::http::extract::parse_json;
 use jobvisor::jobconf::{self, millix, toml_format};
-use jobvisor::schedule::{RunDate, Schedule, ScheduleSpec};
+use jobvisor::schedule::{JobHistory, JobPlanner, PlanPolicy, RunDate, Schedule, ScheduleSpec};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
@@ -267,6 +267,11 @@ fn check_toml(text: &str) -> bool {
         for job in file.jobs.values() {
             exercise_schedule(&job.schedule);
         }
+        if problems.is_empty() {
+            for job in file.jobs.values() {
+                plan(job);
+            }
+        }
         problems.is_empty()
     }
 }
@@ -299,6 +304,47 @@ fn exercise_schedule(spec: &ScheduleSpec) -> bool {
         let _ = schedule.next_slots_after(t, 3);
     }
     true
+}
+
+/// A valid job's planner, built as the scheduler builds it, polled through a day with runs
+/// that start and end, a clock step back and forward, and its period stretched as far as the
+/// job allows: the arithmetic of extreme but valid settings must not overflow.
+fn plan(job: &jobconf::JobDef) {
+    let Ok(schedule) = Schedule::parse(&job.schedule, chrono_tz::UTC) else {
+        return;
+    };
+    let policy = PlanPolicy::of_job(
+        job.misfire_policy,
+        job.misfire_window,
+        job.max_catchup,
+        job.overlap_policy,
+        job.max_overlap,
+    );
+    let t0 = 1_774_746_000_000;
+    let mut p = JobPlanner::restore(
+        schedule,
+        policy,
+        JobHistory {
+            since: Some(t0 - 86_400_000),
+            ..JobHistory::default()
+        },
+    );
+    p.set_stretch(job.stretch_max.clamp(1, 64) as u32);
+    let mut now = t0;
+    for step in 0..48 {
+        now += match step {
+            20 => -7_200_000,
+            30 => 90_000_000,
+            _ => 1_800_000,
+        };
+        let _ = p.next_wake(now);
+        for d in p.poll_due(now) {
+            if matches!(d, jobvisor::schedule::Decision::Fire { .. }) {
+                p.handle_run_started(now);
+                p.handle_run_finished(now + 1_000);
+            }
+        }
+    }
 }
 
 /// A line of the schedule corpus: a JSON object of schedule fields. Whether one parsed.
@@ -394,9 +440,11 @@ fn check_api(text: &str) -> bool {
         let mut file = toml_format::parse(jobconf::DEFAULT_JOB_CONF).unwrap();
         let job = file.jobs.get_mut("device_stats").unwrap();
         patch.apply(job);
-        let schedule = job.schedule.clone();
-        let _ = jobconf::validate(&file);
-        exercise_schedule(&schedule);
+        let job = job.clone();
+        exercise_schedule(&job.schedule);
+        if jobconf::validate(&file).is_empty() {
+            plan(&job);
+        }
         let _ = toml_format::render(&file);
     }
     if let Ok(p) = parse_json::<ProcessorFields>(bytes) {
@@ -458,4 +506,38 @@ fn parsers_refuse_arbitrary_and_mutated_input_without_panicking() {
         started.elapsed().as_secs_f64()
     ));
     figures("scenario 7 fuzzing", &lines);
+}
+
+/// Regression (found by this scenario's corpus): a valid job.conf whose numbers are at their
+/// limits — `run_delay`, `timeout`, `misfire_window` of i64::MAX ms — made the planner's delay
+/// and the claim's lease overflow (a panic in a debug build, a wrapped time in a release one).
+/// A real node runs both jobs and logs no panic.
+#[test]
+fn jobs_whose_settings_are_at_their_limits_run_on_a_real_node() {
+    let _one = serial();
+    let ws = crate::support::Workspace::new();
+    let (path, _) = corpus("jobconf")
+        .into_iter()
+        .find(|(p, _)| p.ends_with("extremes.conf"))
+        .expect("corpus/jobconf/extremes.conf");
+    ws.ok(&["import", &path.display().to_string()]);
+    ws.disable_seeded_jobs();
+    // Every job in the start-up minimum, the one of priority i64::MIN included.
+    ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", &i64::MIN.to_string());
+    let node = ws.start_node("n1");
+    let db = ws.db();
+    crate::support::wait_for(20.0, "both jobs to run", || {
+        let ok = |job: &str| crate::statuses(&db, job).get("succeeded").copied() >= Some(1);
+        (ok("always_max") && ok("window_max")).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(node.stop(), Some(0));
+    let log = std::fs::read_to_string(ws.log_path("n1")).unwrap();
+    assert!(!log.contains("panicked"), "{log}");
+    let always = crate::statuses(&db, "always_max");
+    assert_eq!(
+        always.get("succeeded"),
+        Some(&1),
+        "run_always with an i64::MAX delay runs once: {always:?}"
+    );
 }
