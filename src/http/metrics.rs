@@ -1,7 +1,8 @@
 //! `/metrics` in the Prometheus text format (version 0.0.4): runs by job and outcome, their
 //! duration histograms, claims and stale completions, writer batch sizes (from
 //! [`crate::metrics`]); queue depth and lag and activation counts (from the catalog); health
-//! readings and the pause state (from the engine). `promtool check metrics` accepts it
+//! readings, the operator's pause and whether writes are paused for the disk (from the
+//! engine). `promtool check metrics` accepts it
 //! (`tests/it/metrics.rs`).
 
 use std::fmt::Write as _;
@@ -52,7 +53,7 @@ fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[f64], h: &His
 async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
     let now = crate::catalog::now_ms();
     let queue = state.read(move |ops| ops.queue_gauges(now)).await?;
-    let (paused, readings) = crate::ops::node::health_readings(&state.engine).await?;
+    let health = crate::ops::node::health_readings(&state.engine).await?;
     let counted = crate::metrics::snapshot();
     let mut out = String::with_capacity(4096);
 
@@ -168,14 +169,25 @@ async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
         "gauge",
         "1 while an operator has paused the node.",
     );
-    let _ = writeln!(out, "jobvisor_paused {}", u8::from(paused));
+    let _ = writeln!(out, "jobvisor_paused {}", u8::from(health.paused));
+    head(
+        &mut out,
+        "jobvisor_writes_paused",
+        "gauge",
+        "1 while writes are paused: the disk is critical or full, only maintenance runs are claimed.",
+    );
+    let _ = writeln!(
+        out,
+        "jobvisor_writes_paused {}",
+        u8::from(health.writes_paused)
+    );
     head(
         &mut out,
         "jobvisor_health_reading",
         "gauge",
         "The latest health sample, by reading (percent, bytes, bytes per second, load).",
     );
-    for (reading, v) in &readings {
+    for (reading, v) in &health.readings {
         let _ = writeln!(
             out,
             "jobvisor_health_reading{{reading=\"{}\"}} {v}",

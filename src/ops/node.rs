@@ -197,9 +197,20 @@ pub struct SeriesView {
     pub points: Vec<SeriesPoint>,
 }
 
-/// The node's health readings as (name, value) pairs: every number of its latest health
-/// report (percentages, bytes, bytes per second), for `/metrics`.
-pub async fn health_readings(engine: &Engine) -> Result<(bool, Vec<(String, f64)>), OpError> {
+/// The node's pause states and health readings, for `/metrics`.
+#[derive(Debug, Clone, Default)]
+pub struct HealthGauges {
+    /// Paused by an operator.
+    pub paused: bool,
+    /// Writes paused: the disk is critical or full, only maintenance runs are claimed.
+    pub writes_paused: bool,
+    /// Every number of the latest health report by name (percentages, bytes, bytes per
+    /// second).
+    pub readings: Vec<(String, f64)>,
+}
+
+/// The node's pause states and the numbers of its latest health report, for `/metrics`.
+pub async fn health_readings(engine: &Engine) -> Result<HealthGauges, OpError> {
     let s = engine.status().await.map_err(engine_error)?;
     let mut readings = Vec::new();
     if let Some(Json::Object(map)) = s
@@ -214,7 +225,11 @@ pub async fn health_readings(engine: &Engine) -> Result<(bool, Vec<(String, f64)
             }
         }
     }
-    Ok((s.paused, readings))
+    Ok(HealthGauges {
+        paused: s.paused,
+        writes_paused: s.writes_paused.is_some(),
+        readings,
+    })
 }
 
 /// The queue and activation counts, for `/metrics`.

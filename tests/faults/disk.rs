@@ -156,6 +156,10 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{}'"] }}
     });
     let paused_after = filled_at.elapsed();
     let not_ready = ready();
+    let gauge_full = api(&node.api, token.as_deref(), "GET", "/metrics", None)
+        .body
+        .lines()
+        .any(|l| l == "jobvisor_writes_paused 1");
     // Claims stop: after what was claimed before the pause has run, nothing executes.
     std::thread::sleep(Duration::from_millis(1500));
     let count = || {
@@ -239,7 +243,8 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{}'"] }}
             ),
             format!("status while full: {paused}"),
             format!(
-                "/readyz while full {} and after {}; WAL peak {wal_peak:.1} MB, after exit {wal_after:.1} MB",
+                "/readyz while full {} and after {}, /metrics jobvisor_writes_paused 1 while \
+                 full: {gauge_full}; WAL peak {wal_peak:.1} MB, after exit {wal_after:.1} MB",
                 not_ready.status, ready_again.status
             ),
         ],
@@ -254,6 +259,10 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{}'"] }}
     );
     assert!(paused.contains("disk is full"), "{paused}");
     assert_eq!(not_ready.status, 503, "{}", not_ready.body);
+    assert!(
+        gauge_full,
+        "/metrics says jobvisor_writes_paused 1 while full"
+    );
     assert_eq!(ready_again.status, 200, "{}", ready_again.body);
     assert_eq!(said_full, 1, "the full disk is said once:\n{log}");
     assert_eq!((said_paused, said_resumed), (1, 1), "{log}");

@@ -59,6 +59,7 @@ fn metrics_pass_promtool_and_count_runs_by_job_and_outcome() {
         "jobvisor_queue_lag_seconds ",
         "jobvisor_jobs{activation=\"active\"}",
         "jobvisor_paused 0",
+        "jobvisor_writes_paused 0",
         "jobvisor_stale_completions_total 0",
     ] {
         assert!(r.body.contains(needle), "{needle} missing:\n{}", r.body);
