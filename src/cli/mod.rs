@@ -125,6 +125,7 @@ pub fn main() -> i32 {
 
 /// Like [`main`], with the arguments given.
 pub fn main_with(argv: Vec<OsString>) -> i32 {
+    limit_malloc_arenas();
     let json = argv.iter().any(|a| a == "--json");
     let cli = match Cli::try_parse_from(&argv) {
         Ok(cli) => cli,
@@ -206,4 +207,20 @@ pub fn load_config(cli: &Cli, args: &RunArgs) -> Result<NodeConfig, Failure> {
         log_format: args.log_format.clone(),
     };
     Ok(config::load(cli.config.as_deref(), None, &overrides)?)
+}
+
+/// glibc gives each thread that allocates under contention an arena of its own (up to eight
+/// per core), and memory freed into one is kept there: a node's RSS grew from 20 to 30 MB
+/// after three API listings of 1,000 jobs, and stayed. Two arenas keep it at 20 MB with no
+/// measurable cost to the drain (the writer and the processors allocate little per run).
+/// Set before any thread starts (the CLI is the process's entry point); `MALLOC_ARENA_MAX` in the environment still wins.
+fn limit_malloc_arenas() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if std::env::var_os("MALLOC_ARENA_MAX").is_none() {
+        // SAFETY: mallopt only sets an allocator parameter; called before any other thread
+        // exists.
+        unsafe {
+            libc::mallopt(libc::M_ARENA_MAX, 2);
+        }
+    }
 }
