@@ -264,6 +264,7 @@ pub fn load(
     overrides: &Overrides,
 ) -> Result<NodeConfig, ConfigError> {
     let defaults = NodeConfig::default();
+    let env_keys: Option<Vec<String>> = env.as_ref().map(|m| m.keys().cloned().collect());
     let mut builder = Config::builder()
         .add_source(Config::try_from(&defaults).map_err(|e| layer_error("built-in defaults", e))?);
     if let Some(path) = file {
@@ -286,8 +287,57 @@ pub fn load(
         .and_then(|c| c.try_deserialize::<NodeConfig>())
         .map_err(|e| layer_error("environment (JOBVISOR__SECTION__KEY)", e))?;
     let cfg = apply_overrides(cfg, overrides)?;
-    cfg.validate()?;
-    Ok(cfg)
+    match (cfg.validate(), file) {
+        (Err(ConfigError::Invalid { key, reason }), Some(path)) => {
+            let from_env = env_sets(env_keys.as_ref(), key);
+            Err(locate_invalid(path, key, reason, from_env, overrides))
+        }
+        (result, _) => result.map(|()| cfg),
+    }
+}
+
+/// Whether the environment (`keys`, or the process's when `None`) sets `key`
+/// (`JOBVISOR__SECTION__KEY`), which then beats the file.
+fn env_sets(keys: Option<&Vec<String>>, key: &str) -> bool {
+    let name = format!("{ENV_PREFIX}__{}", key.replace('.', "__")).to_uppercase();
+    match keys {
+        Some(keys) => keys.iter().any(|k| k.to_uppercase() == name),
+        None => std::env::var_os(name).is_some(),
+    }
+}
+
+/// An invalid value, located at its line in the file when the file is where it came from (not
+/// the environment or a flag): a config file with an error names file, line and reason.
+fn locate_invalid(
+    path: &Path,
+    key: &'static str,
+    reason: String,
+    from_env: bool,
+    o: &Overrides,
+) -> ConfigError {
+    let flag = match key {
+        "database.path" => o.db.is_some(),
+        "node.data_dir" => o.data_dir.is_some(),
+        "node.name" => o.node_name.is_some(),
+        "http.bind" => o.bind.is_some(),
+        "log.format" => o.log_format.is_some(),
+        _ => false,
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    match line_of_key(&text, key) {
+        Some(line) if !from_env && !flag => ConfigError::File {
+            path: path.to_path_buf(),
+            line,
+            col: 1,
+            reason: format!("{key}: {reason}"),
+        },
+        _ => ConfigError::Invalid { key, reason },
+    }
+}
+
+/// The 1-based line of the file that assigns the dotted `key` (`log.level`), if one does.
+fn line_of_key(text: &str, key: &str) -> Option<usize> {
+    (1..=text.lines().count()).find(|&line| key_on_line(text, line).as_deref() == Some(key))
 }
 
 /// Validates a config file's text alone: unknown keys and wrong types, with line and column.
@@ -395,6 +445,12 @@ impl NodeConfig {
             return Err(ConfigError::Invalid {
                 key: "http.bind",
                 reason: format!("`{}` is not an address:port", self.http.bind),
+            });
+        }
+        if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {
+            return Err(ConfigError::Invalid {
+                key: "log.level",
+                reason: format!("`{}` is not a log filter: {e}", self.log.level),
             });
         }
         Ok(())
@@ -530,6 +586,54 @@ mod tests {
         assert!(
             err.contains("environment") && err.contains("interval"),
             "{err}"
+        );
+    }
+
+    #[test]
+    fn an_invalid_value_in_a_file_names_file_line_and_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("node.toml");
+        std::fs::write(&file, "[node]\nname = \"a\"\n\n[log]\nlevel = \"info,[\"\n").unwrap();
+        let err = load(Some(&file), env(&[]), &Overrides::default()).unwrap_err();
+        assert!(matches!(err, ConfigError::File { line: 5, .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("node.toml:5:1: log.level:"), "{text}");
+        // Set by a flag, the same kind of value is the flag's error, not the file's line.
+        std::fs::write(&file, "[http]\nbind = \"127.0.0.1:1\"\n").unwrap();
+        let flag = Overrides {
+            bind: Some("nowhere".into()),
+            ..Default::default()
+        };
+        let err = load(Some(&file), env(&[]), &flag).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    key: "http.bind",
+                    ..
+                }
+            ),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn a_bad_log_filter_is_a_configuration_error() {
+        let err = load(
+            None,
+            env(&[("JOBVISOR__LOG__LEVEL", "jobvisor=loud")]),
+            &Overrides::default(),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(
+                err,
+                ConfigError::Invalid {
+                    key: "log.level",
+                    ..
+                }
+            ),
+            "{err:?}"
         );
     }
 
