@@ -32,6 +32,39 @@ pub fn resolve(data_dir: &Path, conn_string: Option<&str>) -> Option<PathBuf> {
     }
 }
 
+/// Whether `candidate` is the catalog file `catalog` itself (the same file reached by another
+/// path: `./x.db`, a symlink, a hard link), which a data object must never be: its Writer would
+/// be a second writer on the catalog, and a sql job against it would bypass the engine's
+/// bookkeeping (issue 11, point 8).
+pub fn is_catalog_file(catalog: &Path, candidate: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    if let (Ok(a), Ok(b)) = (std::fs::metadata(catalog), std::fs::metadata(candidate)) {
+        return a.dev() == b.dev() && a.ino() == b.ino();
+    }
+    // One of them does not exist yet: compare the paths as the file system would resolve them
+    // (`..` taken lexically, since the folders it climbs out of may not exist yet either).
+    let normal = |p: &Path| {
+        let mut abs = PathBuf::new();
+        for part in std::path::absolute(p)
+            .unwrap_or_else(|_| p.to_path_buf())
+            .components()
+        {
+            match part {
+                std::path::Component::ParentDir => {
+                    abs.pop();
+                }
+                std::path::Component::CurDir => {}
+                other => abs.push(other),
+            }
+        }
+        match (abs.parent().map(std::fs::canonicalize), abs.file_name()) {
+            (Some(Ok(dir)), Some(name)) => dir.join(name),
+            _ => abs,
+        }
+    };
+    normal(catalog) == normal(candidate)
+}
+
 /// The per-object Writers of a node.
 pub struct ObjectWriters {
     data_dir: PathBuf,
@@ -85,6 +118,13 @@ impl ObjectWriters {
 
     /// Starts (or returns) the Writer of `name` on the database at `path`.
     pub fn start(&self, name: &str, path: PathBuf) -> Result<DbWriter, String> {
+        if is_catalog_file(self.reader.path(), &path) {
+            return Err(format!(
+                "object `{name}`: its database {} is the catalog file itself; sql jobs never \
+                 run against the catalog",
+                path.display()
+            ));
+        }
         let mut writers = self.writers.lock().unwrap_or_else(|p| p.into_inner());
         if let Some((running_path, addr)) = writers.get(name)
             && *running_path == path

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Serialize;
 
 use super::{OpError, Ops, Warning};
-use crate::catalog::ImportReport;
+use crate::catalog::{ImportReport, objects};
 use crate::diag::Diagnostic;
 use crate::jobconf::merge::{self, Named};
 use crate::jobconf::{self, CatalogFile, millix, secret, toml_format};
@@ -122,12 +122,13 @@ impl Ops {
         let warnings = self.warnings(&parsed.file);
         let doing = format!("importing {}", parsed.name);
         let within = self.within(doing);
+        let place = self.place();
         let report = self
             .catalog
             .update(&self.caller.actor.clone(), "import", |before| {
                 let file = keep_redacted_secrets(before, &parsed.file);
                 let entries = merge::merge(before, &file, parsed.named.as_ref());
-                new_problems(before, &entries)?;
+                new_problems(before, &entries, &place)?;
                 Ok::<_, OpError>(entries)
             })
             .map_err(|e| match e {
@@ -157,10 +158,23 @@ impl Ops {
     }
 }
 
+/// Where a catalog is: what validation in context needs beyond the entries.
+pub(super) struct Place {
+    /// The catalog file.
+    pub catalog: std::path::PathBuf,
+    /// The node's data folder (relative `conn_string`s are in it).
+    pub data_dir: std::path::PathBuf,
+}
+
 /// Refuses `entries` if storing them over `before` makes the catalog invalid in a way it was
-/// not before (a reference that no longer resolves, a field out of range), or would store
-/// `***` as a secret (a redacted export imported where no secret stands behind it).
-pub(super) fn new_problems(before: &CatalogFile, entries: &CatalogFile) -> Result<(), OpError> {
+/// not before (a reference that no longer resolves, a field out of range), would store `***`
+/// as a secret (a redacted export imported where no secret stands behind it), or would give an
+/// object the catalog file itself as its database.
+pub(super) fn new_problems(
+    before: &CatalogFile,
+    entries: &CatalogFile,
+    place: &Place,
+) -> Result<(), OpError> {
     let old: BTreeSet<_> = jobconf::validate(before).into_iter().collect();
     let after = merge::overlay(before, entries);
     let mut fresh: Vec<_> = jobconf::validate(&after)
@@ -174,6 +188,24 @@ pub(super) fn new_problems(before: &CatalogFile, entries: &CatalogFile) -> Resul
                 name: name.clone(),
                 field: Some("rpc_password"),
                 reason: secret::unheld(),
+            });
+        }
+    }
+    for (name, o) in &entries.objects {
+        let Some(path) = objects::resolve(&place.data_dir, o.conn_string.as_deref()) else {
+            continue;
+        };
+        if objects::is_catalog_file(&place.catalog, &path) {
+            fresh.push(jobconf::Problem {
+                section: jobconf::Section::Object,
+                name: name.clone(),
+                field: Some("conn_string"),
+                reason: format!(
+                    "`{}` is the catalog file itself ({}); an object needs a database file of \
+                     its own (sql jobs never run against the catalog)",
+                    o.conn_string.as_deref().unwrap_or_default(),
+                    place.catalog.display()
+                ),
             });
         }
     }

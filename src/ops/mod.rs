@@ -43,6 +43,7 @@ pub struct Caller {
 /// An open catalog and the context of the operations on it.
 pub struct Ops {
     catalog: Catalog,
+    data_dir: std::path::PathBuf,
     caller: Caller,
     tz: Tz,
     functions: Option<BTreeSet<String>>,
@@ -82,6 +83,7 @@ impl Ops {
         }
         let ops = Ops {
             catalog,
+            data_dir: cfg.node.data_dir.clone().into(),
             caller,
             tz: cfg.timezone(),
             functions: None,
@@ -151,6 +153,7 @@ impl Ops {
         let action = format!("{kind}.{}", if exists { "edit" } else { "add" });
         let within = self.within(format!("saving {kind} `{name}`"));
         let actor = self.caller.actor.clone();
+        let place = self.place();
         self.catalog
             .update(&actor, &action, |before| {
                 let mut def = match (map(before).get(name), exists) {
@@ -171,13 +174,21 @@ impl Ops {
                 apply(&mut def);
                 let mut one = CatalogFile::default();
                 map_mut(&mut one).insert(name.to_string(), def);
-                files::new_problems(before, &one)?;
+                files::new_problems(before, &one, &place)?;
                 Ok(one)
             })
             .map_err(|e| match e {
                 OpError::Catalog(c) => within(c),
                 other => other,
             })
+    }
+
+    /// Where this catalog and its node's data folder are, for validation in context.
+    fn place(&self) -> files::Place {
+        files::Place {
+            catalog: self.catalog.path().to_path_buf(),
+            data_dir: self.data_dir.clone(),
+        }
     }
 
     /// Warnings about what `file` defines but the engine cannot run (unknown functions).

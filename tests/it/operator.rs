@@ -265,6 +265,16 @@ fn a_missing_required_flag_is_a_usage_error_and_a_bad_log_filter_a_config_error(
     ]);
     assert_eq!(out.status.code(), Some(78), "{}", text(&out));
     assert!(stderr(&out).contains("log.level"), "{}", text(&out));
+    // Like every other bad configuration value: refused by any command, at its file and line.
+    for args in [vec!["config"], vec!["jobs", "list"]] {
+        let out = ws.run(&[&["--config", cfg.to_str().unwrap()][..], &args].concat());
+        assert_eq!(out.status.code(), Some(78), "{args:?}: {}", text(&out));
+        assert!(
+            stderr(&out).contains("bad-log.toml:2:1: log.level:"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
 }
 
 #[test]
@@ -280,8 +290,37 @@ fn every_command_speaks_json_and_errors_are_json_objects() {
         vec!["config", "--json"],
         vec!["check", conf.to_str().unwrap(), "--json"],
         vec!["import", conf.to_str().unwrap(), "--json"],
+        vec!["config", "--print-defaults", "--json"],
+        vec!["export", "--json"],
         vec!["jobs", "list", "--json"],
         vec!["jobs", "show", "a", "--json"],
+        vec![
+            "jobs",
+            "add",
+            "b",
+            "--type",
+            "function",
+            "--processor",
+            "main",
+            "--payload",
+            r#"{"function":"debug.noop"}"#,
+            "--backoff-base",
+            "2000",
+            "--json",
+        ],
+        vec!["jobs", "remove", "b", "--json"],
+        vec!["processors", "add", "spare", "--instances", "2", "--json"],
+        vec!["processors", "edit", "spare", "--instances", "3", "--json"],
+        vec!["processors", "remove", "spare", "--json"],
+        vec![
+            "objects",
+            "add",
+            "events",
+            "--conn-string",
+            "events.db",
+            "--json",
+        ],
+        vec!["objects", "remove", "events", "--json"],
         vec!["jobs", "edit", "a", "--priority", "3", "--json"],
         vec!["jobs", "disable", "a", "--json"],
         vec!["jobs", "enable", "a", "--json"],
@@ -298,7 +337,22 @@ fn every_command_speaks_json_and_errors_are_json_objects() {
         assert!(out.status.success(), "{args:?}: {}", text(&out));
         json_of(&out);
     }
-    // The config shows resolved values, not empty strings.
+    // The export in JSON holds job.conf's tables.
+    let export = json_of(&ws.run(&["export", "--json"]));
+    assert_eq!(export["job"]["a"]["payload"]["function"], "debug.echo");
+    // The config shows resolved values, not empty strings, with units where they are sizes.
+    let human = ws.ok(&["config"]);
+    for line in human.lines().filter(|l| !l.starts_with('#')) {
+        assert!(
+            !line.ends_with("= \"\"") && !line.contains("= \"\"  ") || line.contains("built-in"),
+            "an unexplained empty value: {line}\n{human}"
+        );
+    }
+    assert!(
+        human.contains("memory_strained = 209715200  # 200.0 MiB"),
+        "{human}"
+    );
+    assert!(human.contains("# How long a connection waits"), "{human}");
     let cfg = json_of(&ws.run(&["config", "--json"]));
     assert_ne!(cfg["node"]["name"], "");
     assert_ne!(cfg["node"]["timezone"], "");
@@ -479,6 +533,35 @@ fn a_sql_job_against_the_catalog_is_refused() {
     let out = ws.run(&["check", file.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(78), "{}", text(&out));
     assert!(stderr(&out).contains("w.conf:"), "{}", text(&out));
+    // The catalog file named as an object's own database, by any path that reaches it: refused
+    // at add and import with the field named, and nothing stored.
+    let db = ws.db();
+    let absolute = db.to_str().unwrap().to_string();
+    for conn in [absolute.as_str(), "../catalog.db", "./sub/../../catalog.db"] {
+        let out = ws.run(&["objects", "add", "mine", "--conn-string", conn, "--json"]);
+        assert_eq!(out.status.code(), Some(65), "{conn}: {}", text(&out));
+        let err: Json = serde_json::from_str(stderr(&out).trim()).unwrap();
+        assert_eq!(err["field"], "conn_string", "{conn}: {err}");
+        assert!(
+            err["reason"]
+                .as_str()
+                .unwrap()
+                .contains("the catalog file itself"),
+            "{err}"
+        );
+        let file = ws.write(
+            "o.conf",
+            &format!("[object.mine]\nconn_string = {}\n", Json::from(conn)),
+        );
+        let out = ws.run(&["import", file.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(65), "{conn}: {}", text(&out));
+        assert!(stderr(&out).contains("conn_string"), "{}", text(&out));
+    }
+    let objects = json_of(&ws.run(&["objects", "list", "--json"]));
+    assert!(
+        !objects.to_string().contains("\"mine\""),
+        "nothing was stored: {objects}"
+    );
 }
 
 #[test]
@@ -642,6 +725,22 @@ fn runs_retry_queues_a_new_attempt_and_cancel_stops_a_queued_run() {
             .find(|r| r.run_id == new && r.status == "failed")
     });
     assert_eq!(node.stop(), Some(0));
+    // `runs list --node` lists the runs that node claimed, and only those.
+    let by_n1 = json_of(&ws.run(&["runs", "list", "--node", "n1", "--json"]));
+    let ids: Vec<i64> = by_n1
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect();
+    assert!(ids.contains(&new) && !ids.contains(&queued), "{by_n1}");
+    // A failed run is retried as a new attempt too.
+    let again = json_of(&ws.run(&["runs", "retry", &new.to_string(), "--json"]));
+    let run = json_of(&ws.run(&["runs", "show", &again["run_id"].to_string(), "--json"]));
+    assert_eq!(
+        (run["status"].as_str(), run["retry_of"].as_i64()),
+        (Some("queued"), Some(new))
+    );
 }
 
 /// Whether `pid` is a live process (a zombie counts as gone).
@@ -754,6 +853,31 @@ fn a_job_added_while_the_node_is_healthy_runs_at_once_and_says_why() {
         decisions.contains("tick") && decisions.contains("operator"),
         "{decisions}"
     );
+    // `jobs show` and `jobs next` say the same, for people.
+    let show = ws.ok(&["--node", "n1", "jobs", "show", "tick"]);
+    assert!(
+        show.contains("# activation") && show.contains("active on node `n1`"),
+        "{show}"
+    );
+    let next = ws.ok(&["--node", "n1", "jobs", "next", "tick", "--count", "2"]);
+    assert!(next.contains("active on node `n1`"), "{next}");
+    // Disabled and enabled again, it is activated again at once (a second operator decision),
+    // and runs.
+    ws.ok(&["jobs", "disable", "tick"]);
+    let activated = |ws: &Workspace| {
+        json_of(&ws.run(&["--node", "n1", "decisions", "--json"]))
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|d| d["subject"] == "tick" && d["action"] == "activate")
+            .count()
+    };
+    let before = activated(&ws);
+    ws.ok(&["jobs", "enable", "tick"]);
+    let enabled_at = runs_of(&ws.db(), "tick").len();
+    wait_for(15.0, "the enabled job's activation and a run", || {
+        (activated(&ws) > before && runs_of(&ws.db(), "tick").len() > enabled_at + 1).then_some(())
+    });
     assert_eq!(node.stop(), Some(0));
 }
 
@@ -813,10 +937,20 @@ fn an_object_added_while_the_node_runs_is_usable_at_once_in_the_data_folder() {
 fn run_honours_the_node_flag_and_logs_to_a_file_have_no_colour() {
     let ws = Workspace::new();
     ws.ok(&["init"]);
+    // support::start_node names its node with `run --node NAME`, the one documented flag.
     let node = ws.start_node("named-by-flag");
     assert_eq!(node.stop(), Some(0));
     let log = std::fs::read_to_string(ws.path("named-by-flag.log")).unwrap();
     assert!(log.contains("named-by-flag"), "{log}");
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let names: Vec<String> = conn
+        .prepare("SELECT node_name FROM node")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
+    assert_eq!(names, ["named-by-flag"], "the node row is named by --node");
     assert!(!log.contains('\u{1b}'), "colour codes in a log file: {log}");
 }
 
