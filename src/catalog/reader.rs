@@ -44,9 +44,23 @@ impl Reader {
         Ok(self.pool.get()?)
     }
 
+    /// Runs one read on a pooled connection; a storage error names the catalog file and what
+    /// the node was reading (issue 11, point 3: `disk I/O error` alone says neither).
+    fn read<T>(
+        &self,
+        doing: &str,
+        f: impl FnOnce(&Connection) -> Result<T, CatalogError>,
+    ) -> Result<T, CatalogError> {
+        self.conn()
+            .and_then(|conn| f(&conn))
+            .map_err(|e| e.within(&self.path, doing))
+    }
+
     /// Every job's activation row on `node_id`.
     pub fn job_activations(&self, node_id: i64) -> Result<Vec<JobActivation>, CatalogError> {
-        activation::job_activations(&*self.conn()?, node_id)
+        self.read("reading job activations", |c| {
+            activation::job_activations(c, node_id)
+        })
     }
 
     /// The enabled processors (local and remote: the node runs both), and the instances the
@@ -55,11 +69,12 @@ impl Reader {
         &self,
         node_id: i64,
     ) -> Result<(Vec<LocalProcessor>, HashMap<i64, u32>), CatalogError> {
-        let conn = self.conn()?;
-        Ok((
-            queue::load_local_processors(&conn)?,
-            activation::instances(&conn, node_id)?,
-        ))
+        self.read("reading processors", |conn| {
+            Ok((
+                queue::load_local_processors(conn)?,
+                activation::instances(conn, node_id)?,
+            ))
+        })
     }
 
     /// Processor `processor_id`'s name and row, credentials included: for the rpc executor
@@ -68,37 +83,41 @@ impl Reader {
         &self,
         processor_id: i64,
     ) -> Result<(String, crate::jobconf::ProcessorDef), CatalogError> {
-        super::remote::processor(&*self.conn()?, processor_id)
+        self.read("reading a remote processor", |c| {
+            super::remote::processor(c, processor_id)
+        })
     }
 
     /// The running runs of `node_id` an operator asked to cancel.
     pub fn cancel_requested(&self, node_id: i64) -> Result<Vec<i64>, CatalogError> {
-        super::runs::cancel_requested(&*self.conn()?, node_id)
+        self.read("reading cancel requests", |c| {
+            super::runs::cancel_requested(c, node_id)
+        })
     }
 
     /// Every enabled object: name and `conn_string`.
     pub fn enabled_objects(&self) -> Result<Vec<(String, Option<String>)>, CatalogError> {
-        queue::all_objects(&*self.conn()?)
+        self.read("reading objects", queue::all_objects)
     }
 
     /// An object's `conn_string` (`None`: no such object; `Some(None)`: in the catalog).
     pub fn object_conn_string(&self, name: &str) -> Result<Option<Option<String>>, CatalogError> {
-        super::object_conn_string(&*self.conn()?, name)
+        self.read("reading an object", |c| super::object_conn_string(c, name))
     }
 
     /// The jobs `node_id` schedules.
     pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
-        queue::load_scheduled(&*self.conn()?, node_id)
+        self.read("reading schedules", |c| queue::load_scheduled(c, node_id))
     }
 
     /// Rows of catalog table `table`.
     pub fn count_rows(&self, table: &str) -> Result<i64, CatalogError> {
-        queue::count_rows(&*self.conn()?, table)
+        self.read("counting rows", |c| queue::count_rows(c, table))
     }
 
     /// The objects whose old rows may be pruned.
     pub fn prunable_objects(&self) -> Result<Vec<PrunableObject>, CatalogError> {
-        queue::prunable_objects(&*self.conn()?)
+        self.read("reading prunable objects", queue::prunable_objects)
     }
 
     /// `PRAGMA quick_check`: a damaged catalog is an error naming the file.
@@ -109,7 +128,7 @@ impl Reader {
     /// `optimize`, `incremental_vacuum` and a TRUNCATE checkpoint, on a connection of the
     /// pool (a checkpoint cannot run inside the writer's transaction); what it did, as JSON.
     pub fn maintain(&self) -> Result<Json, CatalogError> {
-        queue::maintain(&*self.conn()?)
+        self.read("maintaining the catalog", queue::maintain)
     }
 
     /// Copies the catalog into a new database file at `target` (SQLite's online backup).
