@@ -810,11 +810,20 @@ pub(crate) fn audit(
     subject: &str,
     detail: Option<&Json>,
 ) -> Result<(), CatalogError> {
+    audit_at(tx, now_ms(), actor, action, subject, detail)
+}
+
+/// [`audit`] stamped `at` (ms): the runtime's verbs stamp their rows with its injected clock.
+pub(crate) fn audit_at(
+    tx: &Connection,
+    at: i64,
+    actor: &str,
+    action: &str,
+    subject: &str,
+    detail: Option<&Json>,
+) -> Result<(), CatalogError> {
     let detail = detail.map(Json::to_string);
-    tx.execute(
-        INSERT_AUDIT,
-        params![now_ms(), actor, action, subject, detail],
-    )?;
+    tx.execute(INSERT_AUDIT, params![at, actor, action, subject, detail])?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ use super::node::{self, NodeHolder, NodeLease};
 use super::queue::{self, Claim, Completion, NewRun, Recorded, StatSample};
 use super::slots::{self, Decided, DueJob};
 use super::writer::DbWriter;
-use super::{CatalogError, audit};
+use super::{CatalogError, audit_at};
 use crate::model::{ActivationState, RunStatus};
 use crate::policy::Decision;
 
@@ -101,7 +101,7 @@ pub(crate) fn trigger(
             "last_run_id": ids.last(),
         }),
     };
-    audit(c, actor, "job.run", job, Some(&detail))?;
+    audit_at(c, now, actor, "job.run", job, Some(&detail))?;
     Ok(Triggered {
         run_ids,
         processor_id,

@@ -252,7 +252,8 @@ fn catalog_backup(ctx: &FnContext, input: Json) -> Result<Json, String> {
     let keep = int(&input, "keep", 4).max(1) as usize;
     let dir = ctx.env.data_dir.join("backups");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    let stamp = chrono::Utc::now().format("%Y%m%dT%H%M%S%3fZ");
+    let now = chrono::DateTime::from_timestamp_millis(ctx.env.clock.now_ms()).unwrap_or_default();
+    let stamp = now.format("%Y%m%dT%H%M%S%3fZ");
     let target = dir.join(format!("catalog-{stamp}.db"));
     ctx.env.catalog.backup_to(&target).map_err(err)?;
     let mut backups: Vec<PathBuf> = std::fs::read_dir(&dir)

@@ -179,7 +179,7 @@ fn async_functions_run_and_a_panic_fails_only_its_run() {
 /// its runs' start and finish, its health samples, its heartbeats and its start-up decisions
 /// by that clock, not by the system's.
 #[test]
-fn the_injected_clock_stamps_runs_samples_heartbeats_and_decisions() {
+fn the_injected_clock_stamps_runs_samples_heartbeats_decisions_and_audit_rows() {
     struct Fixed(i64);
     impl jobvisor::runtime::Clock for Fixed {
         fn now_ms(&self) -> i64 {
@@ -259,6 +259,17 @@ fn the_injected_clock_stamps_runs_samples_heartbeats_and_decisions() {
             .unwrap();
         assert!(decisions > 0, "the start-up activation is a decision");
         assert_eq!(other_times, 0, "decisions by the injected clock");
+        let trigger_audited: i64 = conn
+            .query_row(
+                "SELECT at FROM audit WHERE action = 'job.run' AND actor = 'embedded'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            trigger_audited, T,
+            "the trigger's audit row by the injected clock"
+        );
         engine.shutdown(Duration::from_secs(2)).await.unwrap();
     });
 }
