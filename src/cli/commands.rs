@@ -254,6 +254,8 @@ fn init(cli: &Cli) -> CliResult {
 fn export(cli: &Cli, output: Option<&Path>) -> CliResult {
     let text = reading(cli)?.export()?;
     match output {
+        // The same entries as JSON: job.conf's tables as objects (`processor`, `job`, …).
+        None if cli.json => render::json(&toml_as_json(&text)?),
         None => print!("{text}"),
         Some(path) => {
             let tmp = path.with_extension("tmp");
@@ -265,14 +267,28 @@ fn export(cli: &Cli, output: Option<&Path>) -> CliResult {
                     format!("{}: cannot write: {e}", path.display()),
                 ));
             }
+            if cli.json {
+                render::json(&serde_json::json!({ "exported": path.display().to_string() }));
+            }
         }
     }
     Ok(())
 }
 
+/// TOML text this build wrote (an export, the defaults) as the same tree in JSON.
+fn toml_as_json(text: &str) -> Result<Json, Failure> {
+    let value: toml::Table = toml::from_str(text)
+        .map_err(|e| Failure::new(super::EXIT_FAILURE, format!("cannot read back TOML: {e}")))?;
+    serde_json::to_value(value).map_err(|e| Failure::new(super::EXIT_FAILURE, e.to_string()))
+}
+
 fn show_config(cli: &Cli, print_defaults: bool) -> CliResult {
     if print_defaults {
-        print!("{}", config::DEFAULT_TOML);
+        if cli.json {
+            render::json(&NodeConfig::default());
+        } else {
+            print!("{}", config::DEFAULT_TOML);
+        }
         return Ok(());
     }
     let mut cfg = config_of(cli)?;
@@ -284,10 +300,47 @@ fn show_config(cli: &Cli, print_defaults: bool) -> CliResult {
         render::json(&cfg);
         return Ok(());
     }
-    let text =
-        toml::to_string(&cfg).map_err(|e| Failure::new(super::EXIT_FAILURE, e.to_string()))?;
-    print!("{text}");
+    let effective = toml::Table::try_from(&cfg)
+        .map_err(|e| Failure::new(super::EXIT_FAILURE, e.to_string()))?;
+    print!("{}", annotated_config(&effective));
     Ok(())
+}
+
+/// The effective configuration in the layout of `config/default.toml` — its comments give
+/// each key's unit and default — with each value replaced by the effective one, and a note
+/// where a value means something resolved later (the built-in seed) or is a size in bytes.
+fn annotated_config(effective: &toml::Table) -> String {
+    let mut out = String::new();
+    let mut section = String::new();
+    for line in config::DEFAULT_TOML.lines() {
+        let trimmed = line.trim();
+        if trimmed.starts_with('[') {
+            section = trimmed.trim_matches(|c| c == '[' || c == ']').to_string();
+        }
+        let key = (!trimmed.starts_with('#'))
+            .then(|| trimmed.split_once('='))
+            .flatten()
+            .map(|(k, _)| k.trim());
+        let value = key.and_then(|k| effective.get(&section)?.get(k).map(|v| (k, v)));
+        let Some((key, value)) = value else {
+            out.push_str(line);
+            out.push('\n');
+            continue;
+        };
+        let mut shown = format!("{key} = {value}");
+        match (key, value) {
+            ("seed", toml::Value::String(s)) if s.is_empty() => {
+                shown.push_str("  # the built-in config/job.conf")
+            }
+            (k, toml::Value::Integer(n)) if k.starts_with("memory_") => {
+                shown.push_str(&format!("  # {}", bytes(*n as f64)))
+            }
+            _ => {}
+        }
+        out.push_str(&shown);
+        out.push('\n');
+    }
+    out
 }
 
 fn json_object(flag: &str, text: &str) -> Result<JsonMap<String, Json>, Failure> {
