@@ -152,7 +152,16 @@ fn api_ops(cfg: &NodeConfig, engine: &Engine) -> Result<(Ops, Option<String>), D
 
 /// Colour only on a terminal, and never with `NO_COLOR` set (https://no-color.org).
 fn use_colour() -> bool {
-    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    colour(
+        std::io::stderr().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    )
+}
+
+/// Whether to colour log lines written to a terminal (`terminal`) given `NO_COLOR`'s value: a
+/// set, non-empty `NO_COLOR` turns colour off (an empty one does not, as no-color.org says).
+fn colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 fn init_logging(cfg: &NodeConfig) -> Result<(), DaemonError> {
@@ -296,5 +305,24 @@ impl Signals {
             _ = term => {}
             _ = int => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::colour;
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        assert!(colour(true, None));
+        assert!(
+            colour(true, Some("".as_ref())),
+            "an empty NO_COLOR does not count"
+        );
+        assert!(!colour(true, Some("1".as_ref())));
+        assert!(
+            !colour(false, None),
+            "a file or a pipe gets no colour codes"
+        );
     }
 }
