@@ -141,14 +141,7 @@ impl Workspace {
         let mut child = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
             .arg("--db")
             .arg(self.db())
-            .args([
-                "run",
-                "--bind",
-                "127.0.0.1:0",
-                "--node-name",
-                name,
-                "--data-dir",
-            ])
+            .args(["run", "--bind", "127.0.0.1:0", "--node", name, "--data-dir"])
             .arg(self.path("data"))
             .current_dir(self.dir.path())
             .env_remove("JOBVISOR_CONFIG")
