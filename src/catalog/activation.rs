@@ -265,6 +265,21 @@ const UPSERT_PIN: &str =
     ON CONFLICT (job_id, node_id) DO UPDATE SET pinned = excluded.pinned,
         state = coalesce(?7, state), reason = excluded.reason, changed_at = excluded.changed_at";
 
+/// The pin of job `job_id` on node `node_id`, as stored (`active`, `inactive`), if any.
+pub fn pin_of(
+    conn: &Connection,
+    node_id: i64,
+    job_id: i64,
+) -> Result<Option<String>, CatalogError> {
+    Ok(conn
+        .prepare_cached(SELECT_PIN)?
+        .query_row(params![job_id, node_id], |r| r.get(0))
+        .optional()?
+        .flatten())
+}
+
+const SELECT_PIN: &str = "SELECT pinned FROM job_activation WHERE job_id = ?1 AND node_id = ?2";
+
 /// Pins a job active or inactive on a node (or removes the pin); a pin takes effect at once.
 pub fn set_pin(
     conn: &Connection,

@@ -647,6 +647,21 @@ impl Catalog {
         Ok(queued.run_ids[0])
     }
 
+    /// Writes one audit row on its own (for a change that lives outside the catalog, such as
+    /// pausing a running node).
+    pub fn record_audit(
+        &mut self,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: &Json,
+    ) -> Result<(), CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        audit(&tx, actor, action, subject, Some(detail))?;
+        tx.commit()?;
+        Ok(())
+    }
+
     /// Pins `name` active or inactive on node `node` (created if new), or removes the pin.
     pub fn pin_job(
         &mut self,
@@ -662,8 +677,16 @@ impl Catalog {
             .ok_or_else(|| not_found("job", name))?;
         let node_id =
             activation::node_id(&tx, node, true)?.ok_or_else(|| not_found("node", node))?;
+        let before = activation::pin_of(&tx, node_id, job_id)?;
         activation::set_pin(&tx, node_id, job_id, pin, now_ms())?;
-        let detail = serde_json::json!({ "node": node, "pin": pin.map(|p| p.as_str()) });
+        let mut detail = audit_field(
+            "job",
+            name,
+            "pin",
+            before.as_deref(),
+            pin.map(|p| p.as_str()),
+        );
+        detail["node"] = node.into();
         audit(&tx, actor, "job.pin", name, Some(&detail))?;
         tx.commit()?;
         Ok(())
@@ -758,6 +781,23 @@ fn is_secret(field: &str) -> bool {
     ["password", "secret", "token"]
         .iter()
         .any(|w| field.contains(w))
+}
+
+/// An audit row's detail for one field of one entry, in the shape of [`audit_changes`] (a pin,
+/// a pause): `change` is `unchanged` when the request changed nothing.
+pub fn audit_field(
+    section: &str,
+    name: &str,
+    field: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+) -> Json {
+    serde_json::json!({ "changes": [{
+        "section": section,
+        "name": name,
+        "change": if before == after { "unchanged" } else { "updated" },
+        "fields": [{ "field": field, "before": before, "after": after }],
+    }]})
 }
 
 /// An audit row's detail: each changed entry's fields before and after (secrets as `***`).

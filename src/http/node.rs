@@ -8,6 +8,7 @@ use utoipa::ToSchema;
 use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::ApiState;
+use super::auth::Principal;
 use super::error::{ApiError, ErrorBody};
 use crate::ops::node::{NodeStatusView, set_paused, status};
 
@@ -85,13 +86,29 @@ async fn node_status(state: State) -> Result<web::Json<NodeStatusView>, ApiError
 /// Pause the node: schedules stop firing and no run is claimed; running jobs go on.
 #[utoipa::path(tag = "node", responses((status = 200, body = NodeStatusView), (status = 503, body = ErrorBody)))]
 #[post("/api/v1/node/pause")]
-async fn pause(state: State) -> Result<web::Json<NodeStatusView>, ApiError> {
-    Ok(web::Json(set_paused(&state.engine, true).await?))
+async fn pause(state: State, who: Principal) -> Result<web::Json<NodeStatusView>, ApiError> {
+    Ok(web::Json(pause_node(&state, &who, true).await?))
 }
 
 /// Resume a paused node.
 #[utoipa::path(tag = "node", responses((status = 200, body = NodeStatusView), (status = 503, body = ErrorBody)))]
 #[post("/api/v1/node/resume")]
-async fn resume(state: State) -> Result<web::Json<NodeStatusView>, ApiError> {
-    Ok(web::Json(set_paused(&state.engine, false).await?))
+async fn resume(state: State, who: Principal) -> Result<web::Json<NodeStatusView>, ApiError> {
+    Ok(web::Json(pause_node(&state, &who, false).await?))
+}
+
+/// Pauses or resumes the node and writes the audit row naming who asked (REST and JSON-RPC).
+pub(super) async fn pause_node(
+    state: &ApiState,
+    who: &Principal,
+    paused: bool,
+) -> Result<NodeStatusView, ApiError> {
+    let (before, view) = set_paused(&state.engine, paused).await?;
+    let node = view.node.clone();
+    state
+        .write(&who.user, move |ops| {
+            Ok(ops.audit_pause(&node, before, paused)?)
+        })
+        .await?;
+    Ok(view)
 }

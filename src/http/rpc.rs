@@ -220,7 +220,7 @@ async fn command(
         "node.status" => value(&crate::ops::node::status(&state.engine).await?),
         "node.pause" | "node.resume" => {
             let paused = method == "node.pause";
-            value(&crate::ops::node::set_paused(&state.engine, paused).await?)
+            value(&super::node::pause_node(state, who, paused).await?)
         }
         "rpc.methods" => {
             let functions = state.read(|ops| Ok(ops.functions())).await?;

@@ -95,14 +95,16 @@ pub async fn status(engine: &Engine) -> Result<NodeStatusView, OpError> {
 }
 
 /// Pauses (`true`) or resumes the node: schedules stop firing and claims stop; running jobs go
-/// on. Returns the status after.
-pub async fn set_paused(engine: &Engine, paused: bool) -> Result<NodeStatusView, OpError> {
+/// on. Returns whether it was paused before, and the status after; the caller audits the
+/// change ([`Ops::audit_pause`]).
+pub async fn set_paused(engine: &Engine, paused: bool) -> Result<(bool, NodeStatusView), OpError> {
+    let before = status(engine).await?.paused;
     if paused {
         engine.pause();
     } else {
         engine.resume();
     }
-    status(engine).await
+    Ok((before, status(engine).await?))
 }
 
 /// A node sharing the catalog.
@@ -246,6 +248,23 @@ pub struct QueueGauges {
 }
 
 impl Ops {
+    /// The audit row of a pause or resume of node `node` (`node.pause` / `node.resume`, with
+    /// the state before and after): written even when nothing changed, as the request was made.
+    pub fn audit_pause(&mut self, node: &str, before: bool, paused: bool) -> Result<(), OpError> {
+        let action = if paused { "node.pause" } else { "node.resume" };
+        let detail = crate::catalog::audit_field(
+            "node",
+            node,
+            "paused",
+            Some(&before.to_string()),
+            Some(&paused.to_string()),
+        );
+        let actor = self.caller.actor.clone();
+        self.catalog
+            .record_audit(&actor, action, node, &detail)
+            .map_err(self.within(format!("recording {action}")))
+    }
+
     /// The queue's depth and lag at `now`, and activation counts on the caller's node.
     pub fn queue_gauges(&self, now: i64) -> Result<QueueGauges, OpError> {
         let q = self

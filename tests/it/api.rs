@@ -229,6 +229,10 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
         field(&of("job.enable"), "enabled"),
         (json!("false"), json!("true"))
     );
+    // The pin's row says what the pin was before.
+    let pin = of("job.pin");
+    assert_eq!(field(&pin, "pin"), (Value::Null, json!("active")), "{pin}");
+    assert_eq!(pin["node"], "n1");
     let removed = of("job.remove");
     assert_eq!(removed["changes"][0]["change"], "removed");
     assert_eq!(field(&removed, "priority"), (json!("7"), Value::Null));
@@ -365,6 +369,50 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
             .any(|r| r.retry_of == Some(qid) && r.status == "succeeded")
             .then_some(())
     });
+    // The pause and the resume are audit rows naming the user, with the state before and after.
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let rows: Vec<(String, String, Value)> = conn
+        .prepare(
+            "SELECT action, actor, detail FROM audit WHERE action LIKE 'node.%' ORDER BY audit_id",
+        )
+        .unwrap()
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?)))
+        .unwrap()
+        .map(|r| {
+            let (a, u, d) = r.unwrap();
+            (a, u, serde_json::from_str(&d).unwrap())
+        })
+        .collect();
+    let shape = |(action, actor, d): &(String, String, Value)| {
+        let f = &d["changes"][0]["fields"][0];
+        (
+            action.clone(),
+            actor.clone(),
+            f["field"].clone(),
+            f["before"].clone(),
+            f["after"].clone(),
+        )
+    };
+    assert_eq!(
+        rows.iter().map(shape).collect::<Vec<_>>(),
+        [
+            (
+                "node.pause".into(),
+                "admin".into(),
+                json!("paused"),
+                json!("false"),
+                json!("true")
+            ),
+            (
+                "node.resume".into(),
+                "admin".into(),
+                json!("paused"),
+                json!("true"),
+                json!("false")
+            ),
+        ],
+        "{rows:?}"
+    );
 }
 
 #[test]
