@@ -20,6 +20,11 @@ pub struct RunFilter {
     pub node: Option<String>,
     /// Only runs created at or after this instant (epoch ms).
     pub since: Option<i64>,
+    /// Only runs created before this instant (epoch ms).
+    pub until: Option<i64>,
+    /// Only runs whose id is below this one (keyset paging: the page after the run listed
+    /// last; an id range, so a page costs the same however deep it is).
+    pub before: Option<i64>,
     /// At most this many.
     pub limit: i64,
 }
@@ -137,6 +142,8 @@ impl Catalog {
         let mut stmt = conn.prepare_cached(&format!(
             "{SELECT_RUNS} WHERE (?1 IS NULL OR j.job_name = ?1) AND (?2 IS NULL OR r.status = ?2)
                AND (?3 IS NULL OR n.node_name = ?3) AND (?4 IS NULL OR r.created_at >= ?4)
+               AND (?6 IS NULL OR r.created_at < ?6)
+               AND r.run_id < coalesce(?7, 9223372036854775807)
              ORDER BY r.run_id DESC LIMIT ?5"
         ))?;
         let rows = stmt.query_map(
@@ -145,7 +152,9 @@ impl Catalog {
                 filter.status,
                 filter.node,
                 filter.since,
-                filter.limit
+                filter.limit,
+                filter.until,
+                filter.before,
             ],
             run_row,
         )?;

@@ -449,6 +449,13 @@ pub enum RunsCommand {
         /// time (`2026-12-01T08:00:00Z`, `2026-12-01 08:00` local).
         #[arg(long)]
         since: Option<String>,
+        /// Only runs queued before: a duration back from now or a time, as for --since.
+        #[arg(long)]
+        until: Option<String>,
+        /// Only runs older than this run id: the next page after a listing whose last (oldest)
+        /// run this is.
+        #[arg(long, value_name = "ID")]
+        before: Option<i64>,
         /// At most this many (1–1000).
         #[arg(long, default_value_t = 50)]
         limit: i64,

@@ -797,28 +797,34 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
             job,
             status,
             since,
+            until,
+            before,
             limit,
         } => {
             let status = status
                 .as_deref()
                 .map(|s| parse_choice("--status", s, RunStatus::parse, &RunStatus::expected()))
                 .transpose()?;
-            let since = since
-                .as_deref()
-                .map(|s| parse_since(s, crate::catalog::now_ms()))
-                .transpose()?;
+            let now = crate::catalog::now_ms();
+            let instant = |flag: &str, text: &Option<String>| {
+                text.as_deref()
+                    .map(|s| crate::ops::view::parse_instant(flag, s, now))
+                    .transpose()
+            };
             let query = RunQuery {
                 job: job.clone(),
                 status,
                 node: cli.node.clone(),
-                since,
+                since: instant("--since", since)?,
+                until: instant("--until", until)?,
+                before: *before,
                 limit: *limit,
             };
             let rows = reading(cli)?.runs(&query).map_err(|e| match e {
                 OpError::Invalid {
                     field: Some(f),
                     reason,
-                } if f == "limit" => OpError::invalid("--limit", reason),
+                } if f == "limit" || f == "until" => OpError::invalid(format!("--{f}"), reason),
                 other => other,
             })?;
             let headers = [

@@ -110,6 +110,8 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
                 job,
                 status,
                 since,
+                until,
+                before,
                 limit,
             } => get(format!(
                 "/api/v1/runs?{}",
@@ -117,6 +119,8 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
                     ("job", job.clone()),
                     ("status", status.clone()),
                     ("since", since.clone()),
+                    ("until", until.clone()),
+                    ("before", before.map(|b| b.to_string())),
                     ("node", cli.node.clone()),
                     ("limit", Some(limit.to_string())),
                 ])

@@ -341,6 +341,11 @@ pub struct RunsQuery {
     /// Only runs queued since: a duration back from now (`90s`, `15m`, `2h`, `1d`) or an RFC
     /// 3339 time.
     pub since: Option<String>,
+    /// Only runs queued before: a duration back from now or an RFC 3339 time.
+    pub until: Option<String>,
+    /// Only runs older than this run id: the next page after a listing whose last (oldest)
+    /// run it is.
+    pub before: Option<i64>,
     /// At most this many, 1–1000 (default 100).
     pub limit: Option<i64>,
 }

@@ -21,7 +21,7 @@ pub(super) fn routes(cfg: &mut ServiceConfig) {
         .service(retry_run);
 }
 
-/// Runs, newest first.
+/// Runs, newest first. Page with `before`: the id of the last run of the previous page.
 #[utoipa::path(
     tag = "runs",
     params(RunsQuery),
@@ -31,13 +31,16 @@ pub(super) fn routes(cfg: &mut ServiceConfig) {
 async fn list_runs(state: State, q: Query<RunsQuery>) -> Result<web::Json<Vec<RunView>>, ApiError> {
     let q = q.0;
     let now = crate::catalog::now_ms();
+    let instant = |field: &str, text: &Option<String>| {
+        text.as_deref()
+            .map(|s| crate::ops::view::parse_instant(field, s, now))
+            .transpose()
+    };
     let query = RunQuery {
         status: q.status()?,
-        since: q
-            .since
-            .as_deref()
-            .map(|s| crate::ops::view::parse_instant("since", s, now))
-            .transpose()?,
+        since: instant("since", &q.since)?,
+        until: instant("until", &q.until)?,
+        before: q.before,
         job: q.job,
         node: q.node,
         limit: q.limit.unwrap_or(100),

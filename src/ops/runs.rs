@@ -22,6 +22,10 @@ pub struct RunQuery {
     pub node: Option<String>,
     /// Only runs created at or after this instant (epoch ms).
     pub since: Option<i64>,
+    /// Only runs created before this instant (epoch ms).
+    pub until: Option<i64>,
+    /// Only runs older than this run id: the next page after a listing whose oldest run it is.
+    pub before: Option<i64>,
     /// At most this many (1–[`MAX_RUNS`]).
     pub limit: i64,
 }
@@ -119,6 +123,14 @@ impl Ops {
                 format!("must be 1–{MAX_RUNS}, got {}", q.limit),
             ));
         }
+        if let (Some(since), Some(until)) = (q.since, q.until)
+            && until <= since
+        {
+            return Err(OpError::invalid(
+                "until",
+                "must be later than since (an empty range lists nothing)",
+            ));
+        }
         if let Some(job) = &q.job {
             self.catalog
                 .job(job)
@@ -129,6 +141,8 @@ impl Ops {
             status: q.status.map(|s| s.as_str().to_string()),
             node: q.node.clone(),
             since: q.since,
+            until: q.until,
+            before: q.before,
             limit: q.limit,
         };
         let rows = self

@@ -416,6 +416,110 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
 }
 
 #[test]
+fn jobs_are_filtered_sorted_and_paged_and_runs_paged_by_time_and_id() {
+    let (ws, node, t) = node();
+    let base = node.api.as_str();
+    let conf = ws.write(
+        "f.conf",
+        "[processor.main]\n[processor.side]\n[group.reports]\n[group.sync]\n\
+         [job.r1]\ntype = \"function\"\nprocessor = \"main\"\ngroup = \"reports\"\npriority = 30\npayload = { function = \"debug.noop\" }\n\
+         [job.r2]\ntype = \"function\"\nprocessor = \"side\"\ngroup = \"reports\"\npriority = 10\npayload = { function = \"debug.noop\" }\n\
+         [job.s1]\ntype = \"function\"\nprocessor = \"side\"\ngroup = \"sync\"\npriority = 20\npayload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", conf.to_str().unwrap()]);
+    ws.ok(&["--node", "n1", "jobs", "pin", "r2", "inactive"]);
+    let names = |q: &str| -> Vec<String> {
+        let page = ok(
+            api(base, Some(&t), "GET", &format!("/api/v1/jobs?{q}"), None),
+            200,
+        );
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["name"].as_str().unwrap().to_string())
+            .filter(|n| ["r1", "r2", "s1"].contains(&n.as_str()))
+            .collect()
+    };
+    assert_eq!(names("group=reports"), ["r1", "r2"]);
+    assert_eq!(names("processor=side"), ["r2", "s1"]);
+    assert_eq!(names("group=reports&processor=side"), ["r2"]);
+    assert_eq!(
+        names("activation=standby&group=reports"),
+        ["r2"],
+        "pinned inactive"
+    );
+    assert_eq!(names("sort=priority&group=reports"), ["r1", "r2"]);
+    assert_eq!(names("sort=priority&processor=side"), ["s1", "r2"]);
+    let page = ok(
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/jobs?sort=priority&processor=side&limit=1&offset=1",
+            None,
+        ),
+        200,
+    );
+    assert_eq!(
+        (page["total"].as_i64(), page["items"][0]["name"].as_str()),
+        (Some(2), Some("r2"))
+    );
+    // Runs: pages by id (`before` the last id listed), and a time range.
+    ok(api(base, Some(&t), "POST", "/api/v1/node/pause", None), 200);
+    let batch = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/jobs/r1/runs/batch",
+            Some(&json!({"runs": [{}, {}, {}, {}, {}]})),
+        ),
+        201,
+    );
+    let ids: Vec<i64> = batch["run_ids"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_i64().unwrap())
+        .collect();
+    let listed = |q: &str| -> Vec<i64> {
+        ok(
+            api(
+                base,
+                Some(&t),
+                "GET",
+                &format!("/api/v1/runs?job=r1&{q}"),
+                None,
+            ),
+            200,
+        )
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_i64().unwrap())
+        .collect()
+    };
+    let first = listed("limit=2");
+    assert_eq!(first, [ids[4], ids[3]]);
+    let second = listed(&format!("limit=2&before={}", first[1]));
+    assert_eq!(second, [ids[2], ids[1]]);
+    let last = listed(&format!("limit=2&before={}", second[1]));
+    assert_eq!(last, [ids[0]]);
+    assert_eq!(listed("until=2000-01-01T00:00:00Z"), Vec::<i64>::new());
+    assert_eq!(listed("since=1h&until=2999-01-01T00:00:00Z").len(), 5);
+    let bad = api(
+        base,
+        Some(&t),
+        "GET",
+        "/api/v1/runs?since=1h&until=2h",
+        None,
+    );
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert_eq!(bad.json()["field"], "until");
+}
+
+#[test]
 fn processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served() {
     let (_ws, node, t) = node();
     let base = &node.api;
