@@ -108,6 +108,13 @@ type = "rpc"
 processor = "nodeb"
 payload = {{ method = "debug.fail", message = "no luck on b" }}
 
+# A's timeout (300 ms) is shorter than the run on B (3 s): A records it timed out.
+[job.late_on_b]
+type = "rpc"
+processor = "nodeb"
+timeout = 300
+payload = {{ method = "debug.sleep", ms = 3000 }}
+
 # B stops waiting after 100 ms and answers with its run id; A then follows that run.
 [job.slow_on_b]
 type = "rpc"
@@ -174,6 +181,17 @@ fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachabil
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["result"], json!({"slept_ms": 600}), "{run}");
 
+    // A run past A's timeout is timed out on A, as a local one would be.
+    let began = Instant::now();
+    let id = trigger(&a, &ta, "late_on_b", json!({}));
+    let run = ended(&a, &ta, id);
+    assert_eq!(run["status"], "timed_out", "{run}");
+    assert!(
+        began.elapsed() < Duration::from_secs(3),
+        "timed out at 300 ms, not after B"
+    );
+    eprintln!("a remote run past its timeout: {}", run["error"]);
+
     // Wrong credentials: each attempt is refused, retried with backoff, then dead.
     wa.ok(&[
         "processors",
@@ -230,6 +248,17 @@ fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachabil
         took.as_millis()
     );
     assert!(took < Duration::from_secs(20));
+    // A dead run is retried over the API as a new attempt.
+    let dead = attempts[2].run_id;
+    let r = api(
+        &a.api,
+        Some(&ta),
+        "POST",
+        &format!("/api/v1/runs/{dead}/retry"),
+        None,
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    assert_eq!(r.json()["retry_of"], dead);
 }
 
 #[test]
