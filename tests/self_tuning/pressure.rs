@@ -170,6 +170,18 @@ impl Tuned {
             .unwrap()
     }
 
+    /// Run rows of `job` created strictly between `from` and `to` (epoch ms).
+    pub fn runs_created_between(&self, job: &str, from: i64, to: i64) -> i64 {
+        self.read()
+            .query_row(
+                "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
+                 WHERE j.job_name = ?1 AND r.created_at > ?2 AND r.created_at < ?3",
+                rusqlite::params![job, from, to],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
     /// Each job's activation state on this node.
     pub fn states(&self) -> Vec<(String, String)> {
         let conn = self.read();
@@ -183,6 +195,19 @@ impl Tuned {
             .unwrap()
             .map(Result::unwrap)
             .collect()
+    }
+
+    /// The job's activation as `jobvisor jobs list` shows it to an operator for this node.
+    pub fn listed(&self, job: &str) -> String {
+        let out = self.ws.ok(&["jobs", "list", "--json", "--node", self.name]);
+        let jobs: Json = serde_json::from_str(&out).unwrap();
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == job)
+            .and_then(|j| j["activation"]["state"].as_str())
+            .unwrap_or_default()
+            .to_string()
     }
 
     pub fn state_of(&self, job: &str) -> String {
