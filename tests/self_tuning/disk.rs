@@ -291,15 +291,18 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
         "{rate_during} stat rows/s while writes were paused"
     );
     t.print_log("disk_tmpfs");
-    println!(
-        "figures (disk): free {:.1}% at the end; stat rows/s before the pause {rate_before:.1}, \
+    figures(
+        "disk_tmpfs",
+        &format!(
+            "figures (disk): free {:.1}% at the end; stat rows/s before the pause {rate_before:.1}, \
          while paused {rate_during:.2}; run rows written while paused: {}; pruner runs while \
          paused: {pruned_during}; shed at +{} ms after filling to 10%; paused +{} ms after \
          filling to 3%; resumed +{} ms after freeing",
-        free_pct(&dir),
-        rows_while_paused.join(", "),
-        shed.at - strained_at,
-        pause.at - critical_at,
-        resume.at - freed_at
+            free_pct(&dir),
+            rows_while_paused.join(", "),
+            shed.at - strained_at,
+            pause.at - critical_at,
+            resume.at - freed_at
+        ),
     );
 }

@@ -313,11 +313,29 @@ impl Tuned {
             .ok(&["decisions", "--all-nodes", "--limit", "10000"]);
         let text = format!("== decision log: {title} (newest first)\n{table}");
         println!("{text}");
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("self_tuning");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("{title}.txt")), &text).unwrap();
+        std::fs::write(record_dir().join(format!("{title}.txt")), &text).unwrap();
         text
     }
+}
+
+/// Where the tests keep their decision logs and figures: `target/tmp/self_tuning/`, which
+/// `.ci/test` clears before the suite and prints after it.
+fn record_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("self_tuning");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Prints a test's figures line (`figures (disk): …`) and keeps it beside its decision log,
+/// as `target/tmp/self_tuning/<title>.figures.txt`: libtest hides a passing test's output, so
+/// without the file a CI run's figures would never be read.
+pub fn figures(title: &str, line: &str) {
+    println!("{line}");
+    std::fs::write(
+        record_dir().join(format!("{title}.figures.txt")),
+        format!("{line}\n"),
+    )
+    .unwrap();
 }
 
 impl Drop for Tuned {
