@@ -118,8 +118,9 @@ string_enum! {
         Active => "active",
         /// In the catalog, waiting for the node to be healthy enough.
         Standby => "standby",
-        /// Active, but held while writes are paused (the disk is critical and the job writes
-        /// data objects): it runs again when writes resume.
+        /// Active, but held while writes are paused (the disk is critical or full, and the job
+        /// is outside maintenance groups): its slots are not planned, and it runs again when
+        /// writes resume.
         Paused => "paused",
     }
 }

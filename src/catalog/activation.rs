@@ -280,7 +280,16 @@ pub fn pin_of(
 
 const SELECT_PIN: &str = "SELECT pinned FROM job_activation WHERE job_id = ?1 AND node_id = ?2";
 
+// Whether the node's writes are paused and the job is outside maintenance groups: then the
+// node claims none of its runs, and a pin active leaves it `paused`.
+const HELD_BY_PAUSE: &str =
+    "SELECT coalesce((SELECT writes_paused FROM node WHERE node_id = ?1), 0) = 1
+    AND NOT EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
+                    WHERE j.job_id = ?2 AND g.maintenance = 1)";
+
 /// Pins a job active or inactive on a node (or removes the pin); a pin takes effect at once.
+/// A job pinned active while the node's writes are paused is `paused` until they resume (the
+/// node claims only maintenance runs meanwhile; the resume lets it go with the others).
 pub fn set_pin(
     conn: &Connection,
     node_id: i64,
@@ -288,7 +297,15 @@ pub fn set_pin(
     pin: Option<Pin>,
     now: i64,
 ) -> Result<(), CatalogError> {
+    let held = pin == Some(Pin::Active)
+        && conn
+            .prepare_cached(HELD_BY_PAUSE)?
+            .query_row(params![node_id, job_id], |r| r.get::<_, bool>(0))?;
     let (state, reason) = match pin {
+        Some(Pin::Active) if held => (
+            Some(ActivationState::Paused.as_str()),
+            "pinned active by the operator; held while writes are paused",
+        ),
         Some(Pin::Active) => (
             Some(ActivationState::Active.as_str()),
             "pinned active by the operator",

@@ -340,6 +340,52 @@ fn remove_refuses_a_running_job() {
     ));
 }
 
+/// Issue 18, point 4: while a node's writes are paused it claims only maintenance runs, so a
+/// job an operator pins active then is `paused` (and the resume lets it go), not `active`
+/// while it cannot run; a maintenance job pinned active is active.
+#[test]
+fn a_pin_active_while_writes_are_paused_leaves_the_job_paused_but_maintenance_active() {
+    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let conf = r#"
+[processor.main]
+[group.cleanup]
+maintenance = true
+[job.work]
+type = "function"
+processor = "main"
+payload = { function = "f" }
+[job.prune]
+type = "function"
+processor = "main"
+group = "cleanup"
+payload = { function = "f" }
+"#;
+    catalog
+        .import(&toml_format::parse(conf).unwrap(), "test")
+        .unwrap();
+    let node = activation::node_id(catalog.writer(), "n", true)
+        .unwrap()
+        .unwrap();
+    activation::set_writes_paused(catalog.writer(), node, true).unwrap();
+    for job in ["work", "prune"] {
+        catalog.pin_job(job, "n", Some(Pin::Active), "t").unwrap();
+    }
+    let states = catalog.activation_by_job("n").unwrap();
+    assert_eq!(states["work"].0, "paused", "{states:?}");
+    assert_eq!(
+        states["work"].2.as_deref(),
+        Some("pinned active by the operator; held while writes are paused")
+    );
+    assert_eq!(states["prune"].0, "active", "{states:?}");
+    // Writes resumed: a pin active is active at once.
+    activation::set_writes_paused(catalog.writer(), node, false).unwrap();
+    catalog.pin_job("work", "n", None, "t").unwrap();
+    catalog
+        .pin_job("work", "n", Some(Pin::Active), "t")
+        .unwrap();
+    assert_eq!(catalog.activation_by_job("n").unwrap()["work"].0, "active");
+}
+
 mod queue_verbs {
     use super::*;
     use crate::catalog::node;

@@ -119,10 +119,10 @@ fn write_activations(
     for change in changes {
         activation::set_state(c, node_id, change.job_id, change.state, &change.reason, now)?;
         if let Some(cause) = change.decision {
-            let action = if change.state == ActivationState::Active {
-                "activate"
-            } else {
-                "deactivate"
+            // `paused` is an activation that waits for writes to resume.
+            let action = match change.state {
+                ActivationState::Active | ActivationState::Paused => "activate",
+                ActivationState::Standby => "deactivate",
             };
             activation::record_decision(
                 c,

@@ -333,7 +333,7 @@ fn annotated_config(effective: &toml::Table) -> String {
                 shown.push_str("  # the built-in config/job.conf")
             }
             (k, toml::Value::Integer(n)) if k.starts_with("memory_") => {
-                shown.push_str(&format!("  # {}", bytes(*n as f64)))
+                shown.push_str(&format!("  # {}", render::bytes(*n as f64)))
             }
             _ => {}
         }
@@ -902,61 +902,6 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
     Ok(())
 }
 
-/// A decision's readings for people: `cpu 97.1% (critical: > 97%), memory 22.9 GiB (ok: >=
-/// 200 MiB)`; rows logged before evidence had units and thresholds: `cpu 97.0 %, memory 22.9
-/// GiB`.
-fn evidence(v: Option<&Json>) -> String {
-    let Some(v) = v else {
-        return String::new();
-    };
-    if let Ok(items) = serde_json::from_value::<Vec<crate::policy::Evidence>>(v.clone()) {
-        return items
-            .iter()
-            .map(|e| e.describe())
-            .collect::<Vec<_>>()
-            .join(", ");
-    }
-    let pairs: Vec<(String, f64)> = match v {
-        Json::Array(items) => items
-            .iter()
-            .filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_f64()?)))
-            .collect(),
-        Json::Object(map) => map
-            .iter()
-            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
-            .collect(),
-        _ => return v.to_string(),
-    };
-    if pairs.is_empty() {
-        return v.to_string();
-    }
-    pairs
-        .iter()
-        .map(|(k, x)| match k.as_str() {
-            "memory" | "memory_available" | "disk_available" => format!("{k} {}", bytes(*x)),
-            "network" | "net_bytes_per_s" => format!("{k} {}/s", bytes(*x)),
-            _ => format!("{k} {x:.1} %"),
-        })
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-/// Bytes with a binary unit: `22.9 GiB`.
-pub fn bytes(n: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n;
-    let mut i = 0;
-    while v >= 1024.0 && i < units.len() - 1 {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", units[i])
-    }
-}
-
 fn decisions(cli: &Cli, limit: i64, all_nodes: bool) -> CliResult {
     let rows = reading(cli)?
         .decisions(limit, all_nodes)
@@ -967,21 +912,11 @@ fn decisions(cli: &Cli, limit: i64, all_nodes: bool) -> CliResult {
             } if f == "limit" => OpError::invalid("--limit", reason),
             other => other,
         })?;
-    let headers = [
-        "TIME", "NODE", "DECISION", "CAUSE", "SUBJECT", "REASON", "READINGS",
-    ];
-    list(cli, &rows, &headers, |d| {
-        vec![
-            // Samples may be a second apart: milliseconds and the zone.
-            render::time_long(Some(d.at)),
-            d.node.clone(),
-            d.action.clone(),
-            d.cause.clone(),
-            d.subject.clone().unwrap_or_else(|| "-".into()),
-            d.reason.clone(),
-            evidence(d.evidence.as_ref()),
-        ]
-    });
+    if cli.json {
+        render::json(&rows);
+    } else {
+        render::decisions(&rows);
+    }
     Ok(())
 }
 
@@ -999,11 +934,5 @@ mod tests {
             1_796_112_000_000
         );
         assert!(parse_since("yesterday", now).is_err());
-    }
-
-    #[test]
-    fn sizes_have_units() {
-        assert_eq!(bytes(24_568_639_488.0), "22.9 GiB");
-        assert_eq!(bytes(512.0), "512 B");
     }
 }

@@ -12,6 +12,7 @@ use super::args::{Command, JobsCommand, RunsCommand};
 use super::{
     Cli, EXIT_DATA, EXIT_FAILURE, EXIT_NO_INPUT, EXIT_TEMPFAIL, EXIT_USAGE, Failure, render,
 };
+use crate::ops::decisions::DecisionView;
 
 /// The environment variable holding the API token.
 pub const TOKEN_ENV: &str = "JOBVISOR_TOKEN";
@@ -284,16 +285,17 @@ pub fn run(cli: &Cli, url: &str) -> Result<(), Failure> {
                 ("ERROR", "/error"),
             ],
         ),
-        Command::Decisions { .. } => table(
-            &body,
-            &[
-                ("TIME", "/at"),
-                ("NODE", "/node"),
-                ("DECISION", "/action"),
-                ("SUBJECT", "/subject"),
-                ("REASON", "/reason"),
-            ],
-        ),
+        // The API's own view, printed by the local command's renderer: the same columns
+        // (cause, readings with units and thresholds) and local times.
+        Command::Decisions { .. } => {
+            let rows: Vec<DecisionView> = serde_json::from_value(body).map_err(|e| {
+                Failure::new(
+                    EXIT_FAILURE,
+                    format!("the node's decisions are not the API's decision list: {e}"),
+                )
+            })?;
+            render::decisions(&rows);
+        }
         Command::Jobs(JobsCommand::Run { name, .. }) => {
             println!("run {} of `{name}` queued", text(&body["run_ids"][0]));
         }

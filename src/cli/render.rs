@@ -7,6 +7,7 @@ use chrono::{DateTime, Local};
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use crate::ops::decisions::DecisionView;
 use crate::ops::view::Time;
 
 /// Prints `value` as pretty JSON on stdout.
@@ -93,6 +94,86 @@ pub fn table(headers: &[&str], rows: Vec<Vec<String>>) {
     }
 }
 
+/// The decision log as a table: one renderer for the local listing (`jobvisor decisions`)
+/// and the remote one (`--url`, from the API's JSON), so both show the same columns — the
+/// cause and the readings with their units and thresholds included.
+pub fn decisions(rows: &[DecisionView]) {
+    let headers = [
+        "TIME", "NODE", "DECISION", "CAUSE", "SUBJECT", "REASON", "READINGS",
+    ];
+    let rows = rows
+        .iter()
+        .map(|d| {
+            vec![
+                // Samples may be a second apart: milliseconds and the zone.
+                time_long(Some(d.at)),
+                d.node.clone(),
+                d.action.clone(),
+                d.cause.clone(),
+                d.subject.clone().unwrap_or_else(|| "-".into()),
+                d.reason.clone(),
+                evidence(d.evidence.as_ref()),
+            ]
+        })
+        .collect();
+    table(&headers, rows);
+}
+
+/// A decision's readings for people: `cpu 97.1% (critical: > 97%), memory 22.9 GiB (ok: >=
+/// 200 MiB)`; rows logged before evidence had units and thresholds: `cpu 97.0 %, memory 22.9
+/// GiB`.
+fn evidence(v: Option<&Json>) -> String {
+    let Some(v) = v else {
+        return String::new();
+    };
+    if let Ok(items) = serde_json::from_value::<Vec<crate::policy::Evidence>>(v.clone()) {
+        return items
+            .iter()
+            .map(|e| e.describe())
+            .collect::<Vec<_>>()
+            .join(", ");
+    }
+    let pairs: Vec<(String, f64)> = match v {
+        Json::Array(items) => items
+            .iter()
+            .filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_f64()?)))
+            .collect(),
+        Json::Object(map) => map
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.as_f64()?)))
+            .collect(),
+        _ => return v.to_string(),
+    };
+    if pairs.is_empty() {
+        return v.to_string();
+    }
+    pairs
+        .iter()
+        .map(|(k, x)| match k.as_str() {
+            "memory" | "memory_available" | "disk_available" => format!("{k} {}", bytes(*x)),
+            "network" | "net_bytes_per_s" => format!("{k} {}/s", bytes(*x)),
+            _ => format!("{k} {x:.1} %"),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Bytes with a binary unit: `22.9 GiB`.
+pub fn bytes(n: f64) -> String {
+    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n;
+    let mut i = 0;
+    while v >= 1024.0 && i < units.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    if i == 0 {
+        format!("{v:.0} B")
+    } else {
+        format!("{v:.1} {}", units[i])
+    }
+}
+
 /// `label  value` lines, the labels aligned.
 pub fn fields(pairs: &[(&str, String)]) {
     let width = pairs.iter().map(|(k, _)| k.len()).max().unwrap_or(0);
@@ -116,5 +197,11 @@ mod tests {
         assert_eq!(duration(Some(185_000)), "3 min 5 s");
         assert_eq!(duration(Some(7_800_000)), "2 h 10 min");
         assert_eq!(duration(None), "-");
+    }
+
+    #[test]
+    fn sizes_have_units() {
+        assert_eq!(bytes(24_568_639_488.0), "22.9 GiB");
+        assert_eq!(bytes(512.0), "512 B");
     }
 }

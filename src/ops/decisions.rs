@@ -1,6 +1,6 @@
 //! The self-tuning policy's decision log, as an operator reads it.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::view::Time;
@@ -9,8 +9,9 @@ use super::{OpError, Ops};
 /// The most decisions one listing returns.
 pub const MAX_DECISIONS: i64 = 10_000;
 
+// Deserialize: the CLI's `--url` reads it back from the API's JSON to print the local table.
 /// One logged decision.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct DecisionView {
     /// Its id.
     pub id: i64,

@@ -20,7 +20,8 @@ pub const MAX_NEXT: usize = 1000;
 pub struct ActivationView {
     /// The node.
     pub node: String,
-    /// `active`, `standby`, or `new` (the node has not decided yet).
+    /// `active`, `standby`, `paused` (active, but held while the node's writes are paused:
+    /// none of its runs is claimed), or `new` (the node has not decided yet).
     pub state: String,
     /// `active` or `inactive` when an operator pinned it.
     pub pinned: Option<String>,
@@ -29,9 +30,11 @@ pub struct ActivationView {
 }
 
 impl ActivationView {
-    /// `active`, `standby`, `pinned active`, … as a table shows it.
+    /// `active`, `standby`, `pinned active`, … as a table shows it; a job held by paused
+    /// writes reads `paused` even when pinned (`paused (pinned active)`): it does not run.
     pub fn label(&self) -> String {
         match &self.pinned {
+            Some(pin) if self.state == "paused" => format!("paused (pinned {pin})"),
             Some(pin) => format!("pinned {pin}"),
             None => self.state.clone(),
         }

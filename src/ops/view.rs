@@ -44,6 +44,17 @@ impl Serialize for Time {
     }
 }
 
+/// Reads what [`Serialize`] writes (any RFC 3339 offset): the CLI's `--url` reads the API's
+/// views back to print them as the local commands do.
+impl<'de> serde::Deserialize<'de> for Time {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        chrono::DateTime::parse_from_rfc3339(&text)
+            .map(|t| Time(t.timestamp_millis()))
+            .map_err(|e| serde::de::Error::custom(format!("`{text}` is not RFC 3339: {e}")))
+    }
+}
+
 /// JSON the catalog keeps as text (params, results): the value itself when the text parses,
 /// else the text as a JSON string (an abbreviated `last_response`, an error message).
 pub fn json_of(text: Option<&str>) -> Option<Json> {

@@ -35,7 +35,7 @@ pub struct PolicyConfig {
     /// activating; stretch and shed the jobs that write data objects first. Default: 15.0.
     pub disk_strained: f64,
     /// Percent free of the data folder's file system below which disk is critical: pause
-    /// writes — hold every job that writes data objects, and claim only maintenance runs.
+    /// writes — claim only maintenance runs, and hold (list `paused`) every other job.
     /// Default: 5.0.
     pub disk_critical: f64,
     /// Bytes per second the network link carries (receive + send); 0 means unknown, and the

@@ -10,11 +10,15 @@
 //! the catalog stays the truth.
 //!
 //! The rules, in the order [`Policy::poll_decisions`] applies them:
-//! 1. Disk critical pauses writes once, naming the jobs it holds (every active job that
-//!    writes data objects, maintenance groups excepted; the runtime then claims nothing but
-//!    maintenance runs); disk back above critical resumes them once. A catalog write that
-//!    failed because the disk is full ([`Policy::handle_write_full`]) pauses them too, until a
-//!    later sample reads the disk above critical (issue 12, defect 6).
+//! 1. Disk critical pauses writes once, naming the jobs it holds: every active job outside
+//!    maintenance groups — those that write data objects, and those that write nothing but
+//!    their runs' history, since the runtime then claims nothing but maintenance runs, and a
+//!    job that is stopped must not be listed `active` (issue 18, point 4). Disk back above
+//!    critical resumes them once. A catalog write that failed because the disk is full
+//!    ([`Policy::handle_write_full`]) pauses them too, until a later sample reads the disk
+//!    above critical (issue 12, defect 6). While paused, no job the pause would hold is
+//!    activated or unstretched by health (it would only be listed `paused`, spending its flap
+//!    budget); pins and the minimum still are, and wait, said in their reason.
 //! 2. Pins win: a job pinned active is activated, one pinned inactive deactivated, whatever
 //!    the health, the cooldown or the flap budget.
 //! 3. The minimum (required, or priority at or above the floor) is always active: a minimum
@@ -191,10 +195,12 @@ impl Policy {
         self.writes_paused
     }
 
-    /// Whether `job`, once active, must wait for writes to resume: writes are paused and it
-    /// writes data objects outside a maintenance group.
+    /// Whether `job`, once active, must wait for writes to resume: writes are paused and it is
+    /// outside a maintenance group. Whether it writes data objects does not matter: every run
+    /// writes its own history, and the claim takes only maintenance runs while writes are
+    /// paused, so any other job is stopped and is listed so (`paused`).
     pub fn held_by_pause(&self, job: &JobView) -> bool {
-        self.writes_paused && job.writes_data && !job.maintenance
+        self.writes_paused && !job.maintenance
     }
 
     /// Whether the disk is short: its level or its latest reading is not ok.
@@ -360,7 +366,7 @@ impl Policy {
             };
             let activate = matches!(action, Action::Activate { .. });
             let reason = if activate && self.held_by_pause(job) {
-                format!("{why}; it writes data objects, so it waits until writes resume")
+                format!("{why}; writes are paused, so it waits (listed paused) until they resume")
             } else {
                 why
             };
@@ -400,7 +406,7 @@ impl Policy {
             .iter()
             .filter(|j| {
                 if pause {
-                    j.active && !j.held && j.writes_data && !j.maintenance
+                    j.active && !j.held && !j.maintenance
                 } else {
                     j.held
                 }
@@ -411,10 +417,37 @@ impl Policy {
         let reason = if pause {
             let maintenance: Vec<&JobView> =
                 jobs.iter().filter(|j| j.active && j.maintenance).collect();
-            let held = match concerned.len() {
-                0 => "no active job writes data objects now".to_string(),
-                1 => format!("hold the job that writes data objects ({names})"),
-                n => format!("hold the {n} jobs that write data objects ({names})"),
+            // Writers and the rest apart: a job that writes no data object is held too (its
+            // runs would write their history, and none is claimed), and the reason says why.
+            let (writers, others): (Vec<&JobView>, Vec<&JobView>) =
+                concerned.iter().partition(|j| j.writes_data);
+            let mut parts = Vec::new();
+            match writers.len() {
+                0 => {}
+                1 => parts.push(format!(
+                    "the job that writes data objects ({})",
+                    name_list(&writers)
+                )),
+                n => parts.push(format!(
+                    "the {n} jobs that write data objects ({})",
+                    name_list(&writers)
+                )),
+            }
+            match others.len() {
+                0 => {}
+                1 => parts.push(format!(
+                    "the job that writes only its runs' history ({})",
+                    name_list(&others)
+                )),
+                n => parts.push(format!(
+                    "the {n} jobs that write only their runs' history ({})",
+                    name_list(&others)
+                )),
+            }
+            let held = if parts.is_empty() {
+                "no job outside maintenance is active now".to_string()
+            } else {
+                format!("hold {}", parts.join(" and "))
             };
             let kept = if maintenance.is_empty() {
                 "maintenance jobs would keep running".to_string()
@@ -676,10 +709,12 @@ impl Policy {
         {
             return;
         }
+        // Jobs the pause would hold wait for the resume: activating one now would only list it
+        // paused, and spend its flap budget on nothing.
         let next = jobs
             .iter()
             .filter(|j| !j.active && j.pin.is_none() && !decided.contains(&j.job_id))
-            .filter(|j| !self.waits_for_disk(j))
+            .filter(|j| !self.waits_for_disk(j) && !self.held_by_pause(j))
             .min_by_key(|j| activation_order(j));
         let since_increase = self
             .last_increase
@@ -726,7 +761,7 @@ impl Policy {
         let stretched = jobs
             .iter()
             .filter(|j| j.active && j.stretch > 1 && !decided.contains(&j.job_id))
-            .filter(|j| !self.waits_for_disk(j))
+            .filter(|j| !self.waits_for_disk(j) && !self.held_by_pause(j))
             .min_by_key(|j| activation_order(j));
         if let Some(job) = stretched {
             if !undo_allowed {

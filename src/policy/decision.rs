@@ -53,8 +53,8 @@ pub struct JobView {
     pub active: bool,
     /// Whether it is held because writes are paused (its activation state is `paused`).
     pub held: bool,
-    /// Whether it writes at least one data object (held while the disk is critical, shed
-    /// first while it is strained).
+    /// Whether it writes at least one data object (stretched and shed first while the disk
+    /// is strained; held while writes are paused, as is every job outside maintenance).
     pub writes_data: bool,
     /// Whether its group is marked maintenance (pruning, vacuum, backup): it keeps running
     /// while the disk is strained or critical, because it is what frees the disk.
@@ -126,8 +126,10 @@ pub enum Action {
         /// The processor.
         processor_id: i64,
     },
-    /// Disk critical: hold the jobs that write data objects ([`Decision::jobs`]); maintenance
-    /// groups keep running.
+    /// Disk critical or full: hold every active job outside maintenance groups
+    /// ([`Decision::jobs`]) — the runtime claims only maintenance runs meanwhile, so those
+    /// jobs are stopped whether they write data objects or only their runs' history;
+    /// maintenance groups keep running.
     PauseWrites,
     /// The disk is back above critical: the held jobs ([`Decision::jobs`]) run again.
     ResumeWrites,

@@ -211,7 +211,9 @@ fn memory_leak_sheds_by_priority_and_keeps_the_minimum() {
 
 /// The disk fills by half a percent per sample to 3% free; then the maintenance job's
 /// pruning frees it. Writes pause once at critical and resume once after; the maintenance
-/// job is never shed; other jobs are shed while the disk is strained.
+/// job is never shed; writers are shed while the disk is strained. The pause holds, and
+/// names, every job it stops: the required writer and the jobs that write nothing but their
+/// runs' history alike (issue 18, point 4: one of those ran 0 times while listed active).
 #[test]
 fn disk_filling_pauses_writes_and_keeps_maintenance_running() {
     let mut rng = SimRng::new(0x5eed_0004);
@@ -247,18 +249,19 @@ fn disk_filling_pauses_writes_and_keeps_maintenance_running() {
         pauses[0].reason.starts_with("disk /data: 4.")
             && pauses[0].reason.contains(
                 "% free (4.0 GiB of 100.0 GiB) < 5% (critical) for 2 samples in a row (5.0 s): \
-                 pause writes — hold the job that writes data objects (`ingest`); maintenance \
-                 jobs keep running (`prune`)"
+                 pause writes — hold the job that writes data objects (`ingest`) and the 5 jobs \
+                 that write only their runs' history (`sync`, `backfill`, `index`, `heartbeat` \
+                 and `thumbnails`); maintenance jobs keep running (`prune`)"
             ),
         "{}",
         pauses[0].reason
     );
     assert_eq!(
         pauses[0].jobs,
-        [2],
-        "the required writer is held, and named"
+        [3, 9, 5, 1, 7, 2],
+        "every job the pause stops is held, and named, most important first"
     );
-    assert_eq!(resumes[0].jobs, [2]);
+    assert_eq!(resumes[0].jobs, [3, 9, 5, 1, 7, 2]);
     assert!(resumes[0].at <= freed_at + TICK, "{}", w.dump());
     assert!(!w.policy.writes_paused());
     assert!(

@@ -272,10 +272,15 @@ impl World {
                         !self.policy.waits_for_disk(j),
                         "activates a writer while the disk is short: {d:?}"
                     );
+                    assert!(
+                        !self.policy.held_by_pause(j),
+                        "activates a job that writes are paused for: {d:?}"
+                    );
                     let ahead = self.jobs.iter().find(|o| {
                         !o.active
                             && o.pin.is_none()
                             && !self.policy.waits_for_disk(o)
+                            && !self.policy.held_by_pause(o)
                             && activation_key(o) < activation_key(j)
                     });
                     assert!(
@@ -386,6 +391,16 @@ impl World {
                 assert!(
                     j.active && self.policy.writes_paused(),
                     "job `{}` is held while writes are not paused:\n{}",
+                    j.name,
+                    self.dump()
+                );
+            }
+            // The pause is truthful (issue 18, point 4): while writes are paused only
+            // maintenance runs are claimed, so every other active job is held (listed paused).
+            if self.policy.writes_paused() && j.active && !j.maintenance {
+                assert!(
+                    j.held,
+                    "job `{}` is stopped by the pause but not held:\n{}",
                     j.name,
                     self.dump()
                 );

@@ -634,7 +634,8 @@ fn a_write_that_failed_for_a_full_disk_pauses_writes_once_and_resumes_when_space
         pauses[0].reason.starts_with(
             "the disk is full: a catalog write failed (latest sample: disk /data: 0.0% free (0 MiB of 100.0 GiB) \
              < 5% (critical) for 1 sample): pause writes — hold the job that writes data \
-             objects (`ingest`);"
+             objects (`ingest`) and the 2 jobs that write only their runs' history (`sync` and \
+             `heartbeat`);"
         ) && pauses[0]
             .reason
             .ends_with("until writes resume, and claims no other run meanwhile"),
@@ -702,4 +703,119 @@ fn a_write_that_failed_for_a_full_disk_pauses_writes_once_and_resumes_when_space
         "{}",
         paused[0].reason
     );
+}
+
+/// Issue 18, point 4: while writes are paused the node claims only maintenance runs, so a job
+/// that writes no data object is stopped as surely as a writer. It ran 0 times while listed
+/// `active`, and the pause did not name it. Now the pause holds and names every job it stops,
+/// health activates none of them meanwhile (it would only list them paused), a pin still
+/// does — the job waits, said in its reason —, maintenance still comes in, and the resume lets
+/// every held job go.
+#[test]
+fn regression_a_pause_holds_and_names_every_job_it_stops_not_only_writers() {
+    let jobs = vec![
+        JobView {
+            name: "keeper".into(),
+            required: true,
+            writes_data: true,
+            ..job(1, 0)
+        },
+        JobView {
+            name: "reader".into(),
+            ..job(2, 50)
+        },
+        JobView {
+            name: "report".into(),
+            ..job(3, 40)
+        },
+        JobView {
+            name: "prune".into(),
+            maintenance: true,
+            writes_data: true,
+            ..job(4, 20)
+        },
+        JobView {
+            name: "manual".into(),
+            ..job(5, 30)
+        },
+    ];
+    let mut w = World::start(PolicyConfig::default(), jobs);
+    w.jobs[1].active = true;
+    let full = |at: i64| Sample {
+        disk_available: 0,
+        ..healthy(at)
+    };
+    w.feed(&full(T0));
+    let out = w.feed(&full(T0 + TICK));
+    let pause = out
+        .iter()
+        .find(|d| d.action == Action::PauseWrites)
+        .unwrap_or_else(|| panic!("no pause:\n{}", w.dump()));
+    assert_eq!(pause.jobs, [2, 1], "most important first");
+    assert!(
+        pause.reason.contains(
+            ": pause writes — hold the job that writes data objects (`keeper`) and the job \
+             that writes only its runs' history (`reader`); maintenance jobs would keep running;"
+        ),
+        "{}",
+        pause.reason
+    );
+    assert!(w.job(1).held && w.job(2).held);
+
+    // Five minutes full: maintenance is activated by health, nothing the pause would hold is.
+    let mut at = T0 + 2 * TICK;
+    while at < T0 + 60 * TICK {
+        if at == T0 + 30 * TICK {
+            w.set_pin(5, Some(Pin::Active));
+        }
+        w.feed(&full(at));
+        at += TICK;
+    }
+    let activated: Vec<i64> = w
+        .log
+        .iter()
+        .filter(|d| d.cause == Cause::Health)
+        .filter_map(|d| match d.action {
+            Action::Activate { job_id } => Some(job_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(activated, [4], "{}", w.dump());
+    assert!(!w.job(3).active, "{}", w.dump());
+    let pinned = w
+        .log
+        .iter()
+        .find(|d| d.action == Action::Activate { job_id: 5 })
+        .unwrap();
+    assert_eq!(pinned.cause, Cause::Pin);
+    assert!(
+        pinned
+            .reason
+            .ends_with("; writes are paused, so it waits (listed paused) until they resume"),
+        "{}",
+        pinned.reason
+    );
+    assert!(w.job(5).active && w.job(5).held);
+    assert!(w.job(4).active && !w.job(4).held, "maintenance runs");
+
+    // Space back: every held job runs again, and the standby one comes back after.
+    let resumed_from = w.log.len();
+    for i in 0..20 {
+        w.feed(&healthy(at + i * TICK));
+    }
+    let resume = w.log[resumed_from..]
+        .iter()
+        .find(|d| d.action == Action::ResumeWrites)
+        .unwrap_or_else(|| panic!("no resume:\n{}", w.dump()));
+    assert_eq!(resume.jobs, [2, 5, 1]);
+    assert!(
+        resume.reason.ends_with(
+            ": resume writes — the 3 jobs held for writes run again (`reader`, `manual` and \
+             `keeper`)"
+        ),
+        "{}",
+        resume.reason
+    );
+    assert!(w.jobs.iter().all(|j| !j.held), "{}", w.dump());
+    assert!(w.job(3).active, "{}", w.dump());
 }

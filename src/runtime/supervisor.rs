@@ -532,6 +532,7 @@ impl Supervisor {
             .overall_except(Some(crate::policy::Resource::Disk))
             == crate::policy::Level::Ok;
         let disk_short = self.policy.disk_short();
+        let writes_paused = self.policy.writes_paused();
         let pressure: Vec<String> = crate::policy::Resource::ALL
             .iter()
             .filter(|r| self.policy.level(**r) != crate::policy::Level::Ok)
@@ -541,7 +542,7 @@ impl Supervisor {
         let write = async move {
             let changes = writer
                 .settle_activations(node, now, move |jobs| {
-                    admit(jobs, others_ok, disk_short, &pressure)
+                    admit(jobs, others_ok, disk_short, writes_paused, &pressure)
                 })
                 .await?;
             Ok::<_, CatalogError>(changes.iter().filter(|c| c.decision.is_some()).count())
@@ -807,11 +808,14 @@ fn start_up(policy: &Policy, jobs: &[JobActivation]) -> Vec<ActivationChange> {
 
 /// Jobs new to the node (pure): active at once — a decision caused by the operator — while
 /// the node is healthy (a short disk holds back only jobs that write data), else standby with
-/// the pressure named.
+/// the pressure named. While writes are paused, a job admitted outside maintenance is
+/// `paused` rather than `active` (nothing but maintenance is claimed then), so that the
+/// resume names it and it runs at once.
 fn admit(
     jobs: &[JobActivation],
     others_ok: bool,
     disk_short: bool,
+    writes_paused: bool,
     pressure: &[String],
 ) -> Vec<ActivationChange> {
     jobs.iter()
@@ -819,17 +823,21 @@ fn admit(
         .map(|job| {
             let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
             let (state, reason, decision) = if others_ok && !waits_for_disk {
-                let reason = if disk_short {
+                let reason = if writes_paused && !job.maintenance {
+                    "added or enabled by an operator while writes are paused: held (paused) \
+                     until they resume, then active at once"
+                } else if disk_short {
                     "added or enabled by an operator while the node is healthy but for a short \
                      disk, and it writes no data: active at once"
                 } else {
                     "added or enabled by an operator while the node is healthy: active at once"
                 };
-                (
-                    ActivationState::Active,
-                    reason.to_string(),
-                    Some(Cause::Operator.as_str()),
-                )
+                let state = if writes_paused && !job.maintenance {
+                    ActivationState::Paused
+                } else {
+                    ActivationState::Active
+                };
+                (state, reason.to_string(), Some(Cause::Operator.as_str()))
             } else {
                 let reason = format!(
                     "added or enabled while the node is under pressure ({}): standby until the \
@@ -848,4 +856,56 @@ fn admit(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::activation::ScheduleKind;
+
+    fn new_job(job_id: i64, name: &str, writes_data: bool, maintenance: bool) -> JobActivation {
+        JobActivation {
+            job_id,
+            name: name.into(),
+            priority: 0,
+            required: false,
+            pin: None,
+            state: None,
+            writes_data,
+            maintenance,
+            stretch: 1,
+            stretch_max: 1,
+            schedule_kind: ScheduleKind::Cron,
+            processor_id: 1,
+        }
+    }
+
+    /// Issue 18, point 4: a job added while writes are paused (a catalog write failed for a
+    /// full disk, the disk's level not short) is `paused`, not `active` — the node claims only
+    /// maintenance runs meanwhile — so it is listed as stopped and the resume lets it go;
+    /// maintenance is active at once.
+    #[test]
+    fn a_job_added_while_writes_are_paused_is_admitted_paused_and_maintenance_active() {
+        let jobs = [
+            new_job(1, "reader", false, false),
+            new_job(2, "writer", true, false),
+            new_job(3, "prune", true, true),
+        ];
+        let changes = admit(&jobs, true, false, true, &[]);
+        let states: Vec<(&str, ActivationState)> =
+            changes.iter().map(|c| (c.name.as_str(), c.state)).collect();
+        assert_eq!(
+            states,
+            [
+                ("reader", ActivationState::Paused),
+                ("writer", ActivationState::Paused),
+                ("prune", ActivationState::Active),
+            ]
+        );
+        assert!(changes[0].reason.contains("while writes are paused"));
+        assert!(changes.iter().all(|c| c.decision == Some("operator")));
+        // Writes not paused: active at once, as before.
+        let changes = admit(&jobs, true, false, false, &[]);
+        assert!(changes.iter().all(|c| c.state == ActivationState::Active));
+    }
 }

@@ -139,7 +139,10 @@ impl StatsBook {
                 value: f64::from(*instances),
             });
         }
-        if at - since >= ELAPSED_EVERY_MS {
+        // A sample recorded without the processors (`record_only`: a step still being
+        // written, or the node paused) leaves the minute's sums to the next step's sample:
+        // flushing here would write none of them and lose them all.
+        if at - since >= ELAPSED_EVERY_MS && !processors.is_empty() {
             for (row, _, _) in processors {
                 for &kind in kinds_of.get(&row.processor_id).into_iter().flatten() {
                     let ms = self
@@ -309,8 +312,20 @@ mod tests {
             (instances.subject.as_deref(), instances.value),
             (Some("main"), 2.0)
         );
+        // A sample recorded without the processors (a step still being written) when the
+        // next minute is due keeps the sums for the next step's sample.
+        book.add_elapsed(1, &util(vec![(11, 40)]), &kinds);
+        assert!(sums(&book.rows(&report(120_000), false, &[], &HashMap::new())).is_empty());
+        let rows = book.rows(&report(121_000), false, &[(&r, &u2, 2)], &kinds_of);
+        assert_eq!(
+            sums(&rows)[0],
+            (
+                "job_processor.stat_elapsed_time_sum_run_always_minute".to_string(),
+                40.0
+            )
+        );
         // The next minute starts from zero.
-        let rows = book.rows(&report(120_000), false, &[(&r, &u2, 2)], &kinds_of);
+        let rows = book.rows(&report(181_000), false, &[(&r, &u2, 2)], &kinds_of);
         assert!(
             sums(&rows).iter().all(|(_, v)| *v == 0.0),
             "{:?}",

@@ -2,7 +2,7 @@
 
 use std::process::{Command, Output};
 
-use crate::support::{Workspace, text};
+use crate::support::{Workspace, text, wait_for};
 
 /// `jobvisor --url URL ARGS` with `token` in the environment, from a folder with no catalog.
 fn remote(url: &str, token: Option<&str>, args: &[&str]) -> Output {
@@ -83,4 +83,66 @@ fn the_cli_manages_a_remote_node_through_its_api() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     let out = remote("http://127.0.0.1:9", Some(&t), &["jobs", "list"]);
     assert_eq!(out.status.code(), Some(75), "{}", text(&out));
+}
+
+/// Issue 18: `jobvisor --url … decisions` printed no CAUSE and no READINGS, unlike the local
+/// table. Both now render the API's decision view with one renderer: the remote listing is the
+/// local one, line for line — a health decision's cause and readings with their thresholds
+/// included.
+#[test]
+fn remote_decisions_print_the_local_table_with_cause_and_readings() {
+    let ws = Workspace::new();
+    // Quick steps, and thresholds the shared machine cannot cross: the standby job below is
+    // activated by health one step after start, a decision with readings.
+    for (k, v) in [
+        ("JOBVISOR__HEALTH__INTERVAL", "500"),
+        ("JOBVISOR__POLICY__PRIORITY_FLOOR", "100"),
+        ("JOBVISOR__POLICY__STEP_INTERVAL", "1000"),
+        ("JOBVISOR__POLICY__CPU_STRAINED", "100"),
+        ("JOBVISOR__POLICY__CPU_CRITICAL", "100"),
+        ("JOBVISOR__POLICY__PSI_STRAINED", "100"),
+        ("JOBVISOR__POLICY__PSI_CRITICAL", "100"),
+        ("JOBVISOR__POLICY__MEMORY_STRAINED", "0"),
+        ("JOBVISOR__POLICY__MEMORY_CRITICAL", "0"),
+        ("JOBVISOR__POLICY__DISK_STRAINED", "0"),
+        ("JOBVISOR__POLICY__DISK_CRITICAL", "0"),
+    ] {
+        ws.set_node_env(k, v);
+    }
+    let file = ws.write(
+        "jobs.conf",
+        "[processor.main]\n[job.extra]\ntype = \"function\"\nprocessor = \"main\"\npriority = 5\npayload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    ws.disable_seeded_jobs();
+    let node = ws.start_node("far");
+    let t = node.token.clone().unwrap();
+    let args = ["decisions", "--all-nodes", "--limit", "50"];
+    let (local, far) = wait_for(30.0, "a health decision, listed alike by both", || {
+        let local = ws.ok(&args);
+        let out = remote(&node.api, Some(&t), &args);
+        let far = String::from_utf8_lossy(&out.stdout).into_owned();
+        (out.status.success() && local.contains("activate standby job `extra`") && far == local)
+            .then_some((local, far))
+    });
+    let header = far.lines().next().unwrap();
+    for column in [
+        "TIME", "NODE", "DECISION", "CAUSE", "SUBJECT", "REASON", "READINGS",
+    ] {
+        assert!(header.contains(column), "{column} missing:\n{far}");
+    }
+    let row = far
+        .lines()
+        .find(|l| l.contains("activate standby job `extra`"))
+        .unwrap();
+    assert!(
+        row.contains(" health ") && row.contains("cpu ") && row.contains("% (ok: <= 100%)"),
+        "the cause and the readings with their thresholds:\n{row}"
+    );
+    assert_eq!(local, far);
+    // --json stays the API's own JSON.
+    let out = remote(&node.api, Some(&t), &["--json", "decisions", "--all-nodes"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(v[0]["cause"].is_string() && v[0]["at"].is_string(), "{v}");
+    assert_eq!(node.stop(), Some(0));
 }

@@ -1,7 +1,9 @@
 //! Self-tuning as node state and history (issue 18, points 8–10), end to end on real nodes:
 //! processor instances the policy adds persist across a restart and show in `processors list`
 //! and the stats; a job's `stretch_max` round-trips through job.conf; the spec's object
-//! statistics come from the object's writer and its prunes, and read back as time series.
+//! statistics come from the object's writer and its prunes, and the elapsed time per schedule
+//! kind is summed per minute (an engine whose injected clock steps a minute ahead), both read
+//! back as time series.
 
 use serde_json::Value as Json;
 
@@ -200,6 +202,7 @@ payload = {{ function = "object_prune" }}
         "object.date_recent_insert",
         "object.date_recent_prune",
         "object.record_count",
+        "object.file_size",
     ] {
         assert!(!series(t).is_empty(), "no {t}");
     }
@@ -376,4 +379,146 @@ payload = { function = "debug.noop" }
         .filter(|d| d["action"] == "unstretch")
         .count();
     assert_eq!(unstretches, 2);
+}
+
+/// The spec's `job_processor.stat_elapsed_time_*` sums (issue 18, point 10) end to end: a
+/// node's processor sums the elapsed time of its runs per schedule kind, and records the sums
+/// once a minute — by the engine's clock, so an embedded engine whose injected clock steps a
+/// minute ahead records them at its next sample. `jobvisor stats` shows the run_always sum of
+/// the processor in ms (the one 150 ms run, not the minute the clock stepped over: no run was
+/// executing then) and a zero for the kind that did not run.
+#[test]
+fn elapsed_time_per_schedule_kind_is_summed_per_minute_and_shows_in_stats() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicI64, Ordering};
+    use std::time::Duration;
+
+    use jobvisor::catalog::{Catalog, DbSettings};
+    use jobvisor::jobconf::toml_format;
+    use jobvisor::runtime::{Clock, Engine};
+
+    use crate::support::runs_of;
+
+    /// The system's clock, shifted by what the test adds.
+    struct Shifted(Arc<AtomicI64>);
+    impl Clock for Shifted {
+        fn now_ms(&self) -> i64 {
+            jobvisor::catalog::now_ms() + self.0.load(Ordering::SeqCst)
+        }
+    }
+    const SUM: &str = "job_processor.stat_elapsed_time_sum_run_always_minute";
+    const CRON_SUM: &str = "job_processor.stat_elapsed_time_cron_sum";
+    let ws = Workspace::new();
+    let db = ws.db();
+    // One run at start, then none for 10 minutes: nothing runs when the clock steps. The cron
+    // job (yearly) gives the processor a second kind, recorded as zero.
+    let conf = r#"
+[processor.main]
+
+[job.once]
+type = "function"
+processor = "main"
+required = true
+run_always = true
+run_delay = 600000
+payload = { function = "debug.sleep", ms = 150 }
+
+[job.yearly]
+type = "function"
+processor = "main"
+required = true
+cron = "0 0 0 1 1 *"
+payload = { function = "debug.noop" }
+"#;
+    Catalog::open(&db, &DbSettings::default())
+        .unwrap()
+        .import(&toml_format::parse(conf).unwrap(), "test")
+        .unwrap();
+    let shift = Arc::new(AtomicI64::new(0));
+    let clock = Shifted(shift.clone());
+    let data = ws.path("data");
+    actix_rt::System::new().block_on(async move {
+        let mut cfg = jobvisor::config::NodeConfig::default();
+        cfg.node.data_dir = data.display().to_string();
+        cfg.health.interval = 200;
+        // Thresholds the shared machine cannot cross: this is about what the node records.
+        cfg.policy.cpu_strained = 100.0;
+        cfg.policy.cpu_critical = 100.0;
+        cfg.policy.psi_strained = 100.0;
+        cfg.policy.psi_critical = 100.0;
+        cfg.policy.memory_strained = 0;
+        cfg.policy.memory_critical = 0;
+        cfg.policy.disk_strained = 0.0;
+        cfg.policy.disk_critical = 0.0;
+        let engine = Engine::builder()
+            .config(cfg)
+            .db(&db)
+            .node_name("clocked")
+            .clock(Arc::new(clock))
+            .start()
+            .unwrap();
+        let stat_rows = |t: &str, after: i64| -> i64 {
+            let conn = rusqlite::Connection::open(&db).unwrap();
+            conn.busy_timeout(Duration::from_secs(5)).unwrap();
+            conn.query_row(
+                "SELECT count(*) FROM stat s JOIN stat_type t USING (stat_type_id)
+                 WHERE t.stat_type = ?1 AND s.sampled_at > ?2",
+                rusqlite::params![t, after],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        // The run ends, and two samples take its elapsed time in.
+        let mut ended = None;
+        for _ in 0..500 {
+            ended = runs_of(&db, "once")
+                .iter()
+                .find(|r| r.status == "succeeded")
+                .and_then(|r| r.finished_at);
+            if ended.is_some_and(|t| stat_rows("device.cpu_used", t) >= 2) {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        let ended = ended.expect("the run_always job ran");
+        assert_eq!(stat_rows(SUM, 0), 0, "no sum before a minute");
+        // A minute later, by the engine's clock: the next sample records the sums.
+        shift.store(61_000, Ordering::SeqCst);
+        for _ in 0..500 {
+            if stat_rows(SUM, ended) > 0 {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        engine.shutdown(Duration::from_secs(2)).await.unwrap();
+    });
+    let series = |t: &str| -> Vec<Json> {
+        let out = ws.ok(&["stats", t, "--subject", "main", "--all-nodes", "--json"]);
+        serde_json::from_str::<Json>(&out)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let sums = series(SUM);
+    assert_eq!(sums.len(), 1, "{sums:?}");
+    assert_eq!(sums[0]["unit"], "ms", "{sums:?}");
+    let ms = sums[0]["value"].as_f64().unwrap();
+    assert!(
+        (150.0..5_000.0).contains(&ms),
+        "the one 150 ms run, in ms: {ms}"
+    );
+    let cron = series(CRON_SUM);
+    assert_eq!(cron.len(), 1, "{cron:?}");
+    assert_eq!(cron[0]["value"].as_f64(), Some(0.0), "{cron:?}");
+    // The latest values as an operator reads them: the sum in its unit.
+    let latest = ws.ok(&["stats", "--all-nodes"]);
+    let row = latest
+        .lines()
+        .find(|l| l.starts_with(SUM))
+        .unwrap_or_else(|| panic!("{SUM} missing from:\n{latest}"));
+    assert!(
+        row.contains(" main ") && row.contains(&jobvisor::policy::duration(ms as i64)),
+        "{row}"
+    );
 }

@@ -183,7 +183,7 @@ fn a_cpu_load_sheds_lowest_first_and_restores_most_important_first() {
         || first(&t.decisions(), "activate", "a10", end).map(|_| ()),
     );
     t.stop();
-    let figures = check(
+    let measured = check(
         &t,
         &Load {
             start,
@@ -196,7 +196,10 @@ fn a_cpu_load_sheds_lowest_first_and_restores_most_important_first() {
         },
     );
     t.print_log("cpu_load");
-    println!("figures (cpu): {}", figures.join("; "));
+    figures(
+        "cpu_load",
+        &format!("figures (cpu): {}", measured.join("; ")),
+    );
 }
 
 #[test]
@@ -259,7 +262,7 @@ fn a_memory_load_sheds_lowest_first_and_restores_most_important_first() {
     );
     t.stop();
     let ok_above = strained as f64;
-    let figures = check(
+    let measured = check(
         &t,
         &Load {
             start,
@@ -271,7 +274,10 @@ fn a_memory_load_sheds_lowest_first_and_restores_most_important_first() {
         },
     );
     t.print_log("memory_load");
-    println!("figures (memory): {}", figures.join("; "));
+    figures(
+        "memory_load",
+        &format!("figures (memory): {}", measured.join("; ")),
+    );
 }
 
 fn mem_available() -> u64 {

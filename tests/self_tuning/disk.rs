@@ -1,8 +1,10 @@
 //! A disk filling on a tmpfs data folder (issue 18, defects 1 and 4): the node measures the
 //! data folder's own file system (sysinfo's disk list leaves tmpfs out), sheds the writer and
 //! nothing that writes nothing while the disk is strained, pauses writes at critical — naming
-//! the jobs it holds, listing them `paused`, writing no run rows for them, keeping maintenance
-//! running and recording its own statistics once a minute — and resumes when space returns.
+//! every job it stops (the writer, and `reader`, which writes only its runs' history: it ran 0
+//! times while listed `active`), listing them `paused`, writing no run rows for them (their
+//! slots are not planned), keeping maintenance running and recording its own statistics once
+//! a minute — and resumes when space returns, the held jobs running again.
 
 use std::io::Write as _;
 use std::path::Path;
@@ -165,7 +167,8 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
         assert_eq!(t.state_of(job), "active", "{job} was shed for the disk");
     }
 
-    // Critical (3 % free < 5 %): writes pause, naming the required writer they hold.
+    // Critical (3 % free < 5 %): writes pause, naming every job they stop — the required
+    // writer, and the job that writes only its runs' history (none of its runs is claimed).
     let critical_at = now_ms();
     fill_to(&dir, 3.0);
     let pause = t.wait_for(10.0, "writes to pause", || {
@@ -173,28 +176,31 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
             .into_iter()
             .find(|d| d.action == "pause_writes" && d.at >= critical_at)
     });
-    assert_eq!(pause.subject, "keeper");
+    assert_eq!(pause.subject, "keeper, reader");
     assert!(
         pause.reason.contains("% free (")
             && pause
                 .reason
                 .contains("< 5% (critical) for 2 samples in a row")
             && pause.reason.contains(
-                ": pause writes — hold the job that writes data objects (`keeper`); maintenance \
-                 jobs keep running (`pruner`); the node records its own statistics once a \
-                 minute until writes resume"
+                ": pause writes — hold the job that writes data objects (`keeper`) and the job \
+                 that writes only its runs' history (`reader`); maintenance jobs keep running \
+                 (`pruner`); the node records its own statistics once a minute until writes \
+                 resume"
             ),
         "{}",
         pause.reason
     );
-    t.wait_for(5.0, "keeper to be listed paused", || {
-        (t.state_of("keeper") == "paused").then_some(())
+    t.wait_for(5.0, "keeper and reader to be listed paused", || {
+        (t.listed("keeper") == "paused" && t.listed("reader") == "paused").then_some(())
     });
     let rate_before = t.stat_rows_between(pause.at - 6_000, pause.at) as f64 / 6.0;
     std::thread::sleep(std::time::Duration::from_secs(8));
     let rate_during = t.stat_rows_between(pause.at + 1, pause.at + 8_001) as f64 / 8.0;
-    assert_eq!(t.state_of("reader"), "active");
-    assert_eq!(t.state_of("pruner"), "active");
+    for job in ["keeper", "reader"] {
+        assert_eq!(t.listed(job), "paused", "{job} is stopped by the pause");
+    }
+    assert_eq!(t.listed("pruner"), "active");
 
     // Space back: writes resume, naming the job they let go.
     let freed_at = now_ms();
@@ -213,22 +219,25 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
             .into_iter()
             .find(|d| d.action == "resume_writes" && d.at >= freed_at)
     });
-    assert_eq!(resume.subject, "keeper");
+    assert_eq!(resume.subject, "keeper, reader");
     assert!(
         resume.reason.contains("% free (")
             && resume.reason.contains(">= 5% for 2 samples in a row")
-            && resume
-                .reason
-                .ends_with(": resume writes — the job held for writes runs again (`keeper`)"),
+            && resume.reason.ends_with(
+                ": resume writes — the 2 jobs held for writes run again (`keeper` and `reader`)"
+            ),
         "{}",
         resume.reason
     );
-    t.wait_for(10.0, "keeper to run again", || {
-        runs_of(&t.ws.db(), "keeper")
-            .iter()
-            .any(|r| r.started_at.is_some_and(|s| s > resume.at) && r.status == "succeeded")
-            .then_some(())
-    });
+    for job in ["keeper", "reader"] {
+        t.wait_for(10.0, &format!("{job} to run again"), || {
+            runs_of(&t.ws.db(), job)
+                .iter()
+                .any(|r| r.started_at.is_some_and(|s| s > resume.at) && r.status == "succeeded")
+                .then_some(())
+        });
+        assert_eq!(t.listed(job), "active");
+    }
     t.wait_for(30.0, "the writer to be restored", || {
         first(&t.decisions(), "activate", "loader", freed_at).map(|_| ())
     });
@@ -241,18 +250,29 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
             .any(|d| d.action == "deactivate" && (d.subject == "reader" || d.subject == "pruner")),
         "a job that frees no space, or maintenance, was shed for the disk"
     );
-    // While paused: no run of the held job started, and none of its rows was written (its
-    // slots are not planned; its misfire policy decides about them when writes resume).
-    let keeper = runs_of(&t.ws.db(), "keeper");
+    // While paused: no run of a held job started or ended, and at most one of its rows was
+    // written (a slot decided before the scheduler saw the pause): its slots are not planned,
+    // so a per-second job with overlap `forbid` writes no `skipped` row a second on a full
+    // disk; its misfire policy decides about them when writes resume.
     let during = |t: Option<i64>| t.is_some_and(|t| t > pause.at + SAMPLE_MS && t < resume.at);
-    let held: Vec<_> = keeper
-        .iter()
-        .filter(|r| during(r.started_at) || during(r.finished_at))
-        .collect();
-    assert!(
-        held.is_empty(),
-        "the held writer has run rows while paused: {held:?}"
-    );
+    let mut rows_while_paused = Vec::new();
+    for job in ["keeper", "reader"] {
+        let runs = runs_of(&t.ws.db(), job);
+        let held: Vec<_> = runs
+            .iter()
+            .filter(|r| during(r.started_at) || during(r.finished_at))
+            .collect();
+        assert!(
+            held.is_empty(),
+            "the held job {job} has runs while paused: {held:?}"
+        );
+        let created = t.runs_created_between(job, pause.at, resume.at);
+        assert!(
+            created <= 1,
+            "{job}: {created} run rows written while writes were paused"
+        );
+        rows_while_paused.push(format!("{job} {created}"));
+    }
     let pruned_during = runs_of(&t.ws.db(), "pruner")
         .iter()
         .filter(|r| r.started_at.is_some_and(|s| s > pause.at && s < resume.at))
@@ -271,14 +291,18 @@ fn a_disk_filling_on_tmpfs_sheds_writers_then_pauses_writes_and_resumes() {
         "{rate_during} stat rows/s while writes were paused"
     );
     t.print_log("disk_tmpfs");
-    println!(
-        "figures (disk): free {:.1}% at the end; stat rows/s before the pause {rate_before:.1}, \
-         while paused {rate_during:.2}; keeper rows while paused: 0; pruner runs while paused: \
-         {pruned_during}; shed at +{} ms after filling to 10%; paused +{} ms after filling to \
-         3%; resumed +{} ms after freeing",
-        free_pct(&dir),
-        shed.at - strained_at,
-        pause.at - critical_at,
-        resume.at - freed_at
+    figures(
+        "disk_tmpfs",
+        &format!(
+            "figures (disk): free {:.1}% at the end; stat rows/s before the pause {rate_before:.1}, \
+         while paused {rate_during:.2}; run rows written while paused: {}; pruner runs while \
+         paused: {pruned_during}; shed at +{} ms after filling to 10%; paused +{} ms after \
+         filling to 3%; resumed +{} ms after freeing",
+            free_pct(&dir),
+            rows_while_paused.join(", "),
+            shed.at - strained_at,
+            pause.at - critical_at,
+            resume.at - freed_at
+        ),
     );
 }

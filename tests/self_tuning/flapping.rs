@@ -147,11 +147,14 @@ fn a_flapping_load_toggles_a_job_at_most_twice_a_minute_and_never_inverts_priori
         .iter()
         .map(|(j, t)| format!("{j} {} ({} max/min)", t.len(), per_minute(t)))
         .collect();
-    println!(
-        "figures (flapping): {cycles} cycles of 4 s on / 4 s off over {} s; toggles per job: \
+    figures(
+        "flapping",
+        &format!(
+            "figures (flapping): {cycles} cycles of 4 s on / 4 s off over {} s; toggles per job: \
          {}; most toggles of a job in any minute: {max}; sheds {sheds}, holds {holds}; time \
          with a job standby while a less important one ran: {inverted_ms} ms",
-        (end - start) / 1000,
-        per_job.join(", ")
+            (end - start) / 1000,
+            per_job.join(", ")
+        ),
     );
 }

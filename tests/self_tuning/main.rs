@@ -7,9 +7,10 @@
 //! A test binary of its own, so that no other test's load runs beside it, and its tests take
 //! one lock, so they run one at a time. The machine is shared: each test waits for quiet
 //! samples before it applies its load, and judges timing against the samples the node itself
-//! recorded. Each prints its decision log (`-- --nocapture`) and keeps a copy under
-//! `target/tmp/self_tuning/`. `.ci/test` installs stress-ng; the disk test mounts a tmpfs and
-//! needs root, as CI runs.
+//! recorded. Each prints its figures and decision log (`-- --nocapture`) and keeps both under
+//! `target/tmp/self_tuning/` (`<title>.figures.txt`, `<title>.txt`), which `.ci/test` prints
+//! after the suite. `.ci/test` installs stress-ng; the disk test mounts a tmpfs and needs
+//! root, as CI runs.
 
 mod cpu_memory;
 mod disk;

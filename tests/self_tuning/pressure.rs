@@ -170,6 +170,18 @@ impl Tuned {
             .unwrap()
     }
 
+    /// Run rows of `job` created strictly between `from` and `to` (epoch ms).
+    pub fn runs_created_between(&self, job: &str, from: i64, to: i64) -> i64 {
+        self.read()
+            .query_row(
+                "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
+                 WHERE j.job_name = ?1 AND r.created_at > ?2 AND r.created_at < ?3",
+                rusqlite::params![job, from, to],
+                |r| r.get(0),
+            )
+            .unwrap()
+    }
+
     /// Each job's activation state on this node.
     pub fn states(&self) -> Vec<(String, String)> {
         let conn = self.read();
@@ -183,6 +195,19 @@ impl Tuned {
             .unwrap()
             .map(Result::unwrap)
             .collect()
+    }
+
+    /// The job's activation as `jobvisor jobs list` shows it to an operator for this node.
+    pub fn listed(&self, job: &str) -> String {
+        let out = self.ws.ok(&["jobs", "list", "--json", "--node", self.name]);
+        let jobs: Json = serde_json::from_str(&out).unwrap();
+        jobs.as_array()
+            .unwrap()
+            .iter()
+            .find(|j| j["name"] == job)
+            .and_then(|j| j["activation"]["state"].as_str())
+            .unwrap_or_default()
+            .to_string()
     }
 
     pub fn state_of(&self, job: &str) -> String {
@@ -288,11 +313,29 @@ impl Tuned {
             .ok(&["decisions", "--all-nodes", "--limit", "10000"]);
         let text = format!("== decision log: {title} (newest first)\n{table}");
         println!("{text}");
-        let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("self_tuning");
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join(format!("{title}.txt")), &text).unwrap();
+        std::fs::write(record_dir().join(format!("{title}.txt")), &text).unwrap();
         text
     }
+}
+
+/// Where the tests keep their decision logs and figures: `target/tmp/self_tuning/`, which
+/// `.ci/test` clears before the suite and prints after it.
+fn record_dir() -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("self_tuning");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Prints a test's figures line (`figures (disk): …`) and keeps it beside its decision log,
+/// as `target/tmp/self_tuning/<title>.figures.txt`: libtest hides a passing test's output, so
+/// without the file a CI run's figures would never be read.
+pub fn figures(title: &str, line: &str) {
+    println!("{line}");
+    std::fs::write(
+        record_dir().join(format!("{title}.figures.txt")),
+        format!("{line}\n"),
+    )
+    .unwrap();
 }
 
 impl Drop for Tuned {
