@@ -22,7 +22,6 @@ use actix::prelude::*;
 use serde_json::Value as Json;
 
 use crate::catalog::objects;
-use crate::catalog::reader::Watch;
 use crate::catalog::{Catalog, CatalogError, DbSettings};
 use crate::config::NodeConfig;
 use crate::executor::{ExecEnv, FnContext, Registry};
@@ -194,7 +193,7 @@ impl EngineBuilder {
             activity: Arc::default(),
             remote: None,
         };
-        let watch = Watch::open(&db_path, &settings)?;
+        let watch = reader.watch(&settings)?;
         let (clock, tz) = (self.clock.clone(), cfg.timezone());
         let (sched_reader, sched_writer, reload_to) = (
             reader.clone(),
