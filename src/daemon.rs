@@ -108,7 +108,15 @@ pub fn run(cfg: NodeConfig) -> Result<(), DaemonError> {
         });
     }
     init_logging(&cfg)?;
-    actix_rt::System::new().block_on(serve(cfg, listener))
+    let system = actix_rt::System::new();
+    let result = system.block_on(serve(cfg, listener));
+    if matches!(result, Err(DaemonError::Fatal(_))) {
+        // Dropping the System would drop the actors and close their catalog connections, and
+        // the last one to close checkpoints the WAL into the file: a damaged catalog must keep
+        // its bytes. The process exits right after the error is printed.
+        std::mem::forget(system);
+    }
+    result
 }
 
 fn bind(addr: &str) -> Result<TcpListener, DaemonError> {

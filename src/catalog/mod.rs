@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod activation;
+pub mod damage;
 pub mod migrate;
 pub mod node;
 pub mod objects;
@@ -110,6 +111,18 @@ pub enum CatalogError {
         /// The file.
         path: PathBuf,
         /// What SQLite found.
+        detail: String,
+    },
+    /// A database file was found damaged while the node worked on it: its writer or a read met
+    /// SQLite's corruption error ([`CatalogError::is_damaged`]). Nothing more is written to it
+    /// ([`damage::Damage`]).
+    #[error("{}: the database file is damaged (found while {doing}: {detail}); nothing more is written to it. Restore it from a backup (the node's `catalog_backup` job keeps some of the catalog in its data folder) or recover it with `sqlite3 {} .recover`", path.display(), path.display())]
+    FoundDamaged {
+        /// The file.
+        path: PathBuf,
+        /// What the node was doing.
+        doing: String,
+        /// What SQLite said.
         detail: String,
     },
     /// The catalog's schema is not this build's.
@@ -351,7 +364,9 @@ impl Catalog {
     pub fn into_node_handles(self, settings: &DbSettings) -> (writer::DbWriter, reader::Reader) {
         let writer =
             writer::DbWriter::new("catalog", self.path.clone(), self.conn, settings.clone());
-        (writer, reader::Reader::new(self.path, self.pool))
+        // One finding of damage for both: a read that meets it stops the writer too.
+        let reader = reader::Reader::new(self.path, self.pool, writer.damage());
+        (writer, reader)
     }
 
     /// The policy's decisions, newest first (of one node when `node` is given).

@@ -3,10 +3,13 @@
 //! [`Watch`], the change detector the scheduler polls.
 //!
 //! Invariant: the runtime holds no connection; every read it makes is a verb here, with its SQL
-//! in the module the verb calls.
+//! in the module the verb calls. A read that meets SQLite's corruption error marks the file
+//! damaged ([`Damage`], shared with the catalog's writer, which then commits nothing more) and
+//! answers [`CatalogError::FoundDamaged`], naming the file and the verb.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
@@ -14,6 +17,7 @@ use rusqlite::{Connection, OpenFlags};
 use serde_json::Value as Json;
 
 use super::activation::{self, JobActivation};
+use super::damage::Damage;
 use super::queue::{self, LocalProcessor, PrunableObject, ScheduledJob};
 use super::{CatalogError, DbSettings};
 
@@ -22,6 +26,8 @@ use super::{CatalogError, DbSettings};
 pub struct Reader {
     path: PathBuf,
     pool: Pool<SqliteConnectionManager>,
+    /// Whether the file was found damaged (shared with the catalog's writer).
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -31,8 +37,12 @@ impl std::fmt::Debug for Reader {
 }
 
 impl Reader {
-    pub(in crate::catalog) fn new(path: PathBuf, pool: Pool<SqliteConnectionManager>) -> Self {
-        Self { path, pool }
+    pub(in crate::catalog) fn new(
+        path: PathBuf,
+        pool: Pool<SqliteConnectionManager>,
+        damage: Arc<Damage>,
+    ) -> Self {
+        Self { path, pool, damage }
     }
 
     /// The catalog file.
@@ -44,21 +54,27 @@ impl Reader {
         Ok(self.pool.get()?)
     }
 
-    /// Runs one read on a pooled connection; a storage error names the catalog file and what
-    /// the node was reading (issue 11, point 3: `disk I/O error` alone says neither).
+    /// Runs `f` on a connection of the pool; a corruption error marks the file damaged, as
+    /// found while `doing`.
     fn read<T>(
         &self,
         doing: &str,
         f: impl FnOnce(&Connection) -> Result<T, CatalogError>,
     ) -> Result<T, CatalogError> {
         self.conn()
-            .and_then(|conn| f(&conn))
-            .map_err(|e| e.within(&self.path, doing))
+            .and_then(|c| f(&c))
+            .map_err(|e| self.damage.check(&self.path, doing, e))
+    }
+
+    /// A change detector on the catalog (the scheduler's): a connection of its own, whose
+    /// corruption errors mark the file damaged like the pool's.
+    pub fn watch(&self, settings: &DbSettings) -> Result<Watch, CatalogError> {
+        Watch::open(&self.path, settings, self.damage.clone())
     }
 
     /// Every job's activation row on `node_id`.
     pub fn job_activations(&self, node_id: i64) -> Result<Vec<JobActivation>, CatalogError> {
-        self.read("reading job activations", |c| {
+        self.read("reading the jobs' activations", |c| {
             activation::job_activations(c, node_id)
         })
     }
@@ -69,10 +85,10 @@ impl Reader {
         &self,
         node_id: i64,
     ) -> Result<(Vec<LocalProcessor>, HashMap<i64, u32>), CatalogError> {
-        self.read("reading processors", |conn| {
+        self.read("reading the processors", |c| {
             Ok((
-                queue::load_local_processors(conn)?,
-                activation::instances(conn, node_id)?,
+                queue::load_local_processors(c)?,
+                activation::instances(c, node_id)?,
             ))
         })
     }
@@ -97,7 +113,7 @@ impl Reader {
 
     /// Every enabled object: name and `conn_string`.
     pub fn enabled_objects(&self) -> Result<Vec<(String, Option<String>)>, CatalogError> {
-        self.read("reading objects", queue::all_objects)
+        self.read("reading the objects", queue::all_objects)
     }
 
     /// An object's `conn_string` (`None`: no such object; `Some(None)`: in the catalog).
@@ -107,22 +123,27 @@ impl Reader {
 
     /// The jobs `node_id` schedules.
     pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
-        self.read("reading schedules", |c| queue::load_scheduled(c, node_id))
+        self.read("reading the scheduled jobs", |c| {
+            queue::load_scheduled(c, node_id)
+        })
     }
 
     /// Rows of catalog table `table`.
     pub fn count_rows(&self, table: &str) -> Result<i64, CatalogError> {
-        self.read("counting rows", |c| queue::count_rows(c, table))
+        self.read("counting an object's rows", |c| queue::count_rows(c, table))
     }
 
     /// The objects whose old rows may be pruned.
     pub fn prunable_objects(&self) -> Result<Vec<PrunableObject>, CatalogError> {
-        self.read("reading prunable objects", queue::prunable_objects)
+        self.read("reading the prunable objects", queue::prunable_objects)
     }
 
-    /// `PRAGMA quick_check`: a damaged catalog is an error naming the file.
+    /// `PRAGMA quick_check`: a damaged catalog is an error naming the file (and marks it
+    /// damaged, like any read's corruption error).
     pub fn quick_check(&self) -> Result<(), CatalogError> {
-        super::open::quick_check(&*self.conn()?, &self.path)
+        self.read("checking the catalog (quick_check)", |c| {
+            super::open::quick_check(c, &self.path)
+        })
     }
 
     /// `optimize`, `incremental_vacuum` and a TRUNCATE checkpoint, on a connection of the
@@ -133,14 +154,14 @@ impl Reader {
 
     /// Copies the catalog into a new database file at `target` (SQLite's online backup).
     pub fn backup_to(&self, target: &Path) -> Result<(), CatalogError> {
-        self.conn()?
-            .backup(rusqlite::MAIN_DB, target, None)
-            .map_err(|e| {
+        self.read("backing the catalog up", |c| {
+            c.backup(rusqlite::MAIN_DB, target, None).map_err(|e| {
                 CatalogError::from(e).within(
                     &self.path,
                     format!("backing the catalog up to {}", target.display()),
                 )
             })
+        })
     }
 }
 
@@ -169,6 +190,8 @@ pub struct Watch {
     conn: Connection,
     data_version: i64,
     generation: i64,
+    path: PathBuf,
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for Watch {
@@ -181,13 +204,16 @@ impl std::fmt::Debug for Watch {
 }
 
 impl Watch {
-    /// A watch on the catalog at `path`, starting from what it holds now.
-    pub fn open(path: &Path, settings: &DbSettings) -> Result<Self, CatalogError> {
+    /// A watch on the catalog at `path`, starting from what it holds now; its corruption
+    /// errors are told to `damage`.
+    fn open(path: &Path, settings: &DbSettings, damage: Arc<Damage>) -> Result<Self, CatalogError> {
         let conn = super::open_connection(path, settings)?;
         let mut w = Watch {
             conn,
             data_version: -1,
             generation: -1,
+            path: path.to_path_buf(),
+            damage,
         };
         w.poll();
         Ok(w)
@@ -199,13 +225,18 @@ impl Watch {
     }
 
     /// Says what moved since the last poll: cheap while nothing did (one pragma); the
-    /// generation is read only once `data_version` moved. A failed read is no change.
+    /// generation is read only once `data_version` moved. A failed read is no change (and a
+    /// corruption error marks the file damaged).
     pub fn poll(&mut self) -> Changed {
-        let Ok(version) = self
+        let version = match self
             .conn
             .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
-        else {
-            return Changed::Nothing;
+        {
+            Ok(version) => version,
+            Err(e) => {
+                self.noticed(e.into());
+                return Changed::Nothing;
+            }
         };
         if version == self.data_version {
             return Changed::Nothing;
@@ -216,7 +247,17 @@ impl Watch {
                 self.generation = generation;
                 Changed::Generation
             }
-            _ => Changed::Data,
+            Ok(_) => Changed::Data,
+            Err(e) => {
+                self.noticed(e);
+                Changed::Data
+            }
         }
+    }
+
+    /// Tells a corruption error to the file's [`Damage`].
+    fn noticed(&self, e: CatalogError) {
+        self.damage
+            .check(&self.path, "watching the catalog for changes", e);
     }
 }

@@ -156,7 +156,7 @@ impl DbWriter {
     /// Claims up to `limit` queued runs for a processor, if the claimer still holds its node
     /// name (else [`CatalogError::Fenced`]).
     pub async fn claim(&self, r: ClaimRequest) -> Result<Claim, CatalogError> {
-        self.call(move |c| {
+        self.call("claiming runs", move |c| {
             // The fencing token first: a process that lost its name claims nothing.
             node::check_fence(c, r.fence)?;
             queue::claim(
@@ -180,8 +180,10 @@ impl DbWriter {
         run_id: i64,
         claim_token: i64,
     ) -> Result<bool, CatalogError> {
-        self.call(move |c| node::mark_executing(c, run_id, claim_token))
-            .await
+        self.call("marking a run executing", move |c| {
+            node::mark_executing(c, run_id, claim_token)
+        })
+        .await
     }
 
     /// Records finished runs (outcome, retries, dead), each against its claim token.
@@ -191,8 +193,10 @@ impl DbWriter {
         node_id: i64,
         completions: std::sync::Arc<Vec<Completion>>,
     ) -> Result<Vec<Recorded>, CatalogError> {
-        self.call(move |c| queue::complete_all(c, node_id, &completions))
-            .await
+        self.call("recording completed runs", move |c| {
+            queue::complete_all(c, node_id, &completions)
+        })
+        .await
     }
 
     /// Queues one run of `job` per parameter set, with one audit row naming `actor`.
@@ -207,14 +211,19 @@ impl DbWriter {
             .into_iter()
             .map(|p| p.map(|p| p.to_string()))
             .collect();
-        self.call(move |c| trigger(c, &job, &params, now, &actor))
-            .await
+        self.call("queueing triggered runs", move |c| {
+            trigger(c, &job, &params, now, &actor)
+        })
+        .await
     }
 
     /// Lets each due job's planner decide against the catalog's counts and writes what it
     /// decided (see [`slots`]).
     pub async fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
-        self.call(move |c| slots::decide_due(c, due, now)).await
+        self.call("recording due slots", move |c| {
+            slots::decide_due(c, due, now)
+        })
+        .await
     }
 
     /// Records one health sample's statistics.
@@ -224,8 +233,10 @@ impl DbWriter {
         at: i64,
         stats: Vec<StatSample>,
     ) -> Result<(), CatalogError> {
-        self.call(move |c| queue::record_stats(c, node_id, at, &stats))
-            .await
+        self.call("recording statistics", move |c| {
+            queue::record_stats(c, node_id, at, &stats)
+        })
+        .await
     }
 
     /// Like [`DbWriter::record_stats`], for blocking code.
@@ -235,7 +246,9 @@ impl DbWriter {
         at: i64,
         stats: Vec<StatSample>,
     ) -> Result<(), CatalogError> {
-        self.call_blocking(move |c| queue::record_stats(c, node_id, at, &stats))
+        self.call_blocking("recording statistics", move |c| {
+            queue::record_stats(c, node_id, at, &stats)
+        })
     }
 
     /// One policy step: the sample's statistics and the decisions' catalog part (states,
@@ -249,7 +262,7 @@ impl DbWriter {
         stats: Vec<StatSample>,
         steps: Vec<DecidedStep>,
     ) -> Result<(), CatalogError> {
-        self.call(move |c| {
+        self.call("recording a policy step", move |c| {
             queue::record_stats(c, node_id, at, &stats)?;
             for step in &steps {
                 for d in &step.decisions {
@@ -272,7 +285,7 @@ impl DbWriter {
     where
         F: FnOnce(&[JobActivation]) -> Vec<ActivationChange> + Send + 'static,
     {
-        self.call(move |c| {
+        self.call("settling job activations", move |c| {
             let changes = decide(&activation::job_activations(c, node_id)?);
             write_activations(c, node_id, &changes, now)?;
             Ok(changes)
@@ -282,8 +295,10 @@ impl DbWriter {
 
     /// Writes whether the node's writes are paused.
     pub async fn set_writes_paused(&self, node_id: i64, paused: bool) -> Result<(), CatalogError> {
-        self.call(move |c| activation::set_writes_paused(c, node_id, paused))
-            .await
+        self.call("recording the write pause", move |c| {
+            activation::set_writes_paused(c, node_id, paused)
+        })
+        .await
     }
 
     /// Renews the node's tenure: `Ok(None)` when it still holds its name, else who holds it
@@ -293,7 +308,7 @@ impl DbWriter {
         lease: NodeLease,
         now: i64,
     ) -> Result<Option<Option<NodeHolder>>, CatalogError> {
-        self.call(move |c| {
+        self.call("renewing the node's heartbeat", move |c| {
             if node::heartbeat(c, lease, now)? {
                 Ok(None)
             } else {
@@ -305,28 +320,35 @@ impl DbWriter {
 
     /// Gives the node name up at a clean stop (if this process still holds it).
     pub async fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
-        self.call(move |c| node::release_node(c, lease)).await
+        self.call("releasing the node name", move |c| {
+            node::release_node(c, lease)
+        })
+        .await
     }
 
     /// Runs a sql job's statement on this writer's database (a data object's).
     pub async fn execute_sql(&self, sql: String, params: Vec<Json>) -> Result<Json, CatalogError> {
-        self.call(move |c| super::sql_job::execute(c, &sql, &params))
-            .await
+        self.call("running a sql job's statement", move |c| {
+            super::sql_job::execute(c, &sql, &params)
+        })
+        .await
     }
 
     /// Fails runs still `running` past their timeout plus `grace_ms` (blocking).
     pub fn fail_stuck_runs(&self, now: i64, grace_ms: i64) -> Result<usize, CatalogError> {
-        self.call_blocking(move |c| queue::fail_stuck_runs(c, now, grace_ms))
+        self.call_blocking("failing stuck runs", move |c| {
+            queue::fail_stuck_runs(c, now, grace_ms)
+        })
     }
 
     /// Deletes finished runs older than `before` (blocking).
     pub fn prune_runs(&self, before: i64) -> Result<usize, CatalogError> {
-        self.call_blocking(move |c| queue::prune_runs(c, before))
+        self.call_blocking("pruning run history", move |c| queue::prune_runs(c, before))
     }
 
     /// Deletes statistics older than `before` (blocking).
     pub fn prune_stats(&self, before: i64) -> Result<usize, CatalogError> {
-        self.call_blocking(move |c| queue::prune_stats(c, before))
+        self.call_blocking("pruning statistics", move |c| queue::prune_stats(c, before))
     }
 
     /// Deletes rows of `table` whose `time_field` is older than `before` (blocking).
@@ -336,6 +358,8 @@ impl DbWriter {
         time_field: String,
         before: i64,
     ) -> Result<usize, CatalogError> {
-        self.call_blocking(move |c| queue::prune_table(c, &table, &time_field, before))
+        self.call_blocking("pruning an object's rows", move |c| {
+            queue::prune_table(c, &table, &time_field, before)
+        })
     }
 }

@@ -19,30 +19,61 @@
 //! work, and when the writer is told to settle at shutdown, a TRUNCATE checkpoint empties the
 //! file. Emptying the file at every bound instead cost the drain its file's preallocation
 //! (measured: same peak, a drain rate that varied more).
+//!
+//! A corruption error met by an operation, a begin or a commit (or by a read of the same file:
+//! they share its [`Damage`]) stops the writer for good (issue 12, defect 3): that transaction
+//! and the rest of its batch roll back, later operations are refused without running, no
+//! checkpoint or settle runs, and its connections do not checkpoint as they close, so the
+//! file keeps the bytes it had when the damage was found.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::mpsc::{
     Receiver, RecvTimeoutError, Sender, SyncSender, TrySendError, channel, sync_channel,
 };
 use std::time::{Duration, Instant};
 
 use rusqlite::Connection;
+use rusqlite::config::DbConfig;
 use tokio::sync::oneshot;
 
 use crate::catalog::CatalogError;
+use crate::catalog::damage::{Damage, DamageHook, Finding};
 
 /// An operation's reply, called once its transaction's fate is known.
 type Reply = Box<dyn FnOnce(Result<(), Failed>) + Send>;
-/// An operation: runs inside the batch's transaction and says how it went.
-type Op = Box<dyn FnOnce(&Connection) -> (Done, Reply) + Send>;
+/// An operation's body: given the connection, runs inside the batch's transaction and says how
+/// it went; given none (the batch could not begin, or the file is damaged), runs nothing and
+/// only hands out its reply.
+type Body = Box<dyn FnOnce(Option<&Connection>) -> (Done, Reply) + Send>;
+
+/// An operation: what it does, in words (for a finding of damage), and its body.
+struct Op {
+    doing: &'static str,
+    body: Body,
+}
+
+impl Op {
+    /// Runs the operation inside the current transaction.
+    fn run(self, conn: &Connection) -> (Done, Reply) {
+        (self.body)(Some(conn))
+    }
+
+    /// The reply of an operation that is not run: it receives its batch's failure.
+    fn refuse(self) -> Reply {
+        (self.body)(None).1
+    }
+}
 
 /// How an operation went inside its transaction.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Done {
     Ok,
     Failed,
     /// Failed because the disk is full.
     Full,
+    /// Failed because the file is damaged: SQLite's words.
+    Damaged(String),
 }
 
 /// Why a transaction did not commit, for every operation in it.
@@ -51,11 +82,22 @@ struct Failed {
     text: String,
     /// SQLite found the disk full.
     full: bool,
+    /// SQLite found the file damaged.
+    damage: Option<Finding>,
 }
 
 /// Whether SQLite found the disk full.
 fn is_full(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
+/// Whether SQLite found the file damaged: a malformed page (`SQLITE_CORRUPT`) or a file that
+/// is no database (`SQLITE_NOTADB`, a header overwritten).
+fn is_corrupt(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
 }
 
 impl CatalogError {
@@ -68,20 +110,50 @@ impl CatalogError {
             _ => false,
         }
     }
+
+    /// Whether SQLite found the file damaged (`SQLITE_CORRUPT`, "database disk image is
+    /// malformed", or `SQLITE_NOTADB`), here or in the error this one wraps, or `quick_check`
+    /// did: the node stops writing to the file ([`Damage`]). Not
+    /// [`CatalogError::Corrupt`], a row this build cannot read, which says nothing of the file.
+    pub fn is_damaged(&self) -> bool {
+        match self {
+            CatalogError::Sqlite(e) => is_corrupt(e),
+            CatalogError::Damaged { .. } | CatalogError::FoundDamaged { .. } => true,
+            CatalogError::In { source, .. } => source.is_damaged(),
+            _ => false,
+        }
+    }
 }
 
 impl Failed {
-    fn of(label: &str, doing: &str, e: &rusqlite::Error) -> Self {
+    /// `e` failed the transaction at `step` (begin, commit) of a batch that was `doing`.
+    fn of(label: &str, path: &Path, step: &str, doing: &str, e: &rusqlite::Error) -> Self {
         Failed {
-            text: format!("{label}: {doing}: {e}"),
+            text: format!("{label}: {step}: {e}"),
             full: is_full(e),
+            damage: is_corrupt(e).then(|| Finding {
+                path: path.to_path_buf(),
+                doing: format!("{step} ({doing})"),
+                detail: e.to_string(),
+            }),
         }
     }
 
-    /// The error an operation's caller receives: a full disk stays recognisable
-    /// ([`CatalogError::is_disk_full`]).
+    /// The file was found damaged: nothing of the batch is kept.
+    fn damaged(finding: Finding) -> Self {
+        Failed {
+            text: finding.error().to_string(),
+            full: false,
+            damage: Some(finding),
+        }
+    }
+
+    /// The error an operation's caller receives: a full disk and a damaged file stay
+    /// recognisable ([`CatalogError::is_disk_full`], [`CatalogError::is_damaged`]).
     fn into_error(self) -> CatalogError {
-        if self.full {
+        if let Some(finding) = self.damage {
+            finding.error()
+        } else if self.full {
             CatalogError::Sqlite(rusqlite::Error::SqliteFailure(
                 rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_FULL),
                 Some(self.text),
@@ -108,6 +180,18 @@ enum Job {
     Settle(oneshot::Sender<()>),
     /// Call this from now on when a transaction fails because the disk is full.
     OnFull(FullHook),
+}
+
+/// What one batch's transaction came to.
+struct BatchOutcome {
+    /// Committed, or why not (for the operations that did not fail by themselves).
+    commit: Result<(), Failed>,
+    /// Each operation's reply, to send.
+    replies: Vec<Reply>,
+    /// Something failed because the disk is full.
+    full: bool,
+    /// The file was found damaged.
+    damage: Option<Finding>,
 }
 
 /// Past this WAL size the writer's thread rewinds the log with a RESTART checkpoint between two
@@ -139,11 +223,13 @@ pub struct Checkpointer {
 }
 
 impl Checkpointer {
-    /// Starts the thread for the database at `path`.
+    /// Starts the thread for the database at `path`; it checkpoints nothing once `damage`
+    /// says the file is damaged.
     pub fn start(
         label: &str,
         path: &std::path::Path,
         settings: &crate::catalog::DbSettings,
+        damage: Arc<Damage>,
     ) -> Result<Self, CatalogError> {
         let conn = crate::catalog::open_connection(path, settings)?;
         let (poke, poked) = sync_channel::<()>(1);
@@ -152,9 +238,15 @@ impl Checkpointer {
             .name(format!("checkpoint {label}"))
             .spawn(move || {
                 while poked.recv().is_ok() {
-                    let done = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                        Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-                    });
+                    let checkpoint = || {
+                        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                            Ok((r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+                        })
+                    };
+                    let Some(done) = damage.unless_damaged(checkpoint) else {
+                        keep_bytes_on_close(&conn);
+                        break;
+                    };
                     match done {
                         Ok((log, copied)) => {
                             tracing::trace!(db = %name, log, copied, "checkpoint")
@@ -191,6 +283,8 @@ pub struct DbWriter {
     path: PathBuf,
     /// To the writer's thread; `None` when the thread could not start.
     ops: Option<Sender<Job>>,
+    /// Whether the file was found damaged (shared with the file's reads).
+    damage: Arc<Damage>,
 }
 
 impl std::fmt::Debug for DbWriter {
@@ -211,6 +305,7 @@ impl DbWriter {
         settings: crate::catalog::DbSettings,
     ) -> Self {
         let label = label.into();
+        let damage = Arc::new(Damage::default());
         let (ops, queued) = channel::<Job>();
         let thread = WriterThread {
             label: label.clone(),
@@ -222,6 +317,8 @@ impl DbWriter {
             held_at: None,
             on_full: None,
             full_told_at: None,
+            damage: damage.clone(),
+            halted: false,
         };
         let started = std::thread::Builder::new()
             .name(format!("writer {label}"))
@@ -234,7 +331,28 @@ impl DbWriter {
             }
         };
         tracing::debug!(writer = %label, path = %path.display(), "writer started");
-        Self { label, path, ops }
+        Self {
+            label,
+            path,
+            ops,
+            damage,
+        }
+    }
+
+    /// Calls `hook` once when the file is found damaged, by this writer or by a read sharing
+    /// its [`Damage`] (at once if it already was); from then on the writer commits nothing.
+    pub fn on_damaged(&self, hook: DamageHook) {
+        self.damage.on_damaged(hook);
+    }
+
+    /// Whether the file was found damaged (the writer commits nothing more).
+    pub fn is_damaged(&self) -> bool {
+        self.damage.is_damaged()
+    }
+
+    /// The file's damage state, for the reads of the same file to share.
+    pub(in crate::catalog) fn damage(&self) -> Arc<Damage> {
+        self.damage.clone()
     }
 
     /// Calls `hook` (on the writer's thread) whenever a transaction fails because the disk is
@@ -255,13 +373,18 @@ impl DbWriter {
         }
     }
 
-    /// Runs `f` inside the writer's next transaction and returns its result once committed.
-    pub(in crate::catalog) async fn call<T, F>(&self, f: F) -> Result<T, CatalogError>
+    /// Runs `f` inside the writer's next transaction and returns its result once committed;
+    /// `doing` says what it does, in words ("claiming runs"), should it find the file damaged.
+    pub(in crate::catalog) async fn call<T, F>(
+        &self,
+        doing: &'static str,
+        f: F,
+    ) -> Result<T, CatalogError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
     {
-        let (op, rx) = operation(f);
+        let (op, rx) = operation(doing, f);
         self.submit(Job::Op(op));
         rx.await
             .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
@@ -269,12 +392,16 @@ impl DbWriter {
 
     /// Like [`DbWriter::call`], for blocking code (functions on the blocking pool): waits on
     /// this thread.
-    pub(in crate::catalog) fn call_blocking<T, F>(&self, f: F) -> Result<T, CatalogError>
+    pub(in crate::catalog) fn call_blocking<T, F>(
+        &self,
+        doing: &'static str,
+        f: F,
+    ) -> Result<T, CatalogError>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
     {
-        let (op, rx) = operation(f);
+        let (op, rx) = operation(doing, f);
         self.submit(Job::Op(op));
         rx.blocking_recv()
             .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
@@ -305,18 +432,24 @@ struct WriterThread {
     on_full: Option<FullHook>,
     /// When `on_full` was last called.
     full_told_at: Option<Instant>,
+    /// Whether the file was found damaged (by this thread or a read of the file).
+    damage: Arc<Damage>,
+    /// The damage was acted on: no checkpointer, no checkpoint when the connection closes.
+    halted: bool,
 }
 
 impl WriterThread {
     /// Runs transactions until every handle is gone and nothing is queued.
     fn run(mut self, queued: Receiver<Job>) {
-        self.checkpointer = match Checkpointer::start(&self.label, &self.path, &self.settings) {
-            Ok(c) => Some(c),
-            Err(e) => {
-                tracing::warn!(writer = %self.label, "{e}; the writer checkpoints by itself");
-                None
-            }
-        };
+        self.checkpointer =
+            match Checkpointer::start(&self.label, &self.path, &self.settings, self.damage.clone())
+            {
+                Ok(c) => Some(c),
+                Err(e) => {
+                    tracing::warn!(writer = %self.label, "{e}; the writer checkpoints by itself");
+                    None
+                }
+            };
         if let Some(conn) = &self.conn {
             tune_writer(conn, &self.label, self.checkpointer.is_some());
         }
@@ -362,11 +495,33 @@ impl WriterThread {
             }
         }
         self.settle();
+        self.halt_if_damaged();
         tracing::debug!(writer = %self.label, "writer thread ends");
+    }
+
+    /// Whether the file was found damaged; the first time, stops everything that could still
+    /// write to it: the Checkpointer, and the checkpoint SQLite runs when the last connection
+    /// to a WAL database closes.
+    fn halt_if_damaged(&mut self) -> bool {
+        if !self.damage.is_damaged() {
+            return false;
+        }
+        if !self.halted {
+            self.halted = true;
+            self.checkpointer = None;
+            if let Some(conn) = &self.conn {
+                keep_bytes_on_close(conn);
+            }
+            tracing::debug!(writer = %self.label, "the file is damaged: the writer commits nothing more");
+        }
+        true
     }
 
     /// After a commit: rewinds a WAL grown past [`WAL_RESTART_BYTES`] (module docs).
     fn bound_wal(&mut self) {
+        if self.halt_if_damaged() {
+            return;
+        }
         self.dirty = true;
         let wal = crate::catalog::open::wal_path(&self.path);
         if std::fs::metadata(&wal).map_or(0, |m| m.len()) <= WAL_RESTART_BYTES
@@ -389,7 +544,7 @@ impl WriterThread {
 
     /// Empties the WAL into the database file (TRUNCATE checkpoint), unless a reader holds it.
     fn settle(&mut self) {
-        if !self.dirty {
+        if !self.dirty || self.halt_if_damaged() {
             return;
         }
         match self.checkpoint("TRUNCATE") {
@@ -408,19 +563,22 @@ impl WriterThread {
         let conn = self.conn.as_ref()?;
         let _ = conn.busy_timeout(CHECKPOINT_WAIT);
         let started = Instant::now();
-        let done = loop {
-            let done = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            });
-            // (1, -1, -1): another connection's checkpoint holds the log; it takes a moment.
-            match done {
-                Ok((1, -1, -1)) if started.elapsed() < CHECKPOINT_WAIT => {
-                    std::thread::sleep(Duration::from_millis(5))
+        let done = self.damage.unless_damaged(|| {
+            loop {
+                let done = conn.query_row(&format!("PRAGMA wal_checkpoint({mode})"), [], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                });
+                // (1, -1, -1): another connection's checkpoint holds the log; it takes a moment.
+                match done {
+                    Ok((1, -1, -1)) if started.elapsed() < CHECKPOINT_WAIT => {
+                        std::thread::sleep(Duration::from_millis(5))
+                    }
+                    other => break other,
                 }
-                other => break other,
             }
-        };
+        });
         let _ = conn.busy_timeout(self.settings.busy_timeout);
+        let done = done?;
         match done {
             Ok(figures) => Some(figures),
             Err(e) => {
@@ -435,6 +593,16 @@ impl WriterThread {
     }
 
     fn run_batch(&mut self, batch: Vec<Op>) {
+        if self.halt_if_damaged() {
+            // Found damaged (here or by a read): nothing runs, each caller hears why.
+            if let Some(finding) = self.damage.found() {
+                let failed = Failed::damaged(finding.clone());
+                for op in batch {
+                    op.refuse()(Err(failed.clone()));
+                }
+            }
+            return;
+        }
         let Some(conn) = self.conn.as_ref() else {
             // No connection: the batch's operations are dropped, and their callers told so.
             self.reopen();
@@ -442,18 +610,30 @@ impl WriterThread {
         };
         let label = self.label.as_str();
         crate::metrics::writer_batch(label, batch.len());
-        let done = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            run_batch(conn, batch, label)
-        }));
+        // A read that finds the file damaged meanwhile waits for this transaction to end; one
+        // that found it already leaves the batch to be refused.
+        let mut batch = Some(batch);
+        let done = self.damage.unless_damaged(|| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                run_batch(conn, batch.take().unwrap_or_default(), label, &self.path)
+            }))
+        });
+        let Some(done) = done else {
+            return self.run_batch(batch.unwrap_or_default());
+        };
         match done {
-            Ok((commit, replies, full)) => {
-                if let Some(c) = &self.checkpointer {
+            Ok(outcome) => {
+                if let Some(finding) = outcome.damage {
+                    // Before any reply: a caller that hears of the damage finds it recorded.
+                    self.damage.record(finding);
+                    self.halt_if_damaged();
+                } else if let Some(c) = &self.checkpointer {
                     c.poke();
                 }
-                for reply in replies {
-                    reply(commit.clone());
+                for reply in outcome.replies {
+                    reply(outcome.commit.clone());
                 }
-                if full {
+                if outcome.full {
                     self.tell_full();
                 }
             }
@@ -514,83 +694,136 @@ fn tune_writer(conn: &Connection, label: &str, checkpointer: bool) {
     }
 }
 
+/// Tells SQLite not to checkpoint when `conn` closes (it does when the last connection to a
+/// WAL database closes): a damaged file keeps its bytes.
+fn keep_bytes_on_close(conn: &Connection) {
+    if let Err(e) = conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true) {
+        tracing::warn!("cannot keep a damaged file from a checkpoint at close: {e}");
+    }
+}
+
 /// Runs one transaction-control statement, prepared once per connection.
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(drop)
 }
 
-/// Runs a batch in one transaction; returns the commit result, the replies to send, and
-/// whether anything failed because the disk is full.
-fn run_batch(
-    conn: &Connection,
-    batch: Vec<Op>,
-    label: &str,
-) -> (Result<(), Failed>, Vec<Reply>, bool) {
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        let err = Failed::of(label, "cannot begin", &e);
-        let replies = batch.into_iter().map(|op| op_failed(op, conn)).collect();
-        let full = err.full;
-        return (Err(err), replies, full);
+/// What the operations of a batch do, in words (each once).
+fn doings(batch: &[Op]) -> String {
+    let mut seen: Vec<&str> = Vec::new();
+    for op in batch {
+        if !seen.contains(&op.doing) {
+            seen.push(op.doing);
+        }
     }
+    seen.join(", ")
+}
+
+/// Runs a batch in one transaction on the file at `path`. An operation that finds the file
+/// damaged ends it: the transaction rolls back, and the operations after it do not run.
+fn run_batch(conn: &Connection, batch: Vec<Op>, label: &str, path: &Path) -> BatchOutcome {
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
+        let err = Failed::of(label, path, "beginning a transaction", &doings(&batch), &e);
+        let replies = batch.into_iter().map(Op::refuse).collect();
+        return BatchOutcome {
+            full: err.full,
+            damage: err.damage.clone(),
+            commit: Err(err),
+            replies,
+        };
+    }
+    let what = doings(&batch);
     // Alone in its transaction, an operation needs no savepoint (which would copy every page it
     // changes into a statement journal): if it fails, the transaction rolls back.
     let alone = batch.len() == 1;
     let mut end = "COMMIT";
     let mut replies = Vec::with_capacity(batch.len());
     let mut full = false;
+    let mut damage = None;
     for op in batch {
+        if damage.is_some() {
+            replies.push(op.refuse());
+            continue;
+        }
+        let doing = op.doing;
+        if !alone {
+            // Each operation in its own savepoint, so one failing leaves the others intact.
+            let _ = exec(conn, "SAVEPOINT op");
+        }
+        let (done, reply) = op.run(conn);
+        replies.push(reply);
+        full |= done == Done::Full;
+        if let Done::Damaged(detail) = done {
+            damage = Some(Finding {
+                path: path.to_path_buf(),
+                doing: doing.to_string(),
+                detail,
+            });
+            end = "ROLLBACK";
+            continue;
+        }
         if alone {
-            let (done, reply) = op(conn);
             if done != Done::Ok {
                 end = "ROLLBACK";
             }
-            full |= done == Done::Full;
-            replies.push(reply);
-            continue;
+        } else {
+            if done != Done::Ok {
+                let _ = exec(conn, "ROLLBACK TO op");
+            }
+            let _ = exec(conn, "RELEASE op");
         }
-        // Each operation in its own savepoint, so one failing leaves the others intact.
-        let _ = exec(conn, "SAVEPOINT op");
-        let (done, reply) = op(conn);
-        if done != Done::Ok {
-            let _ = exec(conn, "ROLLBACK TO op");
-        }
-        full |= done == Done::Full;
-        let _ = exec(conn, "RELEASE op");
-        replies.push(reply);
+    }
+    if let Some(finding) = damage {
+        let _ = exec(conn, "ROLLBACK");
+        return BatchOutcome {
+            commit: Err(Failed::damaged(finding.clone())),
+            replies,
+            full,
+            damage: Some(finding),
+        };
     }
     match exec(conn, end) {
-        Ok(()) => (Ok(()), replies, full),
+        Ok(()) => BatchOutcome {
+            commit: Ok(()),
+            replies,
+            full,
+            damage: None,
+        },
         Err(e) => {
             let _ = exec(conn, "ROLLBACK");
-            let err = Failed::of(label, "commit failed", &e);
-            let full = full || err.full;
-            (Err(err), replies, full)
+            let err = Failed::of(label, path, "committing", &what, &e);
+            BatchOutcome {
+                full: full || err.full,
+                damage: err.damage.clone(),
+                commit: Err(err),
+                replies,
+            }
         }
     }
-}
-
-/// Obtains an op's reply when its batch could not begin. An op hands out its reply only by
-/// running, so it runs inside a savepoint that is rolled back: nothing it did is kept, and its
-/// reply receives the begin error.
-fn op_failed(op: Op, conn: &Connection) -> Reply {
-    let _ = conn.execute_batch("SAVEPOINT dead");
-    let (_, reply) = op(conn);
-    let _ = conn.execute_batch("ROLLBACK TO dead; RELEASE dead");
-    reply
 }
 
 type Answer<T> = oneshot::Receiver<Result<T, CatalogError>>;
 
-fn operation<T, F>(f: F) -> (Op, Answer<T>)
+fn operation<T, F>(doing: &'static str, f: F) -> (Op, Answer<T>)
 where
     T: Send + 'static,
     F: FnOnce(&Connection) -> Result<T, CatalogError> + Send + 'static,
 {
     let (tx, rx) = oneshot::channel();
-    let op: Op = Box::new(move |conn| {
+    let body: Body = Box::new(move |conn| {
+        let Some(conn) = conn else {
+            let reply: Reply = Box::new(move |commit| {
+                let why = commit.err().map_or_else(
+                    || CatalogError::Refused("operation not run".into()),
+                    Failed::into_error,
+                );
+                let _ = tx.send(Err(why));
+            });
+            return (Done::Failed, reply);
+        };
         let result = f(conn);
         let done = match &result {
             Ok(_) => Done::Ok,
+            Err(e) if e.is_damaged() => Done::Damaged(Finding::detail_of(e)),
             Err(e) if e.is_disk_full() => Done::Full,
             Err(_) => Done::Failed,
         };
@@ -604,7 +837,7 @@ where
         });
         (done, reply)
     });
-    (op, rx)
+    (Op { doing, body }, rx)
 }
 
 #[cfg(test)]
@@ -632,18 +865,20 @@ mod tests {
         runtime().block_on(async move {
             let writer = DbWriter::new("test", path, conn, settings);
             let lost = writer
-                .call(|c| -> Result<(), CatalogError> {
+                .call("testing", |c| -> Result<(), CatalogError> {
                     c.execute("INSERT INTO t (v) VALUES (1)", [])?;
                     panic!("boom")
                 })
                 .await;
             assert!(matches!(lost, Err(CatalogError::Refused(_))), "{lost:?}");
             writer
-                .call(|c| Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?))
+                .call("testing", |c| {
+                    Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?)
+                })
                 .await
                 .unwrap();
             let kept: Vec<i64> = writer
-                .call(|c| {
+                .call("testing", |c| {
                     let mut stmt = c.prepare("SELECT v FROM t")?;
                     let rows = stmt.query_map([], |r| r.get(0))?;
                     Ok(rows.collect::<Result<_, _>>()?)
@@ -656,6 +891,148 @@ mod tests {
                 "the panicking operation's insert was rolled back"
             );
         });
+    }
+
+    /// A database file of two tables, `u` (empty) and `t` (a few hundred KiB), whose pages in
+    /// the middle — `t`'s — are overwritten with garbage after it was closed.
+    fn file_with_garbage_pages(dir: &Path) -> PathBuf {
+        let path = dir.join("c.db");
+        let conn = crate::catalog::open_connection(&path, &DbSettings::default()).unwrap();
+        conn.execute_batch(
+            "CREATE TABLE u (v INTEGER);
+             CREATE TABLE t (v BLOB);
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 300)
+             INSERT INTO t (v) SELECT randomblob(1000) FROM n;",
+        )
+        .unwrap();
+        // The last connection to close moves the WAL into the file.
+        drop(conn);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2 / 4096 * 4096;
+        bytes[middle - 4 * 4096..middle + 4 * 4096].fill(0xa5);
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    /// The bytes of the file and of its WAL (empty when there is none).
+    fn bytes_of(path: &Path) -> (Vec<u8>, Vec<u8>) {
+        let wal = crate::catalog::open::wal_path(path);
+        (
+            std::fs::read(path).unwrap(),
+            std::fs::read(wal).unwrap_or_default(),
+        )
+    }
+
+    /// Issue 12, defect 3: an operation that meets SQLite's corruption error stops the writer.
+    /// The hook hears it once, naming the file and what the operation was doing; the operation
+    /// queued behind it in the same batch does not run, nor does any later one (each caller
+    /// hears the damage), and neither a settle nor the writer's end writes a byte to the file.
+    #[test]
+    fn a_corruption_error_stops_the_writer_and_the_file_keeps_its_bytes() {
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        let dir = tempfile::tempdir().unwrap();
+        let path = file_with_garbage_pages(dir.path());
+        let settings = DbSettings::default();
+        let conn = crate::catalog::open_connection(&path, &settings).unwrap();
+        let told = Arc::new(AtomicUsize::new(0));
+        let heard = Arc::new(std::sync::Mutex::new(String::new()));
+        let ran = Arc::new(AtomicBool::new(false));
+        runtime().block_on(async {
+            let writer = DbWriter::new("test", path.clone(), conn, settings);
+            let (t, h) = (told.clone(), heard.clone());
+            writer.on_damaged(Box::new(move |e| {
+                t.fetch_add(1, Ordering::SeqCst);
+                *h.lock().unwrap() = e.to_string();
+            }));
+            // An operation holds the writer until the next two are queued: they share the
+            // next transaction.
+            let (release, gate) = std::sync::mpsc::channel::<()>();
+            let (running, started) = std::sync::mpsc::channel::<()>();
+            let w = writer.clone();
+            let held = std::thread::spawn(move || {
+                w.call_blocking("holding the writer", move |_| {
+                    running.send(()).unwrap();
+                    let _ = gate.recv();
+                    Ok(())
+                })
+            });
+            started.recv().unwrap();
+            let ran_after = ran.clone();
+            let (read, after, ()) = tokio::join!(
+                writer.call("reading t", |c| {
+                    Ok(c.query_row("SELECT sum(length(v)) FROM t", [], |r| r.get::<_, i64>(0))?)
+                }),
+                writer.call("inserting into u", move |c| {
+                    ran_after.store(true, Ordering::SeqCst);
+                    Ok(c.execute("INSERT INTO u (v) VALUES (1)", [])?)
+                }),
+                async move { release.send(()).unwrap() },
+            );
+            held.join().unwrap().unwrap();
+            let read = read.unwrap_err();
+            assert!(read.is_damaged(), "{read}");
+            let after = after.unwrap_err();
+            assert!(after.is_damaged(), "{after}");
+            assert!(!ran.load(Ordering::SeqCst), "the operation after it ran");
+            assert!(writer.is_damaged());
+            let found = bytes_of(&path);
+            let later = writer
+                .call("inserting into u", |c| {
+                    Ok(c.execute("INSERT INTO u (v) VALUES (2)", [])?)
+                })
+                .await
+                .unwrap_err();
+            assert!(
+                matches!(later, CatalogError::FoundDamaged { .. }),
+                "{later}"
+            );
+            writer.settle().await;
+            assert!(
+                bytes_of(&path) == found,
+                "written after the damage was found"
+            );
+            drop(writer);
+        });
+        assert_eq!(told.load(Ordering::SeqCst), 1, "told once");
+        let said = heard.lock().unwrap().clone();
+        assert!(
+            said.contains("c.db: the database file is damaged (found while reading t:"),
+            "{said}"
+        );
+    }
+
+    /// Damage found by a read of the same file (which shares the writer's [`Damage`]) stops
+    /// the writer too: its next operation is refused without running.
+    #[test]
+    fn damage_found_by_a_read_stops_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let settings = DbSettings::default();
+        let conn = crate::catalog::open_connection(&path, &settings).unwrap();
+        conn.execute_batch("CREATE TABLE t (v INTEGER)").unwrap();
+        runtime().block_on(async move {
+            let writer = DbWriter::new("test", path.clone(), conn, settings);
+            let corrupt = CatalogError::Sqlite(rusqlite::Error::SqliteFailure(
+                rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+                None,
+            ));
+            writer.damage().check(&path, "reading the jobs", corrupt);
+            let refused = writer
+                .call("inserting", |c| {
+                    Ok(c.execute("INSERT INTO t (v) VALUES (1)", [])?)
+                })
+                .await
+                .unwrap_err();
+            assert!(
+                refused.to_string().contains("found while reading the jobs"),
+                "{refused}"
+            );
+        });
+        let conn = Connection::open(dir.path().join("c.db")).unwrap();
+        let rows: i64 = conn
+            .query_row("SELECT count(*) FROM t", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(rows, 0);
     }
 
     /// Issue 12, defect 2: a writer that commits without pause keeps its WAL near its bound
@@ -676,7 +1053,7 @@ mod tests {
             // 48 MiB written (and 24 MiB deleted) in 12 KiB transactions, back to back.
             for i in 0..4096 {
                 writer
-                    .call(move |c| {
+                    .call("testing", move |c| {
                         c.execute("INSERT INTO t (v) VALUES (zeroblob(12000))", [])?;
                         if i % 2 == 1 {
                             c.execute(
@@ -697,7 +1074,7 @@ mod tests {
             writer.settle().await;
             assert_eq!(size(&wal), 0, "settled: the WAL is empty");
             writer
-                .call(|c| Ok(c.execute("DELETE FROM t", [])?))
+                .call("testing", |c| Ok(c.execute("DELETE FROM t", [])?))
                 .await
                 .unwrap();
             assert!(size(&wal) > 0);
@@ -716,7 +1093,7 @@ mod tests {
         let conn = crate::catalog::open_connection(&path, &settings).unwrap();
         tune_writer(&conn, "test", true);
         conn.execute_batch("CREATE TABLE t (v BLOB)").unwrap();
-        let checkpointer = Checkpointer::start("test", &path, &settings).unwrap();
+        let checkpointer = Checkpointer::start("test", &path, &settings, Arc::default()).unwrap();
         let db_size = || std::fs::metadata(&path).unwrap().len();
         let before = db_size();
         conn.execute_batch("BEGIN").unwrap();

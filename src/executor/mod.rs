@@ -54,15 +54,17 @@ impl Default for FatalAlarm {
 }
 
 impl FatalAlarm {
-    /// Raises the alarm with the reason (the first reason wins).
+    /// Raises the alarm with the reason, logged once: the first reason wins, later ones are
+    /// logged at debug.
     pub fn raise(&self, reason: impl Into<String>) {
         let reason = reason.into();
-        tracing::error!("stopping the node: {reason}");
         self.tx.send_if_modified(|r| {
             if r.is_none() {
+                tracing::error!("stopping the node: {reason}");
                 *r = Some(reason);
                 true
             } else {
+                tracing::debug!("already stopping; also: {reason}");
                 false
             }
         });

@@ -108,6 +108,7 @@ pub fn catalog_kind(e: &CatalogError) -> Kind {
         CatalogError::NoCatalog { .. } => Kind::NoInput,
         CatalogError::NotACatalog { .. }
         | CatalogError::Damaged { .. }
+        | CatalogError::FoundDamaged { .. }
         | CatalogError::Schema { .. }
         | CatalogError::Migration(_) => Kind::Config,
         CatalogError::NotFound { .. } => Kind::NotFound,

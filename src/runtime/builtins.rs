@@ -238,11 +238,9 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
 /// `PRAGMA optimize`, incremental vacuum and a WAL checkpoint, on a connection of its own
 /// (a checkpoint cannot run inside the writer's transaction).
 fn db_maintenance(ctx: &FnContext, _input: Json) -> Result<Json, String> {
-    // A damaged catalog stops the node before anything else is written to it.
-    if let Err(e) = ctx.env.catalog.quick_check() {
-        ctx.env.fatal.raise(e.to_string());
-        return Err(err(e));
-    }
+    // A damaged catalog stops the node before anything else is written to it: the Reader's
+    // finding raises the fatal alarm, and the writer commits nothing more.
+    ctx.env.catalog.quick_check().map_err(err)?;
     ctx.env.catalog.maintain().map_err(err)
 }
 

@@ -22,7 +22,6 @@ use actix::prelude::*;
 use serde_json::Value as Json;
 
 use crate::catalog::objects;
-use crate::catalog::reader::Watch;
 use crate::catalog::{Catalog, CatalogError, DbSettings};
 use crate::config::NodeConfig;
 use crate::executor::{ExecEnv, FnContext, Registry};
@@ -33,9 +32,10 @@ pub use supervisor::EngineStatus;
 
 /// Logs a catalog write that failed while the node runs: at `error`, or at `debug` when the
 /// disk is full — the Supervisor says that once, and writes pause until space returns (a
-/// line every sample or claim would fill the log of a node that can do nothing about it).
+/// line every sample or claim would fill the log of a node that can do nothing about it) —
+/// or when the file is damaged: the fatal alarm says that once, and the node stops.
 pub(crate) fn log_write_error(doing: &str, e: &CatalogError) {
-    if e.is_disk_full() {
+    if e.is_disk_full() || e.is_damaged() {
         tracing::debug!("{doing}: {e}");
     } else {
         tracing::error!("{doing}: {e}");
@@ -165,6 +165,13 @@ impl EngineBuilder {
         catalog_writer.on_full(Box::new(move || {
             full_to.do_send(supervisor::WriteFull(full_clock.now_ms()))
         }));
+        // A corruption error met by any write or read of the catalog stops the node, once,
+        // before it writes more (issue 12, defect 3); the writer already commits nothing.
+        let fatal = Arc::new(crate::executor::FatalAlarm::default());
+        let damage_alarm = fatal.clone();
+        catalog_writer.on_damaged(Box::new(move |finding| {
+            damage_alarm.raise(finding.to_string())
+        }));
         // Only now that the catalog is known to be ours: a refused file leaves nothing behind.
         let data_dir = PathBuf::from(&cfg.node.data_dir);
         std::fs::create_dir_all(&data_dir).map_err(|source| CatalogError::Io {
@@ -180,7 +187,6 @@ impl EngineBuilder {
                     .map_err(CatalogError::Unavailable)?;
             }
         }
-        let fatal = Arc::new(crate::executor::FatalAlarm::default());
         let env = ExecEnv {
             registry: Arc::new(self.registry),
             clock: self.clock.clone(),
@@ -194,7 +200,7 @@ impl EngineBuilder {
             activity: Arc::default(),
             remote: None,
         };
-        let watch = Watch::open(&db_path, &settings)?;
+        let watch = reader.watch(&settings)?;
         let (clock, tz) = (self.clock.clone(), cfg.timezone());
         let (sched_reader, sched_writer, reload_to) = (
             reader.clone(),

@@ -379,6 +379,11 @@ impl Processor {
                 self.cfg.tenure.lose();
                 return;
             }
+            Err(e) if e.is_damaged() => {
+                // The fatal alarm said it once and the node stops: claim nothing more.
+                tracing::debug!(processor = %self.cfg.name, "claim failed, the catalog is damaged: {e}");
+                return;
+            }
             Err(e) if e.is_disk_full() => {
                 // The Supervisor heard it from the writer: it says so once and pauses writes,
                 // after which only maintenance runs are claimed. Try again quietly meanwhile.

@@ -1,11 +1,14 @@
-//! The fault suite (issue 12): real `jobvisor run` processes put through crashes, a poison job,
-//! a full disk (`disk`), clock jumps (`clock`) and a stopped process whose name is taken, plus
-//! proptest targets for the parsers (`fuzz`, with its corpus in `corpus/`). A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! The fault suite (issue 12), one module per scenario: real `jobvisor run` processes put
+//! through crashes (1, `crash`), a poison job (2, `poison`), a full disk (3, `disk`), clock
+//! jumps (4, `clock`), corrupt or foreign files — refused by every command, and a catalog
+//! damaged under a running node (5, `files`) —, and a stopped process whose name is taken
+//! (6, `fence`), plus proptest targets for the parsers (7, `fuzz`, with its corpus in
+//! `corpus/`). A binary of its own, and its scenarios one at a time (`serial`), so that no
 //! other test's load changes their timing.
 //!
 //! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery
-//! times, WAL peak, …) to stderr and to `target/tmp/faults/<scenario>.txt`; `.ci/test` prints
-//! those files at the end. `JOBVISOR_SOAK=1` runs the long variants.
+//! times, WAL peak, sha256 checks, …) to stderr and to `target/tmp/faults/<scenario>.txt`;
+//! `.ci/test` prints those files at the end. `JOBVISOR_SOAK=1` runs the long variants.
 
 #[path = "../it/support.rs"]
 mod support;
@@ -14,6 +17,7 @@ mod clock;
 mod crash;
 mod disk;
 mod fence;
+mod files;
 mod fuzz;
 mod poison;
 

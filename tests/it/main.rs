@@ -5,7 +5,6 @@ mod api_bad_input;
 mod bad_input;
 mod catalog_files;
 mod cli;
-mod damaged_files;
 mod engine;
 mod metrics;
 mod openapi;
