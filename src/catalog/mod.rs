@@ -74,6 +74,10 @@ pub enum CatalogError {
     /// The operation is refused in the current state.
     #[error("{0}")]
     Refused(String),
+    /// A write transaction failed as a whole (it could not begin or commit): nothing of it
+    /// was kept. A storage failure, not a refusal of what was asked.
+    #[error("{0}")]
+    Failed(String),
     /// The change conflicts with other rows (an entry that exists, runs that execute).
     #[error("{0}")]
     Conflict(String),
@@ -581,7 +585,7 @@ impl Catalog {
             .optional()?
             .ok_or_else(|| not_found("job", name))?;
         if running > 0 {
-            return Err(CatalogError::Refused(format!(
+            return Err(CatalogError::Conflict(format!(
                 "job `{name}` has {running} run(s) executing; disable it and retry when they end"
             )));
         }

@@ -89,8 +89,9 @@ pub(crate) fn trigger(
             error: None,
         };
         run_ids.push(
-            queue::enqueue(c, &run, now)?
-                .ok_or_else(|| CatalogError::Refused("run not inserted".into()))?,
+            queue::enqueue(c, &run, now)?.ok_or_else(|| {
+                CatalogError::Failed(format!("a run of `{job}` was not inserted"))
+            })?,
         );
     }
     let detail = match run_ids.as_slice() {

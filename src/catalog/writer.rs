@@ -129,7 +129,7 @@ impl Failed {
     /// `e` failed the transaction at `step` (begin, commit) of a batch that was `doing`.
     fn of(label: &str, path: &Path, step: &str, doing: &str, e: &rusqlite::Error) -> Self {
         Failed {
-            text: format!("{label}: {step}: {e}"),
+            text: format!("{label} {}: {step} ({doing}): {e}", path.display()),
             full: is_full(e),
             damage: is_corrupt(e).then(|| Finding {
                 path: path.to_path_buf(),
@@ -159,7 +159,7 @@ impl Failed {
                 Some(self.text),
             ))
         } else {
-            CatalogError::Refused(self.text)
+            CatalogError::Failed(self.text)
         }
     }
 }
@@ -260,7 +260,9 @@ impl Checkpointer {
                     std::thread::sleep(CHECKPOINT_EVERY);
                 }
             })
-            .map_err(|e| CatalogError::Refused(format!("cannot start a checkpoint thread: {e}")))?;
+            .map_err(|e| {
+                CatalogError::Unavailable(format!("cannot start a checkpoint thread: {e}"))
+            })?;
         Ok(Self { poke })
     }
 
@@ -387,7 +389,7 @@ impl DbWriter {
         let (op, rx) = operation(doing, f);
         self.submit(Job::Op(op));
         rx.await
-            .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+            .map_err(|_| CatalogError::Unavailable("the writer stopped before answering".into()))?
     }
 
     /// Like [`DbWriter::call`], for blocking code (functions on the blocking pool): waits on
@@ -404,7 +406,7 @@ impl DbWriter {
         let (op, rx) = operation(doing, f);
         self.submit(Job::Op(op));
         rx.blocking_recv()
-            .map_err(|_| CatalogError::Refused("writer stopped before answering".into()))?
+            .map_err(|_| CatalogError::Unavailable("the writer stopped before answering".into()))?
     }
 
     /// Empties the WAL into the database file now (a TRUNCATE checkpoint, between
@@ -813,7 +815,7 @@ where
         let Some(conn) = conn else {
             let reply: Reply = Box::new(move |commit| {
                 let why = commit.err().map_or_else(
-                    || CatalogError::Refused("operation not run".into()),
+                    || CatalogError::Failed("operation not run".into()),
                     Failed::into_error,
                 );
                 let _ = tx.send(Err(why));
@@ -870,7 +872,10 @@ mod tests {
                     panic!("boom")
                 })
                 .await;
-            assert!(matches!(lost, Err(CatalogError::Refused(_))), "{lost:?}");
+            assert!(
+                matches!(lost, Err(CatalogError::Unavailable(_))),
+                "{lost:?}"
+            );
             writer
                 .call("testing", |c| {
                     Ok(c.execute("INSERT INTO t (v) VALUES (2)", [])?)

@@ -113,6 +113,7 @@ pub fn catalog_kind(e: &CatalogError) -> Kind {
         | CatalogError::Migration(_) => Kind::Config,
         CatalogError::NotFound { .. } => Kind::NotFound,
         CatalogError::Conflict(_) | CatalogError::Refused(_) => Kind::Conflict,
+        CatalogError::Failed(_) => Kind::Storage,
         CatalogError::Unavailable(_) | CatalogError::Fenced { .. } => Kind::Unavailable,
         CatalogError::In { source, .. } => catalog_kind(source),
         _ => Kind::Storage,
@@ -156,5 +157,26 @@ impl OpError {
             OpError::Invalid { reason, .. } => reason.clone(),
             other => other.to_string(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_an_unavailable_writer_and_a_failed_commit_are_told_apart() {
+        let kind = |e: CatalogError| OpError::from(e).kind();
+        assert_eq!(kind(CatalogError::Refused("no".into())), Kind::Conflict);
+        assert_eq!(
+            kind(CatalogError::Unavailable("the writer stopped".into())),
+            Kind::Unavailable
+        );
+        assert_eq!(
+            kind(CatalogError::Failed(
+                "catalog x.db: committing: disk I/O error".into()
+            )),
+            Kind::Storage
+        );
     }
 }
