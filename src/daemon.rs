@@ -90,6 +90,7 @@ impl DaemonError {
                 EngineError::Seed(SeedError::Read { .. }) => Kind::NoInput,
                 EngineError::Catalog(c) => catalog_kind(c),
                 EngineError::Stopped => Kind::Storage,
+                EngineError::Timeout { .. } => Kind::Unavailable,
             },
         }
     }

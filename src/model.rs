@@ -44,6 +44,12 @@ macro_rules! string_enum {
                 f.write_str(self.as_str())
             }
         }
+
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
     };
 }
 
@@ -62,6 +68,9 @@ string_enum! {
         Command => "command",
         /// A DAG of other jobs.
         Workflow => "workflow",
+        /// Carried out by an executor the embedding application registers (`payload.executor`
+        /// names it).
+        Custom => "custom",
     }
 }
 
@@ -84,6 +93,13 @@ string_enum! {
         Dead => "dead",
         /// Cancelled by an operator or by shutdown.
         Cancelled => "cancelled",
+    }
+}
+
+impl RunStatus {
+    /// Whether a run in this status has ended (it is neither waiting nor executing).
+    pub fn has_ended(self) -> bool {
+        !matches!(self, RunStatus::Queued | RunStatus::Running)
     }
 }
 

@@ -389,6 +389,31 @@ pub struct DecisionContext {
     pub instances: HashMap<i64, u32>,
 }
 
+impl DecisionContext {
+    /// The name a decision's log row gives its subject: the job's or the processor's, or the
+    /// jobs a writes pause holds or lets go.
+    pub fn subject_of(&self, d: &Decision) -> Option<String> {
+        match d.action {
+            Action::Activate { job_id }
+            | Action::Deactivate { job_id }
+            | Action::Stretch { job_id, .. }
+            | Action::Unstretch { job_id, .. }
+            | Action::Hold { job_id } => self.jobs.get(&job_id).cloned(),
+            Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
+                self.processors.get(&processor_id).cloned()
+            }
+            Action::PauseWrites | Action::ResumeWrites => {
+                let names: Vec<&str> = d
+                    .jobs
+                    .iter()
+                    .filter_map(|j| self.jobs.get(j).map(String::as_str))
+                    .collect();
+                (!names.is_empty()).then(|| names.join(", "))
+            }
+        }
+    }
+}
+
 /// Carries out one policy decision's catalog part — a job's state or stretch, a processor's
 /// instances, the node's paused writes — and logs it with its cause, in the caller's
 /// transaction (the invariant: a change is written together with the decision that caused
@@ -399,8 +424,7 @@ pub fn apply_decision(
     d: &Decision,
     cx: &DecisionContext,
 ) -> Result<(), CatalogError> {
-    let name = |id: i64| cx.jobs.get(&id).cloned();
-    let (job_id, processor_id, subject) = match d.action {
+    let (job_id, processor_id) = match d.action {
         Action::Activate { job_id } => {
             let state = if cx.held_on_activation.contains(&job_id) {
                 ActivationState::Paused
@@ -408,7 +432,7 @@ pub fn apply_decision(
                 ActivationState::Active
             };
             set_state(conn, node_id, job_id, state, &d.reason, d.at)?;
-            (Some(job_id), None, name(job_id))
+            (Some(job_id), None)
         }
         Action::Deactivate { job_id } => {
             set_state(
@@ -425,22 +449,18 @@ pub fn apply_decision(
                 &format!("skipped: job deactivated ({})", d.reason),
                 d.at,
             )?;
-            (Some(job_id), None, name(job_id))
+            (Some(job_id), None)
         }
         Action::Stretch { job_id, factor } | Action::Unstretch { job_id, factor } => {
             set_stretch(conn, node_id, job_id, factor, &d.reason, d.at)?;
-            (Some(job_id), None, name(job_id))
+            (Some(job_id), None)
         }
-        Action::Hold { job_id } => (Some(job_id), None, name(job_id)),
+        Action::Hold { job_id } => (Some(job_id), None),
         Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
             if let Some(&n) = cx.instances.get(&processor_id) {
                 set_instances(conn, node_id, processor_id, n, &d.reason, d.at)?;
             }
-            (
-                None,
-                Some(processor_id),
-                cx.processors.get(&processor_id).cloned(),
-            )
+            (None, Some(processor_id))
         }
         Action::PauseWrites | Action::ResumeWrites => {
             let paused = d.action == Action::PauseWrites;
@@ -448,10 +468,10 @@ pub fn apply_decision(
             for &job in &d.jobs {
                 set_held(conn, node_id, job, paused, &d.reason, d.at)?;
             }
-            let names: Vec<String> = d.jobs.iter().filter_map(|&j| name(j)).collect();
-            (None, None, (!names.is_empty()).then(|| names.join(", ")))
+            (None, None)
         }
     };
+    let subject = cx.subject_of(d);
     let row = NewDecision {
         at: d.at,
         action: d.action.as_str(),

@@ -261,6 +261,27 @@ pub fn open_connection(path: &Path, settings: &DbSettings) -> rusqlite::Result<C
     Ok(conn)
 }
 
+/// Queues a run of `job` with `params` inside the caller's own transaction on the catalog file
+/// (an application that keeps its tables in the catalog's database): the run exists if, and
+/// only when, the caller commits. `conn` is the caller's connection or transaction (a
+/// `rusqlite::Transaction` derefs to one); open it with [`open_connection`] so that it waits for
+/// the engine's writer (`busy_timeout`) rather than failing at once. A running engine notices
+/// the commit at its next change check (`WATCH_INTERVAL`). The audit row names `actor`.
+pub fn enqueue_in(
+    conn: &Connection,
+    job: &str,
+    params: Option<&Json>,
+    actor: &str,
+) -> Result<i64, CatalogError> {
+    if params.is_some_and(|p| !p.is_object()) {
+        return Err(CatalogError::Refused(
+            "params: expected a JSON object".into(),
+        ));
+    }
+    let queued = verbs::trigger(conn, job, &[params.map(Json::to_string)], now_ms(), actor)?;
+    Ok(queued.run_ids[0])
+}
+
 /// Begins a write transaction that takes the write lock at once (`BEGIN IMMEDIATE`). A deferred
 /// transaction that reads first and writes later fails at once with `SQLITE_BUSY` when another
 /// process committed meanwhile (WAL cannot upgrade a stale read snapshot); taking the lock up

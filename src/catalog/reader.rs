@@ -104,6 +104,11 @@ impl Reader {
         })
     }
 
+    /// Where run `run_id` stands (`None`: no such run), for code awaiting its end.
+    pub fn run_end(&self, run_id: i64) -> Result<Option<super::runs::RunEnd>, CatalogError> {
+        self.read("reading a run", |c| super::runs::run_end(c, run_id))
+    }
+
     /// The running runs of `node_id` an operator asked to cancel.
     pub fn cancel_requested(&self, node_id: i64) -> Result<Vec<i64>, CatalogError> {
         self.read("reading cancel requests", |c| {

@@ -6,6 +6,9 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde::Serialize;
+use serde_json::Value as Json;
+
+use crate::model::RunStatus;
 
 use super::{Catalog, CatalogError, audit, not_found, now_ms, write_tx};
 
@@ -127,6 +130,55 @@ const INSERT_MANUAL_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, pr
 
 /// Statuses a run can be retried from.
 const RETRYABLE: [&str; 5] = ["failed", "timed_out", "dead", "cancelled", "skipped"];
+
+/// Where a run stands, for code awaiting its end: its status and outcome, and the run that
+/// retries it (its next attempt), once queued.
+#[derive(Debug, Clone)]
+pub struct RunEnd {
+    /// Its status.
+    pub status: RunStatus,
+    /// Its attempt.
+    pub attempt: i64,
+    /// What it returned (JSON).
+    pub result: Option<Json>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Its next attempt, if one was queued.
+    pub retry: Option<i64>,
+}
+
+const SELECT_RUN_END: &str = "SELECT r.status, r.attempt, r.result, r.error,
+    (SELECT n.run_id FROM job_run n
+      WHERE n.retry_of = coalesce(r.retry_of, r.run_id) AND n.attempt = r.attempt + 1)
+    FROM job_run r WHERE r.run_id = ?1";
+
+/// Where run `run_id` stands; `None` when there is no such run.
+pub fn run_end(conn: &Connection, run_id: i64) -> Result<Option<RunEnd>, CatalogError> {
+    let row = conn
+        .prepare_cached(SELECT_RUN_END)?
+        .query_row([run_id], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get(1)?,
+                r.get::<_, Option<String>>(2)?,
+                r.get(3)?,
+                r.get(4)?,
+            ))
+        })
+        .optional()?;
+    let Some((status, attempt, result, error, retry)) = row else {
+        return Ok(None);
+    };
+    let status = RunStatus::parse(&status)
+        .ok_or_else(|| CatalogError::Corrupt(format!("run {run_id}: status `{status}`")))?;
+    Ok(Some(RunEnd {
+        status,
+        attempt,
+        result: result.and_then(|r| serde_json::from_str(&r).ok()),
+        error,
+        retry,
+    }))
+}
 
 /// The runs node `node_id` executes that an operator asked to cancel.
 pub fn cancel_requested(conn: &Connection, node_id: i64) -> Result<Vec<i64>, CatalogError> {

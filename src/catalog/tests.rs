@@ -332,7 +332,7 @@ fn remove_refuses_a_running_job() {
         .unwrap();
     assert!(matches!(
         catalog.remove_job("report", "t"),
-        Err(CatalogError::Refused(_))
+        Err(CatalogError::Conflict(_))
     ));
     assert!(matches!(
         catalog.remove_job("nope", "t"),

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde_json::Value as Json;
 use tokio::sync::watch;
 
+use super::custom::Executor;
 use super::{ExecEnv, ExecResult, job_input};
 use crate::catalog::queue::ClaimedRun;
 
@@ -35,10 +36,11 @@ pub enum Function {
     Async(AsyncJobFn),
 }
 
-/// Named functions.
+/// Named functions, and the executors of custom jobs.
 #[derive(Default, Clone)]
 pub struct Registry {
     functions: BTreeMap<String, Function>,
+    executors: BTreeMap<String, Arc<dyn Executor>>,
 }
 
 impl Registry {
@@ -76,6 +78,22 @@ impl Registry {
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.functions.keys().map(String::as_str)
     }
+
+    /// Registers the executor of custom jobs whose `payload.executor` is `name`, replacing any
+    /// earlier one.
+    pub fn register_executor(&mut self, name: impl Into<String>, executor: impl Executor) {
+        self.executors.insert(name.into(), Arc::new(executor));
+    }
+
+    /// The executor called `name`.
+    pub fn executor(&self, name: &str) -> Option<Arc<dyn Executor>> {
+        self.executors.get(name).cloned()
+    }
+
+    /// Every registered executor's name.
+    pub fn executor_names(&self) -> impl Iterator<Item = &str> {
+        self.executors.keys().map(String::as_str)
+    }
 }
 
 /// What a function can see of its run and of the node.
@@ -92,6 +110,19 @@ pub struct FnContext {
 }
 
 impl FnContext {
+    /// The context of `run`, and the flag that tells it it was cancelled.
+    pub(crate) fn for_run(run: &ClaimedRun, env: &Arc<ExecEnv>) -> (Self, Arc<AtomicBool>) {
+        let cancelled = Arc::new(AtomicBool::new(false));
+        let ctx = FnContext {
+            run_id: run.run_id,
+            job_name: run.job_name.to_string(),
+            attempt: run.attempt,
+            env: env.clone(),
+            cancelled: cancelled.clone(),
+        };
+        (ctx, cancelled)
+    }
+
     /// Whether the run was cancelled (timeout or shutdown): long functions should check it and
     /// return early; their result is discarded anyway.
     pub fn is_cancelled(&self) -> bool {
@@ -112,14 +143,7 @@ pub async fn run(
     let Some(f) = env.registry.get(name) else {
         return ExecResult::Err(format!("no function `{name}` is registered on this node"));
     };
-    let cancelled = Arc::new(AtomicBool::new(false));
-    let ctx = FnContext {
-        run_id: run.run_id,
-        job_name: run.job_name.to_string(),
-        attempt: run.attempt,
-        env: env.clone(),
-        cancelled: cancelled.clone(),
-    };
+    let (ctx, cancelled) = FnContext::for_run(run, env);
     let input = job_input(run, &["function"]);
     let work: JobFuture = match f {
         Function::Async(f) => f(ctx, input),

@@ -1,5 +1,5 @@
-//! Executors: how a claimed run is carried out, per job type — function, command, sql, url —
-//! and, on a remote processor, as a call to its node (`rpc`).
+//! Executors: how a claimed run is carried out, per job type — function, command, sql, url,
+//! custom (an embedder's executor) — and, on a remote processor, as a call to its node (`rpc`).
 //!
 //! Invariant: an executor never writes the catalog itself and never outlives its cancel signal
 //! by more than its own cleanup (a command's process group is killed and reaped; a function is
@@ -7,6 +7,7 @@
 
 pub mod activity;
 pub mod command;
+pub mod custom;
 pub mod function;
 pub mod rpc;
 pub mod sql;
@@ -18,6 +19,7 @@ use std::sync::Arc;
 use serde_json::{Map as JsonMap, Value as Json};
 use tokio::sync::watch;
 
+pub use custom::{CustomRun, Executor};
 pub use function::{AsyncJobFn, FnContext, Function, JobFn, JobFuture, Registry};
 
 use crate::catalog::queue::ClaimedRun;
@@ -162,6 +164,7 @@ pub async fn execute(
     match run.job_type {
         JobType::Function => (function::run(run, env, cancel).await, None),
         JobType::Command => command::run(run, env, cancel).await,
+        JobType::Custom => (custom::run(run, env, cancel).await, None),
         JobType::Sql => (sql::run(run, env).await, None),
         JobType::Url => (url::run(run, env, cancel).await, None),
         JobType::Rpc => (

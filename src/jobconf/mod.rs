@@ -715,6 +715,9 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
         }
         JobType::Command => validate_command(p, name, pay),
         JobType::Workflow => validate_workflow(p, file, name, pay),
+        JobType::Custom => {
+            need_str("executor");
+        }
     }
 }
 

@@ -100,6 +100,25 @@ pub fn function_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Wa
         .collect()
 }
 
+/// Custom jobs of `file` naming an executor outside `known`.
+pub fn executor_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Warning> {
+    file.jobs
+        .iter()
+        .filter(|(_, j)| j.job_type == JobType::Custom)
+        .filter_map(|(name, j)| {
+            let executor = j.payload.get("executor")?.as_str()?;
+            (!known.contains(executor)).then(|| Warning {
+                subject: format!("job `{name}`"),
+                field: "payload.executor".into(),
+                reason: format!(
+                    "executor `{executor}` is not registered here: its runs fail unless an \
+                     application that registers it (EngineBuilder::executor) runs the catalog"
+                ),
+            })
+        })
+        .collect()
+}
+
 /// What an import did.
 #[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
 pub struct Imported {

@@ -10,6 +10,7 @@ pub mod accounts;
 pub mod decisions;
 pub mod error;
 pub mod files;
+pub mod handle;
 pub mod jobs;
 pub mod node;
 pub mod objects;
@@ -47,6 +48,7 @@ pub struct Ops {
     caller: Caller,
     tz: Tz,
     functions: Option<BTreeSet<String>>,
+    executors: BTreeSet<String>,
 }
 
 /// What opening with `Access::Create` found.
@@ -87,6 +89,7 @@ impl Ops {
             caller,
             tz: cfg.timezone(),
             functions: None,
+            executors: BTreeSet::new(),
         };
         Ok((ops, opened))
     }
@@ -95,6 +98,13 @@ impl Ops {
     /// the engine that runs this catalog).
     pub fn with_functions<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
         self.functions = Some(names.into_iter().map(String::from).collect());
+        self
+    }
+
+    /// Warn about custom jobs naming an executor outside `names` (the executors registered in
+    /// the engine that runs this catalog), once its functions are known ([`Ops::with_functions`]).
+    pub fn with_executors<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
+        self.executors = names.into_iter().map(String::from).collect();
         self
     }
 
@@ -195,7 +205,11 @@ impl Ops {
     pub fn warnings(&self, file: &CatalogFile) -> Vec<Warning> {
         self.functions
             .as_ref()
-            .map(|known| files::function_warnings(file, known))
+            .map(|known| {
+                let mut w = files::function_warnings(file, known);
+                w.extend(files::executor_warnings(file, &self.executors));
+                w
+            })
             .unwrap_or_default()
     }
 }

@@ -7,6 +7,7 @@
 //! the one CatalogWriter.
 
 pub mod builtins;
+pub mod events;
 pub mod health;
 pub mod processor;
 pub mod scheduler;
@@ -22,12 +23,14 @@ use actix::prelude::*;
 use serde_json::Value as Json;
 
 use crate::catalog::objects;
+use crate::catalog::reader::Reader;
 use crate::catalog::{Catalog, CatalogError, DbSettings};
 use crate::config::NodeConfig;
 use crate::executor::{ExecEnv, FnContext, Registry};
 use crate::jobconf::{self, SeedError};
 
 pub use crate::executor::{Clock, SystemClock};
+pub use events::{Event, EventStream, RunOutcome, Subscription};
 pub use supervisor::EngineStatus;
 
 /// Logs a catalog write that failed while the node runs: at `error`, or at `debug` when the
@@ -68,6 +71,14 @@ pub enum EngineError {
     /// The engine's actors are gone.
     #[error("the engine is not running")]
     Stopped,
+    /// A run awaited did not end in time.
+    #[error("run {run_id} did not end within {timeout:?}")]
+    Timeout {
+        /// The run (the attempt awaited last).
+        run_id: i64,
+        /// How long was waited.
+        timeout: Duration,
+    },
 }
 
 /// The actor audit rows name for runs triggered by embedding code through [`Engine::trigger`].
@@ -129,6 +140,17 @@ impl EngineBuilder {
         self
     }
 
+    /// Registers the executor of `custom` jobs whose `payload.executor` is `name`: a kind of job
+    /// of the application's own, beside function, sql, url, rpc and command.
+    pub fn executor(
+        mut self,
+        name: impl Into<String>,
+        executor: impl crate::executor::Executor,
+    ) -> Self {
+        self.registry.register_executor(name, executor);
+        self
+    }
+
     /// Use this clock for schedules (tests).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
@@ -187,6 +209,8 @@ impl EngineBuilder {
                     .map_err(CatalogError::Unavailable)?;
             }
         }
+        let functions: Arc<[String]> = self.registry.names().map(String::from).collect();
+        let executors: Arc<[String]> = self.registry.executor_names().map(String::from).collect();
         let env = ExecEnv {
             registry: Arc::new(self.registry),
             clock: self.clock.clone(),
@@ -201,6 +225,8 @@ impl EngineBuilder {
             remote: None,
         };
         let watch = reader.watch(&settings)?;
+        let events = Arc::new(events::EventBus::default());
+        let sched_events = events.clone();
         let (clock, tz) = (self.clock.clone(), cfg.timezone());
         let (sched_reader, sched_writer, reload_to) = (
             reader.clone(),
@@ -217,6 +243,7 @@ impl EngineBuilder {
                 watch,
                 Some(reload_to),
             )
+            .with_events(sched_events.clone())
         });
         let interval = Duration::from_millis(cfg.health.interval);
         let report_to = sup_addr.clone().recipient();
@@ -229,20 +256,28 @@ impl EngineBuilder {
         let health = actix::Supervisor::start(move |_| {
             health::Health::new(&health_dir, interval, report_to, health_clock)
         });
-        let supervisor = sup_ctx.run(supervisor::Supervisor::new(
-            Arc::new(tenure::Tenure::new(lease)),
-            reader,
-            catalog_writer,
-            env,
-            scheduler.clone(),
-            cfg.policy.clone(),
-        ));
+        let supervisor = sup_ctx.run(
+            supervisor::Supervisor::new(
+                Arc::new(tenure::Tenure::new(lease)),
+                reader.clone(),
+                catalog_writer,
+                env,
+                scheduler.clone(),
+                cfg.policy.clone(),
+            )
+            .with_events(events.clone(), &node_name),
+        );
         tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
         Ok(Engine {
             fatal,
             supervisor,
             scheduler,
             _health: health,
+            events,
+            reader,
+            config: Arc::new(cfg),
+            functions,
+            executors,
             node_id,
             node_name,
             db_path,
@@ -258,6 +293,11 @@ pub struct Engine {
     supervisor: Addr<supervisor::Supervisor>,
     scheduler: Addr<scheduler::Scheduler>,
     _health: Addr<health::Health>,
+    events: Arc<events::EventBus>,
+    reader: Reader,
+    config: Arc<NodeConfig>,
+    functions: Arc<[String]>,
+    executors: Arc<[String]>,
     node_id: i64,
     node_name: String,
     db_path: PathBuf,
@@ -296,6 +336,111 @@ impl Engine {
         self.seeded
     }
 
+    /// The configuration the engine runs with (its catalog, data folder, node name, zone).
+    pub fn config(&self) -> &NodeConfig {
+        &self.config
+    }
+
+    /// The functions `function` jobs may name on this engine.
+    pub fn functions(&self) -> &[String] {
+        &self.functions
+    }
+
+    /// The executors `custom` jobs may name on this engine.
+    pub fn executors(&self) -> &[String] {
+        &self.executors
+    }
+
+    /// Delivers this engine's [`Event`]s to the actor behind `to`, as messages, from now on.
+    /// Its mailbox is the buffer: an event that finds it full is dropped and counted
+    /// ([`Subscription::dropped`]), so a slow actor never slows the engine.
+    pub fn subscribe(&self, to: Recipient<Event>) -> Subscription {
+        self.events.subscribe(to)
+    }
+
+    /// This engine's [`Event`]s as a stream buffering at most `capacity`; an event that finds
+    /// it full is dropped and counted ([`EventStream::subscription`]).
+    pub fn events(&self, capacity: usize) -> EventStream {
+        self.events.stream(capacity)
+    }
+
+    /// Stops delivering to `subscription`.
+    pub fn unsubscribe(&self, subscription: &Subscription) {
+        self.events.unsubscribe(subscription)
+    }
+
+    /// Events dropped because a subscriber's buffer was full, over all subscribers.
+    pub fn events_dropped(&self) -> u64 {
+        self.events.dropped()
+    }
+
+    /// Queues a run of `job` with `params` and waits until it has ended — through its retries
+    /// — for at most `timeout`: its outcome and output ([`Engine::wait`]).
+    pub async fn run(
+        &self,
+        job: &str,
+        params: Option<Json>,
+        timeout: Duration,
+    ) -> Result<RunOutcome, EngineError> {
+        let run_id = self.trigger(job, params).await?;
+        self.wait(run_id, timeout).await
+    }
+
+    /// Waits until run `run_id` has ended, following its retries to the last attempt, for at
+    /// most `timeout`. Told by this engine's processors when they record the end (no polling);
+    /// a run that has ended already answers at once from the catalog. A run that another node
+    /// sharing the catalog executes is not seen ending here: it waits until `timeout`.
+    pub async fn wait(&self, run_id: i64, timeout: Duration) -> Result<RunOutcome, EngineError> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut id = run_id;
+        loop {
+            // Listen first, then look: an end recorded in between is not missed.
+            let told = self.events.wait_for(id);
+            let reader = self.reader.clone();
+            let end = actix_rt::task::spawn_blocking(move || reader.run_end(id))
+                .await
+                .map_err(|_| EngineError::Stopped)??;
+            let Some(end) = end else {
+                self.events.forget_waiters(id);
+                return Err(CatalogError::NotFound {
+                    kind: "run",
+                    name: id.to_string(),
+                }
+                .into());
+            };
+            if end.status.has_ended() {
+                self.events.forget_waiters(id);
+                drop(told);
+                match end.retry {
+                    Some(next) => {
+                        id = next;
+                        continue;
+                    }
+                    None => {
+                        return Ok(RunOutcome {
+                            run_id: id,
+                            attempt: end.attempt,
+                            status: end.status,
+                            result: end.result,
+                            error: end.error,
+                        });
+                    }
+                }
+            }
+            return match tokio::time::timeout_at(deadline, told).await {
+                Ok(Ok(outcome)) => Ok(outcome),
+                Ok(Err(_)) => Err(EngineError::Stopped),
+                Err(_) => {
+                    self.events.forget_waiters(id);
+                    Err(EngineError::Timeout {
+                        run_id: id,
+                        timeout,
+                    })
+                }
+            };
+        }
+    }
+
     /// Queues a run of `job` now, with `params` overlaying its payload; returns the run id
     /// (audited as [`EMBEDDED_ACTOR`]).
     pub async fn trigger(&self, job: &str, params: Option<Json>) -> Result<i64, EngineError> {
@@ -325,6 +470,7 @@ impl Engine {
             job: job.to_string(),
             params,
             actor: actor.to_string(),
+            parent: tracing::Span::current(),
         };
         Ok(self
             .scheduler

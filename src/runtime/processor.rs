@@ -15,7 +15,9 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::sync::{oneshot, watch};
+use tracing::Instrument;
 
+use super::events::{Ended, Event, EventBus};
 use super::tenure::Tenure;
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{Claim, ClaimedRun, Completion, Outcome, Recorded};
@@ -145,6 +147,10 @@ pub struct ProcessorConfig {
     pub tenure: Arc<Tenure>,
     /// Shared by the node's processors: one suspect run executes at a time.
     pub suspects: Arc<SuspectGate>,
+    /// The embedding application's subscribers and waiters, and runs' parent spans.
+    pub events: Arc<EventBus>,
+    /// This node's name (in each run's span).
+    pub node_name: Arc<str>,
 }
 
 /// Lets one *suspect* run (its node died while it was claimed) execute at a time on a node, so
@@ -513,21 +519,44 @@ impl Processor {
         self.running.insert(run.run_id, executing);
         self.started_events
             .push(RunEvent::Started(run.job_id, run.started_at));
+        let events = &self.cfg.events;
+        if events.wanted() {
+            events.publish([Event::Started {
+                run_id: run.run_id,
+                job: run.job_name.to_string(),
+                attempt: run.attempt,
+                at: run.started_at,
+            }]);
+        }
+        // Each run executes in a span of its own, a child of the trigger's when a request
+        // handler (or other traced code) of this process queued it.
+        let parent = events.take_parent(run.run_id);
+        let span = tracing::info_span!(
+            parent: parent.as_ref().and_then(|p| p.id()),
+            "run",
+            job = %run.job_name,
+            run_id = run.run_id,
+            attempt = run.attempt,
+            node = %self.cfg.node_name,
+        );
         let (env, writer) = (self.env.clone(), self.writer.clone());
         let meta = run.clone();
         // A task of its own: a panicking executor fails its run, not this processor.
-        let exec = actix_rt::spawn(async move {
-            if run.suspect {
-                // Marked executing before it starts, so that a node death now is blamed on it.
-                let (id, token) = (run.run_id, run.claim_token);
-                match writer.mark_executing(id, token).await {
-                    Ok(true) => {}
-                    Ok(false) => return Start::NotOurs,
-                    Err(_) => return Start::NotMarked,
+        let exec = actix_rt::spawn(
+            async move {
+                if run.suspect {
+                    // Marked executing before it starts, so that a node death now is blamed on it.
+                    let (id, token) = (run.run_id, run.claim_token);
+                    match writer.mark_executing(id, token).await {
+                        Ok(true) => {}
+                        Ok(false) => return Start::NotOurs,
+                        Err(_) => return Start::NotMarked,
+                    }
                 }
+                Start::Ran(execute_with_timeout(&run, &env, rx, cancel).await)
             }
-            Start::Ran(execute_with_timeout(&run, &env, rx, cancel).await)
-        });
+            .instrument(span),
+        );
         ctx.spawn(exec.into_actor(self).map(move |joined, act, ctx| {
             let (result, log, timed_out) = match joined {
                 Ok(Start::Ran(outcome)) => outcome,
@@ -633,9 +662,23 @@ impl Processor {
                 Ok(results) => {
                     let mut finished = Vec::with_capacity(runs.len());
                     let mut counted = Vec::with_capacity(runs.len());
+                    let told = act.cfg.events.clone();
+                    let wanted = told.wanted();
+                    let mut ended = Vec::new();
                     for ((run, completion), result) in runs.iter().zip(completions.iter()).zip(results) {
                         match result {
                             Recorded::Done(status, retry) => {
+                                if wanted && status.has_ended() {
+                                    ended.push(Ended {
+                                        run_id: run.run_id,
+                                        job: &run.job_name,
+                                        attempt: run.attempt,
+                                        status,
+                                        retry,
+                                        at: completion.finished_at,
+                                        outcome: &completion.outcome,
+                                    });
+                                }
                                 counted.push((&*run.job_name, status.as_str(), completion.finished_at - completion.started_at));
                                 tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
                             }
@@ -651,6 +694,10 @@ impl Processor {
                     }
                     crate::metrics::runs_recorded(counted);
                     act.events.do_send(RunEvents(finished));
+                    if wanted {
+                        told.ended(ended);
+                    }
+
                 }
                 Err(e) => {
                     let tries = act.record_failures.min(6);

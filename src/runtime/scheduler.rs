@@ -24,6 +24,7 @@ use chrono_tz::Tz;
 use serde_json::Value as Json;
 
 use super::Clock;
+use super::events::{Event, EventBus};
 use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::ScheduledJob;
@@ -64,6 +65,8 @@ pub struct Trigger {
     pub params: Vec<Option<Json>>,
     /// Who asked, for the audit row.
     pub actor: String,
+    /// The span the runs execute under as children (the caller's current span).
+    pub parent: tracing::Span,
 }
 
 /// Stop (true) or resume (false) firing schedules.
@@ -97,6 +100,8 @@ pub struct Scheduler {
     paused: bool,
     watch: Option<Watch>,
     on_reload: Option<Recipient<Reload>>,
+    /// The embedding application's subscribers, and the runs' parent spans.
+    events: Arc<EventBus>,
 }
 
 impl Scheduler {
@@ -127,7 +132,14 @@ impl Scheduler {
             paused: false,
             watch: Some(watch),
             on_reload,
+            events: Arc::default(),
         }
+    }
+
+    /// Tells `events` the runs it queues, and gives their parent spans to the processors.
+    pub fn with_events(mut self, events: Arc<EventBus>) -> Self {
+        self.events = events;
+        self
     }
 
     fn reload(&mut self, ctx: &mut Context<Self>) {
@@ -440,9 +452,19 @@ impl Handler<Trigger> for Scheduler {
     fn handle(&mut self, msg: Trigger, _: &mut Context<Self>) -> Self::Result {
         let writer = self.writer.clone();
         let now = self.clock.now_ms();
+        let (job, parent) = (msg.job.clone(), msg.parent);
         let insert = async move { writer.trigger(msg.job, msg.params, now, msg.actor).await };
-        Box::pin(insert.into_actor(self).map(|result, act, _| {
+        Box::pin(insert.into_actor(self).map(move |result, act, _| {
             let queued = result?;
+            // Before the processor hears of them: a run may start as soon as it does.
+            act.events.set_parent(&queued.run_ids, &parent);
+            if act.events.wanted() {
+                act.events.publish([Event::Queued {
+                    job,
+                    run_ids: queued.run_ids.clone(),
+                    at: now,
+                }]);
+            }
             if let Some(p) = act.processors.get(&queued.processor_id) {
                 p.do_send(Enqueued {
                     priority: queued.priority,

@@ -16,6 +16,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use serde::Serialize;
 
+use super::events::{Event, EventBus};
 use super::health::HealthReport;
 use super::processor::{
     self, CancelRuns, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances,
@@ -109,6 +110,10 @@ pub struct Supervisor {
     unrecorded: Vec<DecidedStep>,
     /// The statistics recorded with each sample, and their cadence.
     stats: StatsBook,
+    /// The embedding application's subscribers and waiters.
+    events: Arc<EventBus>,
+    /// This node's name (in each run's trace span).
+    node_name: Arc<str>,
 }
 
 impl Supervisor {
@@ -145,12 +150,44 @@ impl Supervisor {
             paused_because: None,
             unrecorded: Vec::new(),
             stats: StatsBook::default(),
+            events: Arc::default(),
+            node_name: Arc::from(""),
         }
+    }
+
+    /// Tells `events` this node's decisions, and gives it to the processors (their runs'
+    /// starts and ends); `node_name` goes into each run's trace span.
+    pub fn with_events(mut self, events: Arc<EventBus>, node_name: &str) -> Self {
+        self.events = events;
+        self.node_name = Arc::from(node_name);
+        self
     }
 
     /// Epoch ms now, by the engine's clock.
     fn now(&self) -> i64 {
         self.env.clock.now_ms()
+    }
+
+    /// Tells the embedding application the logged decisions among activation `changes`
+    /// (written at `at`).
+    fn publish_changes(&self, changes: &[ActivationChange], at: i64) {
+        if !self.events.wanted() {
+            return;
+        }
+        self.events.publish(changes.iter().filter_map(|c| {
+            let cause = c.decision?;
+            let action = match c.state {
+                ActivationState::Active | ActivationState::Paused => "activate",
+                ActivationState::Standby => "deactivate",
+            };
+            Some(Event::Decision {
+                action: action.into(),
+                subject: Some(c.name.clone()),
+                reason: c.reason.clone(),
+                cause: cause.into(),
+                at,
+            })
+        }));
     }
 
     /// Start-up as the spec says: only the minimum is active; the policy adds the rest while
@@ -163,22 +200,26 @@ impl Supervisor {
                 .settle_activations(node, now, move |jobs| start_up(&policy, jobs))
                 .await?;
             writer.set_writes_paused(node, false).await?;
-            Ok::<_, CatalogError>(
-                changes
-                    .iter()
-                    .filter(|c| c.state == ActivationState::Active)
-                    .count(),
-            )
+            Ok::<_, CatalogError>(changes)
         };
-        ctx.spawn(write.into_actor(self).map(|result, act, _| match result {
-            Ok(n) => {
-                tracing::info!(active = n, "start-up minimum activated");
-                act.activated = true;
-                // Plan the active jobs now rather than at the next change check.
-                act.scheduler.do_send(Reload);
-            }
-            Err(e) => super::log_write_error("writing the start-up activation", &e),
-        }));
+        ctx.spawn(
+            write
+                .into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(changes) => {
+                        act.publish_changes(&changes, now);
+                        let n = changes
+                            .iter()
+                            .filter(|c| c.state == ActivationState::Active)
+                            .count();
+                        tracing::info!(active = n, "start-up minimum activated");
+                        act.activated = true;
+                        // Plan the active jobs now rather than at the next change check.
+                        act.scheduler.do_send(Reload);
+                    }
+                    Err(e) => super::log_write_error("writing the start-up activation", &e),
+                }),
+        );
     }
 
     /// Whether a sample can go through the policy now: after the start-up activation, one
@@ -318,6 +359,9 @@ impl Supervisor {
         ctx.spawn(write.into_actor(self).map(move |result, act, _| {
             if ends_step {
                 act.evaluating = false;
+            }
+            if result.is_ok() && act.events.wanted() {
+                act.events.publish(kept.iter().flat_map(decision_events));
             }
             match result {
                 Ok(()) if reload => act.scheduler.do_send(Reload),
@@ -545,13 +589,22 @@ impl Supervisor {
                     admit(jobs, others_ok, disk_short, writes_paused, &pressure)
                 })
                 .await?;
-            Ok::<_, CatalogError>(changes.iter().filter(|c| c.decision.is_some()).count())
+            Ok::<_, CatalogError>(changes)
         };
-        ctx.spawn(write.into_actor(self).map(|result, _, _| match result {
-            Ok(0) => {}
-            Ok(n) => tracing::info!(jobs = n, "jobs added while healthy activated at once"),
-            Err(e) => super::log_write_error("activating new jobs", &e),
-        }));
+        ctx.spawn(
+            write
+                .into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(changes) => {
+                        act.publish_changes(&changes, now);
+                        let n = changes.iter().filter(|c| c.decision.is_some()).count();
+                        if n > 0 {
+                            tracing::info!(jobs = n, "jobs added while healthy activated at once");
+                        }
+                    }
+                    Err(e) => super::log_write_error("activating new jobs", &e),
+                }),
+        );
     }
 
     /// Tells the processors which of this node's running runs an operator asked to cancel.
@@ -600,6 +653,8 @@ impl Supervisor {
             tokens: self.tokens.clone(),
             tenure: self.tenure.clone(),
             suspects: self.suspects.clone(),
+            events: self.events.clone(),
+            node_name: self.node_name.clone(),
         };
         let mut env = self.env.clone();
         env.remote = row.remote.then_some(row.processor_id);
@@ -856,6 +911,17 @@ fn admit(
             }
         })
         .collect()
+}
+
+/// A recorded step's decisions as the events an embedding application is told.
+fn decision_events(step: &DecidedStep) -> impl Iterator<Item = Event> + '_ {
+    step.decisions.iter().map(|d| Event::Decision {
+        action: d.action.as_str().to_string(),
+        subject: step.cx.subject_of(d),
+        reason: d.reason.clone(),
+        cause: d.cause.as_str().to_string(),
+        at: d.at,
+    })
 }
 
 #[cfg(test)]

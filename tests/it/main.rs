@@ -5,6 +5,7 @@ mod api_bad_input;
 mod bad_input;
 mod catalog_files;
 mod cli;
+mod embedding;
 mod engine;
 mod metrics;
 mod openapi;

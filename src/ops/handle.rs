@@ -1,0 +1,132 @@
+//! The application layer for code that embeds the engine: [`OpsHandle`], the operations the
+//! CLI and the API perform (add, edit, enable, disable, pin and remove jobs; cancel and retry
+//! runs; pause and resume processors; and everything else [`Ops`] offers), on the catalog an
+//! [`Engine`] runs, from async code.
+//!
+//! Like the API's, the handle has a connection to the catalog of its own (as a second process
+//! would: the engine notices changes by `data_version`), and each operation runs on the blocking
+//! pool, never on an actor's thread.
+
+use std::sync::{Arc, Mutex};
+
+use super::jobs::{ActivationView, Change, JobPatch, Saved};
+use super::processors::ProcessorPatch;
+use super::runs::Cancelled;
+use super::{Caller, OpError, Ops};
+use crate::catalog::{Access, ImportReport};
+use crate::model::{JobType, Pin};
+use crate::runtime::Engine;
+
+/// The operations on an engine's catalog, for embedding code. Cheap to clone; calls are
+/// serialized (one connection).
+#[derive(Clone)]
+pub struct OpsHandle {
+    ops: Arc<Mutex<Ops>>,
+}
+
+impl OpsHandle {
+    /// A handle on the catalog `engine` runs, whose changes are audited as `actor`; warnings
+    /// (a function the engine does not register) know the engine's functions.
+    pub fn open(engine: &Engine, actor: &str) -> Result<Self, OpError> {
+        let mut cfg = engine.config().clone();
+        cfg.database.path = engine.db_path().display().to_string();
+        cfg.database.read_pool_size = 1;
+        let caller = Caller {
+            actor: actor.to_string(),
+            node: engine.node_name().to_string(),
+        };
+        let (ops, _) = Ops::open(&cfg, Access::ReadWrite, caller)?;
+        let ops = ops
+            .with_functions(engine.functions().iter().map(String::as_str))
+            .with_executors(engine.executors().iter().map(String::as_str));
+        Ok(Self::from_ops(ops))
+    }
+
+    /// A handle on `ops`.
+    pub fn from_ops(ops: Ops) -> Self {
+        Self {
+            ops: Arc::new(Mutex::new(ops)),
+        }
+    }
+
+    /// Runs `f` on the operations, on the blocking pool.
+    pub async fn call<T, F>(&self, f: F) -> Result<T, OpError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&mut Ops) -> Result<T, OpError> + Send + 'static,
+    {
+        let ops = self.ops.clone();
+        actix_rt::task::spawn_blocking(move || {
+            let mut ops = ops.lock().unwrap_or_else(|p| p.into_inner());
+            f(&mut ops)
+        })
+        .await
+        .map_err(|_| OpError::Unavailable("the operation panicked".into()))?
+    }
+
+    /// Adds job `name` of `job_type` on `processor` with `patch`'s fields, validated against
+    /// the whole catalog.
+    pub async fn add_job(
+        &self,
+        name: &str,
+        job_type: JobType,
+        processor: &str,
+        patch: JobPatch,
+    ) -> Result<Saved, OpError> {
+        let (name, processor) = (name.to_string(), processor.to_string());
+        self.call(move |ops| ops.add_job(&name, job_type, &processor, &patch))
+            .await
+    }
+
+    /// Changes the fields `patch` names of job `name` (nothing when they hold those values).
+    pub async fn edit_job(&self, name: &str, patch: JobPatch) -> Result<Saved, OpError> {
+        let name = name.to_string();
+        self.call(move |ops| ops.edit_job(&name, &patch)).await
+    }
+
+    /// Enables (`true`) or disables job `name`.
+    pub async fn set_job_enabled(&self, name: &str, enabled: bool) -> Result<Change, OpError> {
+        let name = name.to_string();
+        self.call(move |ops| ops.set_job_enabled(&name, enabled))
+            .await
+    }
+
+    /// Pins job `name` active or inactive on the engine's node, or removes the pin (`None`).
+    pub async fn pin_job(&self, name: &str, pin: Option<Pin>) -> Result<ActivationView, OpError> {
+        let name = name.to_string();
+        self.call(move |ops| ops.pin_job(&name, pin)).await
+    }
+
+    /// Removes job `name` (refused while runs of it execute).
+    pub async fn remove_job(&self, name: &str) -> Result<(), OpError> {
+        let name = name.to_string();
+        self.call(move |ops| ops.remove_job(&name)).await
+    }
+
+    /// Cancels run `id`: a queued one at once, a running one by its node (a command's process
+    /// group is killed).
+    pub async fn cancel_run(&self, id: i64) -> Result<Cancelled, OpError> {
+        self.call(move |ops| ops.cancel_run(id)).await
+    }
+
+    /// Queues a new attempt of run `id` (failed, timed out, dead, cancelled or skipped).
+    pub async fn retry_run(&self, id: i64) -> Result<i64, OpError> {
+        self.call(move |ops| ops.retry_run(id)).await
+    }
+
+    /// Pauses (`false`) or resumes (`true`) processor `name`: a disabled processor claims
+    /// nothing on any node; its queued runs wait.
+    pub async fn set_processor_enabled(
+        &self,
+        name: &str,
+        enabled: bool,
+    ) -> Result<ImportReport, OpError> {
+        let name = name.to_string();
+        let patch = ProcessorPatch {
+            enabled: Some(enabled),
+            ..ProcessorPatch::default()
+        };
+        self.call(move |ops| ops.put_processor(&name, &patch, true))
+            .await
+    }
+}
