@@ -180,6 +180,8 @@ struct Drained {
     wal_peak_mb: f64,
     /// Its size after the engine shut down, MB.
     wal_after_mb: f64,
+    /// Events dropped by a subscriber that never reads (when it had one).
+    dropped: u64,
 }
 
 /// Samples the size of `path` every 5 ms until told to stop; answers the largest, MB.
@@ -218,12 +220,19 @@ fn wal_of(db: &str) -> PathBuf {
 }
 
 fn drain(n: usize, instances: usize, durability: Durability) -> Drained {
+    drain_with(n, instances, durability, false)
+}
+
+/// A drain; with `deaf`, while a subscriber to the engine's events never reads them (its
+/// 16-event buffer fills at once, and the rest are dropped and counted).
+fn drain_with(n: usize, instances: usize, durability: Durability, deaf: bool) -> Drained {
     let dir = fresh_dir("drain");
     let cfg = node_config(&dir, durability);
     prepare(&dir, &cfg, &catalog_text(instances, NOOP));
     let wal = wal_of(&cfg.database.path);
     let out = actix_rt::System::new().block_on(async move {
         let engine = Engine::builder().config(cfg).start().unwrap();
+        let deaf = deaf.then(|| engine.events(16));
         engine.pause();
         let single = 2_000.min(n);
         let t0 = Instant::now();
@@ -271,6 +280,7 @@ fn drain(n: usize, instances: usize, durability: Durability) -> Drained {
             drain_rate,
             wal_peak_mb,
             wal_after_mb: file_size(&wal) as f64 / 1e6,
+            dropped: deaf.map_or(0, |s| s.subscription().dropped()),
         }
     });
     let _ = std::fs::remove_dir_all(&dir);
@@ -651,6 +661,22 @@ fn throughput(what: &str, n: usize, rounds: usize) {
                 two.batch_rate,
             ));
             row.push(("drain: 2 executions", "j/s", two.drain_rate));
+            let deaf = drain_with(n, 2, Durability::Normal, true);
+            row.push((
+                "drain: 2 executions, a subscriber that never reads",
+                "j/s",
+                deaf.drain_rate,
+            ));
+            row.push((
+                "  (its rate / the drain without it)",
+                "x",
+                deaf.drain_rate / two.drain_rate,
+            ));
+            row.push((
+                "  (events it dropped)",
+                "events",
+                deaf.dropped as f64,
+            ));
             let eight = drain(n, 8, Durability::Normal);
             row.push(("drain: 8 executions", "j/s", eight.drain_rate));
             let full = drain(n, 2, Durability::Full);
@@ -685,8 +711,19 @@ fn throughput(what: &str, n: usize, rounds: usize) {
     for (i, &(label, unit, _)) in measured[0].1.iter().enumerate() {
         let figure = median(measured.iter().map(|(_, row)| row[i].2).collect());
         let ratios: Vec<f64> = measured.iter().map(|(f, row)| row[i].2 / f).collect();
-        if unit == "r/s" {
+        if unit == "r/s" || unit == "events" {
             println!("{label:<52} {figure:>10.0} {unit}");
+            continue;
+        }
+        if unit == "x" {
+            let each: Vec<String> = measured
+                .iter()
+                .map(|(_, row)| format!("{:.2}", row[i].2))
+                .collect();
+            println!(
+                "{label:<52} {figure:>10.2}x    (per round {})",
+                each.join("/")
+            );
             continue;
         }
         if unit == "MB" {

@@ -5,6 +5,7 @@ mod api_bad_input;
 mod bad_input;
 mod catalog_files;
 mod cli;
+mod embed_example;
 mod embedding;
 mod engine;
 mod metrics;
