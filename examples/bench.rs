@@ -672,11 +672,7 @@ fn throughput(what: &str, n: usize, rounds: usize) {
                 "x",
                 deaf.drain_rate / two.drain_rate,
             ));
-            row.push((
-                "  (events it dropped)",
-                "events",
-                deaf.dropped as f64,
-            ));
+            row.push(("  (events it dropped)", "events", deaf.dropped as f64));
             let eight = drain(n, 8, Durability::Normal);
             row.push(("drain: 8 executions", "j/s", eight.drain_rate));
             let full = drain(n, 2, Durability::Full);

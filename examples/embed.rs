@@ -115,9 +115,11 @@ fn error(status: actix_web::http::StatusCode, e: impl ToString) -> HttpResponse 
 /// Runs a report and answers with its result, once the run has ended.
 async fn run_report(shop: web::Data<Shop>, name: web::Path<String>) -> HttpResponse {
     let span = tracing::info_span!("request", route = "/reports/{name}");
-    let run = shop
-        .engine
-        .run("report", Some(json!({ "name": name.into_inner() })), Duration::from_secs(30));
+    let run = shop.engine.run(
+        "report",
+        Some(json!({ "name": name.into_inner() })),
+        Duration::from_secs(30),
+    );
     match tracing::Instrument::instrument(run, span).await {
         Ok(outcome) => HttpResponse::Ok().json(outcome),
         Err(e) => error(actix_web::http::StatusCode::SERVICE_UNAVAILABLE, e),
@@ -136,8 +138,9 @@ async fn place_order(shop: web::Data<Shop>, body: web::Json<Value>) -> HttpRespo
         tx.execute("INSERT INTO orders (item) VALUES (?1)", [&item])
             .map_err(|e| e.to_string())?;
         let order = tx.last_insert_rowid();
-        let run = jobvisor::catalog::enqueue_in(&tx, "ship", Some(&json!({ "order": order })), "shop")
-            .map_err(|e| e.to_string())?;
+        let run =
+            jobvisor::catalog::enqueue_in(&tx, "ship", Some(&json!({ "order": order })), "shop")
+                .map_err(|e| e.to_string())?;
         if fail {
             // Something later in the request went wrong: neither the order nor its run stays.
             tx.rollback().map_err(|e| e.to_string())?;
@@ -157,7 +160,10 @@ async fn place_order(shop: web::Data<Shop>, body: web::Json<Value>) -> HttpRespo
 /// Changes the report job's priority from code.
 async fn set_priority(shop: web::Data<Shop>, body: web::Json<Value>) -> HttpResponse {
     let Some(priority) = body["priority"].as_i64() else {
-        return error(actix_web::http::StatusCode::UNPROCESSABLE_ENTITY, "priority: expected an integer");
+        return error(
+            actix_web::http::StatusCode::UNPROCESSABLE_ENTITY,
+            "priority: expected an integer",
+        );
     };
     let patch = JobPatch {
         priority: Some(priority),
@@ -209,7 +215,11 @@ async fn main() -> std::io::Result<()> {
     // The shop's own table lives in the catalog's file, so an order and its run share a
     // transaction.
     jobvisor::catalog::open_connection(&db, &DbSettings::default())
-        .and_then(|c| c.execute_batch("CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)"))
+        .and_then(|c| {
+            c.execute_batch(
+                "CREATE TABLE IF NOT EXISTS orders (id INTEGER PRIMARY KEY, item TEXT NOT NULL)",
+            )
+        })
         .map_err(std::io::Error::other)?;
     let mut cfg = jobvisor::config::NodeConfig::default();
     cfg.node.data_dir = dir.join("data").display().to_string();
@@ -219,7 +229,10 @@ async fn main() -> std::io::Result<()> {
         .db(&db)
         .node_name("shop")
         .function("build_report", |ctx, input| {
-            let name = input.get("name").and_then(Value::as_str).unwrap_or("unnamed");
+            let name = input
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("unnamed");
             tracing::info!(report = name, "building");
             Ok(json!({ "report": name, "attempt": ctx.attempt, "run": ctx.run_id }))
         })

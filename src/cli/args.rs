@@ -26,7 +26,8 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "NAME")]
     pub node: Option<String>,
     /// Talk to a running node's API instead of opening a catalog (`http://host:port`; the
-    /// token in JOBVISOR_TOKEN): jobs list|show|run|enable|disable|pin|next, runs, decisions.
+    /// token in JOBVISOR_TOKEN): jobs (list, show, add, edit, remove, run, enable, disable,
+    /// pin, next), runs, decisions.
     #[arg(long, global = true, value_name = "URL", env = "JOBVISOR_URL")]
     pub url: Option<String>,
     /// What to do.

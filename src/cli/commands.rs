@@ -364,11 +364,11 @@ fn parse_choice<T>(
     })
 }
 
-fn job_type(value: &str) -> Result<JobType, Failure> {
+pub(super) fn job_type(value: &str) -> Result<JobType, Failure> {
     parse_choice("--type", value, JobType::parse, &JobType::expected())
 }
 
-fn job_patch(f: &JobFields) -> Result<JobPatch, Failure> {
+pub(super) fn job_patch(f: &JobFields) -> Result<JobPatch, Failure> {
     Ok(JobPatch {
         group: f.group.clone().map(|g| Some(g).filter(|g| !g.is_empty())),
         payload: f

@@ -1,5 +1,6 @@
 //! `--url`: the CLI as a client of a running node's API, so an operator can manage a remote
-//! node: `jobs` (list, show, run, enable, disable, pin, next), `runs` (list, show, cancel,
+//! node: `jobs` (list, show, add, edit, remove, run, enable, disable, pin, next), `runs`
+//! (list, show, cancel,
 //! retry) and `decisions` become requests (the token comes from `JOBVISOR_TOKEN`), and the
 //! answers print as tables or, with `--json`, as the API's JSON.
 //!
@@ -12,6 +13,7 @@ use super::args::{Command, JobsCommand, RunsCommand};
 use super::{
     Cli, EXIT_DATA, EXIT_FAILURE, EXIT_NO_INPUT, EXIT_TEMPFAIL, EXIT_USAGE, Failure, render,
 };
+use crate::http::bodies::job_body;
 use crate::ops::decisions::DecisionView;
 
 /// The environment variable holding the API token.
@@ -63,16 +65,59 @@ fn unsupported(what: &str) -> Failure {
     Failure::new(
         EXIT_USAGE,
         format!(
-            "{what} is not available with --url: over the API, jobs (list, show, run, enable, \
-             disable, pin, next), runs (list, show, cancel, retry) and decisions are"
+            "{what} is not available with --url: over the API, jobs (list, show, add, edit, \
+             remove, run, enable, disable, pin, next), runs (list, show, cancel, retry) and \
+             decisions are"
         ),
     )
 }
 
+/// The most jobs one page of `jobs list` asks for (the API's page bound).
+const JOBS_PAGE: usize = 1000;
+
 fn request_for(cli: &Cli) -> Result<Request, Failure> {
     Ok(match &cli.command {
         Command::Jobs(cmd) => match cmd {
-            JobsCommand::List => get("/api/v1/jobs?limit=1000".into()),
+            JobsCommand::List => get(format!("/api/v1/jobs?limit={JOBS_PAGE}&offset=0")),
+            JobsCommand::Add {
+                name,
+                job_type,
+                processor,
+                fields,
+                ..
+            } => {
+                let mut patch = super::commands::job_patch(fields)?;
+                patch.job_type = Some(super::commands::job_type(job_type)?);
+                patch.processor = Some(processor.clone());
+                post(
+                    "/api/v1/jobs".into(),
+                    Some(Json::Object(job_body(Some(name), &patch))),
+                )
+            }
+            JobsCommand::Edit {
+                name,
+                job_type,
+                processor,
+                fields,
+                ..
+            } => {
+                let mut patch = super::commands::job_patch(fields)?;
+                patch.job_type = job_type
+                    .as_deref()
+                    .map(super::commands::job_type)
+                    .transpose()?;
+                patch.processor = processor.clone();
+                Request {
+                    method: "PATCH",
+                    path: format!("/api/v1/jobs/{}", seg(name)),
+                    body: Some(Json::Object(job_body(None, &patch))),
+                }
+            }
+            JobsCommand::Remove { name } => Request {
+                method: "DELETE",
+                path: format!("/api/v1/jobs/{}", seg(name)),
+                body: None,
+            },
             JobsCommand::Show { name } => get(format!("/api/v1/jobs/{}", seg(name))),
             JobsCommand::Run { name, params } => {
                 let params = params
@@ -104,7 +149,6 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
             JobsCommand::Next { name, count } => {
                 get(format!("/api/v1/jobs/{}/next?count={count}", seg(name)))
             }
-            _ => return Err(unsupported("changing a job's definition")),
         },
         Command::Runs(cmd) => match cmd {
             RunsCommand::List {
@@ -155,6 +199,8 @@ fn send(url: &str, token: &str, r: Request) -> Result<(u16, Json), Failure> {
         let req = match r.method {
             "GET" => client.get(&target),
             "PUT" => client.put(&target),
+            "PATCH" => client.patch(&target),
+            "DELETE" => client.delete(&target),
             _ => client.post(&target),
         }
         .bearer_auth(token);
@@ -249,9 +295,30 @@ pub fn run(cli: &Cli, url: &str) -> Result<(), Failure> {
         )
     })?;
     let request = request_for(cli)?;
-    let (status, body) = send(url, &token, request)?;
+    let (status, mut body) = send(url, &token, request)?;
     if !(200..300).contains(&status) {
         return Err(failure(status, &body));
+    }
+    // Every job, a page at a time.
+    if matches!(cli.command, Command::Jobs(JobsCommand::List)) {
+        let total = body["total"].as_u64().unwrap_or(0) as usize;
+        let mut offset = JOBS_PAGE;
+        while offset < total {
+            let path = format!("/api/v1/jobs?limit={JOBS_PAGE}&offset={offset}");
+            let (status, page) = send(url, &token, get(path))?;
+            if !(200..300).contains(&status) {
+                return Err(failure(status, &page));
+            }
+            let more = page["items"].as_array().cloned().unwrap_or_default();
+            if more.is_empty() {
+                break;
+            }
+            if let Some(items) = body["items"].as_array_mut() {
+                items.extend(more);
+            }
+            offset += JOBS_PAGE;
+        }
+        body["limit"] = body["total"].clone();
     }
     if cli.json {
         render::json(&body);
@@ -299,6 +366,15 @@ pub fn run(cli: &Cli, url: &str) -> Result<(), Failure> {
         Command::Jobs(JobsCommand::Run { name, .. }) => {
             println!("run {} of `{name}` queued", text(&body["run_ids"][0]));
         }
+        Command::Jobs(JobsCommand::Add { name, .. }) => println!("job `{name}` added"),
+        Command::Jobs(JobsCommand::Edit { name, .. }) => {
+            let changed = body["change"] != "unchanged";
+            println!(
+                "job `{name}` {}",
+                if changed { "changed" } else { "unchanged" }
+            );
+        }
+        Command::Jobs(JobsCommand::Remove { name }) => println!("job `{name}` removed"),
         _ => fields(&body),
     }
     Ok(())

@@ -167,6 +167,59 @@ impl JobFields {
     }
 }
 
+/// The body of a POST (`name` given) or PATCH of a job that carries `patch`: the inverse of
+/// [`JobFields::patch`], for a client of the API (the CLI's `--url`). A cleared field is sent
+/// as `null` (the group) or `""` (the schedule's text fields), as the API reads them.
+pub fn job_body(name: Option<&str>, p: &JobPatch) -> JsonMap<String, Json> {
+    let mut b = JsonMap::new();
+    let mut put = |k: &str, v: Option<Json>| {
+        if let Some(v) = v {
+            b.insert(k.to_string(), v);
+        }
+    };
+    put("name", name.map(Json::from));
+    put("type", p.job_type.map(|t| t.as_str().into()));
+    put("processor", p.processor.clone().map(Json::from));
+    put(
+        "group",
+        p.group.clone().map(|g| g.map_or(Json::Null, Json::from)),
+    );
+    put("payload", p.payload.clone().map(Json::Object));
+    put("description", p.description.clone().map(Json::from));
+    put("priority", p.priority.map(Json::from));
+    put("timeout_ms", p.timeout.map(Json::from));
+    put(
+        "clear_schedule",
+        p.clear_schedule.then_some(Json::Bool(true)),
+    );
+    put("run_always", p.run_always.map(Json::from));
+    put("run_delay_ms", p.run_delay.map(Json::from));
+    put("run_every", p.run_every.map(Json::from));
+    put("run_on_the", p.run_on_the.map(Json::from));
+    put("run_at", p.run_at.clone().map(Json::from));
+    put("run_date", p.run_date.clone().map(Json::from));
+    put("cron", p.cron.clone().map(Json::from));
+    put("timezone", p.timezone.clone().map(Json::from));
+    put(
+        "misfire_policy",
+        p.misfire_policy.map(|m| m.as_str().into()),
+    );
+    put("misfire_window_ms", p.misfire_window.map(Json::from));
+    put("max_catchup", p.max_catchup.map(Json::from));
+    put(
+        "overlap_policy",
+        p.overlap_policy.map(|o| o.as_str().into()),
+    );
+    put("max_overlap", p.max_overlap.map(Json::from));
+    put("max_attempts", p.max_attempts.map(Json::from));
+    put("backoff_base_ms", p.backoff_base.map(Json::from));
+    put("backoff_max_ms", p.backoff_max.map(Json::from));
+    put("objects", p.objects.clone().map(Json::from));
+    put("required", p.required.map(Json::from));
+    put("stretch_max", p.stretch_max.map(Json::from));
+    b
+}
+
 /// A processor's fields.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -397,4 +450,37 @@ pub struct SeriesQueryParams {
     pub subject: Option<String>,
     /// Only this node's samples.
     pub node: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_patch_sent_as_a_body_reads_back_as_the_same_patch() {
+        let patch = JobPatch {
+            job_type: Some(JobType::Command),
+            processor: Some("main".into()),
+            group: Some(None),
+            payload: serde_json::json!({ "argv": ["true"] }).as_object().cloned(),
+            priority: Some(7),
+            clear_schedule: true,
+            cron: Some(String::new()),
+            run_at: Some("02:00".into()),
+            misfire_policy: Some(MisfirePolicy::Skip),
+            overlap_policy: Some(OverlapPolicy::Allow),
+            backoff_base: Some(30_000),
+            objects: Some(vec!["events".into()]),
+            stretch_max: Some(4),
+            ..JobPatch::default()
+        };
+        let body = Json::Object(job_body(Some("nightly"), &patch));
+        let fields: JobFields = serde_json::from_value(body.clone()).unwrap();
+        assert_eq!(fields.name.as_deref(), Some("nightly"));
+        assert_eq!(
+            format!("{:?}", fields.patch().unwrap()),
+            format!("{patch:?}"),
+            "{body}"
+        );
+    }
 }

@@ -50,7 +50,13 @@ fn the_embedding_example_awaits_results_enqueues_in_its_transaction_and_manages_
     assert_eq!(outcome["result"]["report"], "weekly");
 
     // An order and its shipping run commit together...
-    let r = api(&base, None, "POST", "/orders", Some(&json!({ "item": "book" })));
+    let r = api(
+        &base,
+        None,
+        "POST",
+        "/orders",
+        Some(&json!({ "item": "book" })),
+    );
     assert_eq!(r.status, 201, "{}", r.body);
     let shipped = r.json()["run_id"].as_i64().unwrap();
     wait_for(10.0, "the order's shipping run", || {
@@ -59,10 +65,20 @@ fn the_embedding_example_awaits_results_enqueues_in_its_transaction_and_manages_
             .find(|run| run.run_id == shipped && run.status == "succeeded")
     });
     // ...and roll back together.
-    let r = api(&base, None, "POST", "/orders", Some(&json!({ "item": "x", "fail": true })));
+    let r = api(
+        &base,
+        None,
+        "POST",
+        "/orders",
+        Some(&json!({ "item": "x", "fail": true })),
+    );
     assert_eq!(r.status, 201, "{}", r.body);
     assert_eq!(r.json()["rolled_back"], true);
-    assert_eq!(runs_of(&db, "ship").len(), 1, "a rolled-back order queued no run");
+    assert_eq!(
+        runs_of(&db, "ship").len(),
+        1,
+        "a rolled-back order queued no run"
+    );
     let conn = rusqlite::Connection::open(&db).unwrap();
     let orders: i64 = conn
         .query_row("SELECT count(*) FROM orders", [], |r| r.get(0))
@@ -70,19 +86,36 @@ fn the_embedding_example_awaits_results_enqueues_in_its_transaction_and_manages_
     assert_eq!(orders, 1);
 
     // The job managed from code.
-    let r = api(&base, None, "PUT", "/jobs/report/priority", Some(&json!({ "priority": 7 })));
+    let r = api(
+        &base,
+        None,
+        "PUT",
+        "/jobs/report/priority",
+        Some(&json!({ "priority": 7 })),
+    );
     assert_eq!(r.status, 200, "{}", r.body);
     let priority: i64 = conn
-        .query_row("SELECT priority FROM job WHERE job_name = 'report'", [], |r| r.get(0))
+        .query_row(
+            "SELECT priority FROM job WHERE job_name = 'report'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(priority, 7);
     let r = api(&base, None, "POST", "/jobs/report/disable", None);
     assert_eq!(r.status, 200, "{}", r.body);
     let enabled: i64 = conn
-        .query_row("SELECT status FROM job WHERE job_name = 'report'", [], |r| r.get(0))
+        .query_row(
+            "SELECT status FROM job WHERE job_name = 'report'",
+            [],
+            |r| r.get(0),
+        )
         .unwrap();
     assert_eq!(enabled, 0);
-    assert_eq!(api(&base, None, "POST", "/jobs/report/enable", None).status, 200);
+    assert_eq!(
+        api(&base, None, "POST", "/jobs/report/enable", None).status,
+        200
+    );
 
     // The host actor was told of every run, and missed none.
     let events = wait_for(10.0, "the host actor's tally", || {

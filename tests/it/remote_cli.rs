@@ -17,6 +17,79 @@ fn remote(url: &str, token: Option<&str>, args: &[&str]) -> Output {
     cmd.output().unwrap()
 }
 
+/// Issue 13, point 8: a job defined, changed and removed on a remote node, and a listing of
+/// more jobs than one page holds.
+#[test]
+fn the_cli_defines_changes_and_removes_jobs_on_a_remote_node_and_lists_every_page() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    let many: String = (0..1100)
+        .map(|i| {
+            format!(
+                "[job.bulk{i:04}]\ntype = \"function\"\nprocessor = \"main\"\nenabled = false\n\
+                 payload = {{ function = \"debug.noop\" }}\n"
+            )
+        })
+        .collect();
+    let file = ws.write("many.conf", &format!("[processor.main]\n{many}"));
+    ws.ok(&["import", file.to_str().unwrap()]);
+    let node = ws.start_node("far");
+    let t = node.token.clone().unwrap();
+    let ok = |args: &[&str]| {
+        let out = remote(&node.api, Some(&t), args);
+        assert!(out.status.success(), "{args:?}: {}", text(&out));
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let out = ok(&[
+        "jobs",
+        "add",
+        "far_job",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--payload",
+        r#"{"function":"debug.noop"}"#,
+        "--cron",
+        "0 3 * * *",
+        "--priority",
+        "5",
+    ]);
+    assert!(out.contains("job `far_job` added"), "{out}");
+    let out = ok(&["jobs", "edit", "far_job", "--priority", "8", "--cron", ""]);
+    assert!(out.contains("changed"), "{out}");
+    let out = ok(&["jobs", "edit", "far_job", "--priority", "8"]);
+    assert!(out.contains("unchanged"), "{out}");
+    let shown: serde_json::Value =
+        serde_json::from_str(&ok(&["--json", "jobs", "show", "far_job"])).unwrap();
+    assert_eq!(shown["priority"], 8, "{shown}");
+    assert!(
+        !shown["schedule"].as_str().unwrap().contains("cron"),
+        "{shown}"
+    );
+    // A bad field is the API's error, with its field and exit code.
+    let out = remote(
+        &node.api,
+        Some(&t),
+        &["--json", "jobs", "edit", "far_job", "--cron", "nope"],
+    );
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    let err: serde_json::Value = serde_json::from_slice(&out.stderr).unwrap();
+    assert_eq!(err["field"], "cron", "{err}");
+    // Every page: the seeded jobs, 1,100 more and the new one.
+    let listed: serde_json::Value = serde_json::from_str(&ok(&["--json", "jobs", "list"])).unwrap();
+    let items = listed["items"].as_array().unwrap();
+    assert_eq!(items.len() as u64, listed["total"].as_u64().unwrap());
+    assert!(items.len() > 1100, "{}", items.len());
+    assert!(items.iter().any(|j| j["name"] == "bulk1099"));
+    let table = ok(&["jobs", "list"]);
+    assert!(table.contains("bulk1099") && table.contains("far_job"));
+    let out = ok(&["jobs", "remove", "far_job"]);
+    assert!(out.contains("removed"), "{out}");
+    let out = remote(&node.api, Some(&t), &["jobs", "show", "far_job"]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+}
+
 #[test]
 fn the_cli_manages_a_remote_node_through_its_api() {
     let ws = Workspace::new();
