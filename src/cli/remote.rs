@@ -1,8 +1,7 @@
 //! `--url`: the CLI as a client of a running node's API, so an operator can manage a remote
 //! node: `jobs` (list, show, add, edit, remove, run, enable, disable, pin, next), `runs`
-//! (list, show, cancel,
-//! retry) and `decisions` become requests (the token comes from `JOBVISOR_TOKEN`), and the
-//! answers print as tables or, with `--json`, as the API's JSON.
+//! (list, show, cancel, retry) and `decisions` become requests (the token comes from
+//! `JOBVISOR_TOKEN`), and the answers print as tables or, with `--json`, as the API's JSON.
 //!
 //! Invariant: the token is read from the environment only (never a flag, which `ps` shows);
 //! an API error keeps its field and reason, and maps to the exit code of its kind.
