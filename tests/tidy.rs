@@ -287,3 +287,40 @@ fn modules_import_each_other_one_way_only() {
         );
     }
 }
+
+/// Issue 11, point 19: the README's test command is the script that installs what the tests
+/// drive beyond a Rust toolchain (stress-ng for the CPU and memory loads, faketime, promtool,
+/// the OpenAPI validator) and then runs `cargo test`; `.ci/run` runs that same script.
+#[test]
+fn the_readme_test_command_installs_what_the_tests_need_and_ci_runs_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| std::fs::read_to_string(root.join(p)).unwrap();
+    let readme = read("README.md");
+    let setup = readme
+        .split("## Set up")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("README has a Set up section");
+    assert!(
+        setup.contains(".ci/test") && setup.contains("cargo run --release -- run"),
+        "the two commands: {setup}"
+    );
+    let test = read(".ci/test");
+    for needed in [
+        "stress-ng",
+        "faketime",
+        "prometheus",
+        "openapi-spec-validator",
+    ] {
+        assert!(test.contains(needed), ".ci/test installs {needed}");
+    }
+    assert!(
+        test.contains("cargo test --locked"),
+        ".ci/test runs the suite"
+    );
+    let run = read(".ci/run");
+    assert!(
+        run.lines().any(|l| l.trim() == ".ci/test"),
+        ".ci/run runs the README's test command"
+    );
+}

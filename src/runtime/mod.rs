@@ -165,7 +165,9 @@ impl EngineBuilder {
         let db_path = cfg.db_path();
         let settings = DbSettings::from(&cfg.database);
         let mut catalog = Catalog::open(&db_path, &settings)?;
-        let seeded = catalog.seed_if_new(&seed, &source)?;
+        let seeded = catalog
+            .seed_if_new(&seed, &source)
+            .map_err(|e| e.within(&db_path, "seeding the catalog"))?;
         let node_name = cfg.node_name();
         let host = sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into());
         let pid = i64::from(std::process::id());
@@ -177,7 +179,9 @@ impl EngineBuilder {
         };
         let lease = tenure::take_name(&mut catalog, &who, &*self.clock)?;
         let node_id = lease.node_id;
-        let written = catalog.written_objects()?;
+        let written = catalog
+            .written_objects()
+            .map_err(|e| e.within(&db_path, "reading the objects"))?;
         // The writer's thread survives a panicking operation: no actix supervisor is needed.
         let (catalog_writer, reader) = catalog.into_node_handles(&settings);
         let sup_ctx = Context::<supervisor::Supervisor>::new();

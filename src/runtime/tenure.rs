@@ -97,7 +97,11 @@ pub fn take_name(
     loop {
         let now = clock.now_ms();
         let stale = STALE_AFTER.as_millis() as i64;
-        match catalog.try_take_node_name(who, now, stale, is_alive, watched.as_ref())? {
+        let path = catalog.path().to_path_buf();
+        let taken = catalog
+            .try_take_node_name(who, now, stale, is_alive, watched.as_ref())
+            .map_err(|e| e.within(&path, format!("taking the node name `{}`", who.name)))?;
+        match taken {
             (Registration::Taken(lease), recovery) => {
                 if let Some(old) = &watched {
                     tracing::warn!(

@@ -820,6 +820,46 @@ fn bad_inputs_fail_cleanly_with_the_documented_code() {
             failures.push(format!("closed pipe {args:?}: {err}"));
         }
     }
+    // A read-only catalog file: reading commands work, writing ones fail naming the file.
+    let ro = Workspace::new();
+    ro.ok(&["init"]);
+    let ro_before = bytes(&ro.db());
+    let guard = crate::support::ReadOnly::make(&ro.db());
+    for (args, code) in [
+        (&["jobs", "list"][..], 0),
+        (&["jobs", "show", "device_stats"], 0),
+        (&["export"], 0),
+        (&["runs", "list"], 0),
+        (&["decisions"], 0),
+        (&["jobs", "disable", "device_stats"], 1),
+        (&["jobs", "run", "device_stats"], 1),
+        (&["processors", "add", "extra"], 1),
+        (&["run", "--bind", "127.0.0.1:0"], 1),
+    ] {
+        let out = ro.run(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        let first = err
+            .lines()
+            .find(|l| !l.trim().is_empty())
+            .unwrap_or("(quiet)");
+        rows.push(format!(
+            "| read-only catalog | `jobvisor {}` | {} | {} |",
+            args.join(" "),
+            out.status.code().map_or("signal".into(), |c| c.to_string()),
+            first.trim().replace('|', "\\|")
+        ));
+        let named = code == 0 || err.contains("catalog.db");
+        if out.status.code() != Some(code) || err.contains("panicked") || !named {
+            failures.push(format!(
+                "read-only {args:?}: expected exit {code}\n{}",
+                text(&out)
+            ));
+        }
+    }
+    drop(guard);
+    if bytes(&ro.db()) != ro_before {
+        failures.push("the read-only catalog changed".into());
+    }
     println!("| case | command | exit | message |\n|---|---|---|---|");
     for r in &rows {
         println!("{r}");

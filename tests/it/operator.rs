@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 
 use serde_json::Value as Json;
 
-use crate::support::{Workspace, runs_of, text, wait_for};
+use crate::support::{ReadOnly, Workspace, runs_of, text, wait_for};
 
 /// Runs `jobvisor ARGS` in the workspace folder with no `--db` added.
 pub fn raw(ws: &Workspace, args: &[&str]) -> Output {
@@ -129,9 +129,7 @@ fn reading_commands_work_on_a_read_only_catalog() {
     let ws = Workspace::new();
     ws.ok(&["init"]);
     let before = bytes(&ws.db());
-    let mut perms = std::fs::metadata(ws.db()).unwrap().permissions();
-    perms.set_readonly(true);
-    std::fs::set_permissions(ws.db(), perms).unwrap();
+    let _read_only = ReadOnly::make(&ws.db());
     for args in [
         &["jobs", "list"][..],
         &["jobs", "show", "device_stats"],
@@ -139,21 +137,31 @@ fn reading_commands_work_on_a_read_only_catalog() {
         &["export"],
         &["decisions"],
         &["runs", "list"],
+        &["processors", "list"],
+        &["stats"],
     ] {
         ws.ok(args);
     }
     assert_eq!(bytes(&ws.db()), before);
-    // A write names the file, what was being done, and why it failed. As root the file mode
-    // alone does not stop a write, so only check the wording when it did fail.
+    // A write — by a command or a node's start — names the file, what was being done, and why
+    // it failed; nothing is written.
     let out = ws.run(&["jobs", "disable", "device_stats"]);
-    if !out.status.success() {
-        let err = stderr(&out);
-        assert!(
-            err.contains("catalog.db") && err.contains("disabling job `device_stats`"),
-            "{err}"
-        );
-        assert_eq!(bytes(&ws.db()), before);
-    }
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("catalog.db: disabling job `device_stats`")
+            && err.contains("readonly")
+            && err.contains("not writable"),
+        "{err}"
+    );
+    let out = ws.run(&["run", "--bind", "127.0.0.1:0"]);
+    assert!(!out.status.success(), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("catalog.db") && stderr(&out).contains("readonly"),
+        "{}",
+        text(&out)
+    );
+    assert_eq!(bytes(&ws.db()), before);
 }
 
 #[test]

@@ -466,3 +466,38 @@ impl Drop for Tmpfs {
         }
     }
 }
+
+/// Makes a file read-only for real while it lives: immutable (`chattr +i`) when the tests run
+/// as root, whom a file mode does not stop; its mode otherwise.
+pub struct ReadOnly(PathBuf);
+
+impl ReadOnly {
+    pub fn make(path: &Path) -> Self {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let ok = std::process::Command::new("chattr")
+                .arg("+i")
+                .arg(path)
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(ok, "chattr +i {} (e2fsprogs) failed", path.display());
+        } else {
+            let mut perms = std::fs::metadata(path).unwrap().permissions();
+            perms.set_readonly(true);
+            std::fs::set_permissions(path, perms).unwrap();
+        }
+        Self(path.to_path_buf())
+    }
+}
+
+impl Drop for ReadOnly {
+    fn drop(&mut self) {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            let _ = std::process::Command::new("chattr")
+                .arg("-i")
+                .arg(&self.0)
+                .status();
+        }
+    }
+}
