@@ -508,6 +508,14 @@ fn unknown_functions_warn_and_strict_refuses_them() {
     );
     let out = ws.run(&["import", file.to_str().unwrap(), "--strict"]);
     assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    // Without --strict the import goes through, and says why its runs would fail.
+    let out = ws.run(&["import", file.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        stderr(&out).contains("warning: job `g2`") && stderr(&out).contains("nope"),
+        "{}",
+        text(&out)
+    );
     let out = ws.run(&["check", file.to_str().unwrap()]);
     assert!(
         out.status.success() && stderr(&out).contains("warning"),
