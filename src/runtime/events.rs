@@ -144,6 +144,16 @@ struct Subscriber {
     dropped: Arc<AtomicU64>,
 }
 
+impl Subscriber {
+    /// A stream whose buffer is full (an actor's mailbox cannot be asked: it is tried).
+    fn has_no_room(&self) -> bool {
+        match &self.sink {
+            Sink::Stream(tx) => tx.capacity() == 0 && !tx.is_closed(),
+            Sink::Actor(_) => false,
+        }
+    }
+}
+
 /// The engine's subscribers and waiters (one per engine, shared by its actors); embedders
 /// reach it through [`Engine`](super::Engine).
 #[derive(Default)]
@@ -211,9 +221,25 @@ impl EventBus {
 
     /// Offers `events` to every subscriber without waiting: a full buffer drops (and counts)
     /// the event, a subscriber gone is removed.
-    pub fn publish(&self, events: impl IntoIterator<Item = Event>) {
+    pub fn publish<I>(&self, events: I)
+    where
+        I: IntoIterator<Item = Event>,
+        I::IntoIter: ExactSizeIterator,
+    {
+        let events = events.into_iter();
         let mut subs = self.lock_subscribers();
         if subs.is_empty() {
+            return;
+        }
+        // Streams with no room left drop the whole batch: count it without building a single
+        // event (a subscriber that never reads costs a drain a few atomic operations per batch).
+        if subs.iter().all(Subscriber::has_no_room) {
+            let n = events.len() as u64;
+            for s in subs.iter() {
+                s.dropped.fetch_add(n, Ordering::Relaxed);
+            }
+            self.dropped
+                .fetch_add(n * subs.len() as u64, Ordering::Relaxed);
             return;
         }
         let mut gone = Vec::new();

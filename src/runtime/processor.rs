@@ -521,12 +521,13 @@ impl Processor {
             .push(RunEvent::Started(run.job_id, run.started_at));
         let events = &self.cfg.events;
         if events.wanted() {
-            events.publish([Event::Started {
+            // Built only if a subscriber has room for it.
+            events.publish(std::iter::once_with(|| Event::Started {
                 run_id: run.run_id,
                 job: run.job_name.to_string(),
                 attempt: run.attempt,
                 at: run.started_at,
-            }]);
+            }));
         }
         // Each run executes in a span of its own, a child of the trigger's when a request
         // handler (or other traced code) of this process queued it.

@@ -174,20 +174,24 @@ impl Supervisor {
         if !self.events.wanted() {
             return;
         }
-        self.events.publish(changes.iter().filter_map(|c| {
-            let cause = c.decision?;
-            let action = match c.state {
-                ActivationState::Active | ActivationState::Paused => "activate",
-                ActivationState::Standby => "deactivate",
-            };
-            Some(Event::Decision {
-                action: action.into(),
-                subject: Some(c.name.clone()),
-                reason: c.reason.clone(),
-                cause: cause.into(),
-                at,
+        let told: Vec<Event> = changes
+            .iter()
+            .filter_map(|c| {
+                let cause = c.decision?;
+                let action = match c.state {
+                    ActivationState::Active | ActivationState::Paused => "activate",
+                    ActivationState::Standby => "deactivate",
+                };
+                Some(Event::Decision {
+                    action: action.into(),
+                    subject: Some(c.name.clone()),
+                    reason: c.reason.clone(),
+                    cause: cause.into(),
+                    at,
+                })
             })
-        }));
+            .collect();
+        self.events.publish(told);
     }
 
     /// Start-up as the spec says: only the minimum is active; the policy adds the rest while
@@ -361,7 +365,8 @@ impl Supervisor {
                 act.evaluating = false;
             }
             if result.is_ok() && act.events.wanted() {
-                act.events.publish(kept.iter().flat_map(decision_events));
+                let told: Vec<Event> = kept.iter().flat_map(decision_events).collect();
+                act.events.publish(told);
             }
             match result {
                 Ok(()) if reload => act.scheduler.do_send(Reload),
