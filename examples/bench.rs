@@ -1,6 +1,7 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
 //! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|api|profile] [--rounds 3] [--n 20000]`
+//! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
 //! Each round measures the floor, the drains and the engine's SQL back to back, and each
@@ -768,9 +769,18 @@ fn main() {
         throughput(&a.what, a.n, rounds);
     }
     if a.what == "profile" {
-        // One drain with 2 executions and nothing else: for `perf record`.
-        let rate = drain(a.n, 2, Durability::Normal).drain_rate;
-        println!("{:<52} {:>10.0} j/s", "drain: 2 executions", rate);
+        // One drain with 2 executions and nothing else: for `perf record`, or for
+        // `valgrind --tool=callgrind` (instructions, which a busy machine does not change);
+        // BENCH_DEAF=1 adds a subscriber that never reads.
+        let deaf = std::env::var_os("BENCH_DEAF").is_some();
+        let d = drain_with(a.n, 2, Durability::Normal, deaf);
+        println!("{:<52} {:>10.0} j/s", "drain: 2 executions", d.drain_rate);
+        if deaf {
+            println!(
+                "{:<52} {:>10} events",
+                "  dropped by a subscriber that never reads", d.dropped
+            );
+        }
     }
     if all || a.what == "priority" {
         let results: Vec<_> = (0..rounds).map(|_| priority_latency(a.n)).collect();
