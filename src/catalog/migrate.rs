@@ -84,6 +84,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0013_fencing_and_poison.sql",
         sql: include_str!("../../migrations/0013_fencing_and_poison.sql"),
     },
+    Migration {
+        version: 14,
+        name: "0014_workflows_and_trees.sql",
+        sql: include_str!("../../migrations/0014_workflows_and_trees.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -18,6 +18,7 @@ pub mod runs;
 pub mod slots;
 pub mod sql_job;
 pub mod stats;
+pub mod tree;
 pub mod verbs;
 pub mod writer;
 
@@ -1388,3 +1389,5 @@ pub struct AuditRow {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tree_tests;

@@ -97,6 +97,11 @@ impl Failed {
 /// [`FULL_HOOK_EVERY`].
 pub type FullHook = Box<dyn Fn() + Send>;
 
+/// Called with the runs a verb queued for processors as a side effect of what it was asked
+/// (a workflow's next steps queued by a completion, a child spawned by a running function), once
+/// their transaction committed: whoever runs the processors wakes them.
+pub type QueuedHook = Box<dyn Fn(&[crate::catalog::tree::Queued]) + Send + Sync>;
+
 /// The least time between two calls of a writer's [`FullHook`].
 const FULL_HOOK_EVERY: Duration = Duration::from_millis(500);
 
@@ -191,6 +196,8 @@ pub struct DbWriter {
     path: PathBuf,
     /// To the writer's thread; `None` when the thread could not start.
     ops: Option<Sender<Job>>,
+    /// Told of runs queued as a side effect (shared by every clone of the handle).
+    queued_hook: std::sync::Arc<std::sync::RwLock<Option<QueuedHook>>>,
 }
 
 impl std::fmt::Debug for DbWriter {
@@ -234,7 +241,32 @@ impl DbWriter {
             }
         };
         tracing::debug!(writer = %label, path = %path.display(), "writer started");
-        Self { label, path, ops }
+        Self {
+            label,
+            path,
+            ops,
+            queued_hook: Default::default(),
+        }
+    }
+
+    /// Calls `hook` with the runs a verb queued for processors beyond what it was asked for
+    /// (see [`QueuedHook`]); replaces an earlier hook.
+    pub fn on_queued(&self, hook: QueuedHook) {
+        if let Ok(mut slot) = self.queued_hook.write() {
+            *slot = Some(hook);
+        }
+    }
+
+    /// Tells the hook about `queued` (nothing to do when empty: the common case costs no lock).
+    pub(in crate::catalog) fn announce(&self, queued: &[crate::catalog::tree::Queued]) {
+        if queued.is_empty() {
+            return;
+        }
+        if let Ok(slot) = self.queued_hook.read()
+            && let Some(hook) = slot.as_ref()
+        {
+            hook(queued);
+        }
     }
 
     /// Calls `hook` (on the writer's thread) whenever a transaction fails because the disk is

@@ -354,3 +354,41 @@ impl Engine {
             .map_err(|_| EngineError::Stopped)
     }
 }
+
+/// Job trees (issue 14): children of running runs, from outside the run (a running function
+/// spawns through its `FnContext`).
+impl Engine {
+    /// Queues a child run of the running run `parent`: a run of `job` with `params`
+    /// overlaying its payload, in `parent`'s tree (the parent ends with its last descendant,
+    /// its status the minimum over its tree). Returns the child's id (audited as
+    /// [`EMBEDDED_ACTOR`]).
+    pub async fn spawn(
+        &self,
+        parent: i64,
+        job: &str,
+        params: Option<Json>,
+    ) -> Result<i64, EngineError> {
+        self.spawn_as(EMBEDDED_ACTOR, parent, job, params).await
+    }
+
+    /// Like [`Engine::spawn`], with the audit row naming `actor`.
+    pub async fn spawn_as(
+        &self,
+        actor: &str,
+        parent: i64,
+        job: &str,
+        params: Option<Json>,
+    ) -> Result<i64, EngineError> {
+        let msg = scheduler::Spawn {
+            parent,
+            job: job.to_string(),
+            params,
+            actor: actor.to_string(),
+        };
+        Ok(self
+            .scheduler
+            .send(msg)
+            .await
+            .map_err(|_| EngineError::Stopped)??)
+    }
+}
