@@ -89,6 +89,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0014_workflows_and_trees.sql",
         sql: include_str!("../../migrations/0014_workflows_and_trees.sql"),
     },
+    Migration {
+        version: 15,
+        name: "0015_inbox_files.sql",
+        sql: include_str!("../../migrations/0015_inbox_files.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

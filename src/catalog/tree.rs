@@ -170,6 +170,7 @@ const START_WORKFLOW: &str = "UPDATE job_run SET status = 'running', own_status 
 const FAIL_UNSTARTED: &str = "UPDATE job_run SET status = 'failed', own_status = NULL,
     started_at = ?2, finished_at = ?2, error = ?3 WHERE run_id = ?1";
 const FINISH_WAITING: &str = "UPDATE job_run SET status = ?2, finished_at = ?3,
+    elapsed = coalesce(elapsed, ?3 - started_at),
     error = coalesce(error, ?4) WHERE run_id = ?1";
 const SHOW_FAILED: &str = "UPDATE job_run SET status = 'failed'
     WHERE run_id = ?1 AND status = 'running' AND own_status IS NOT NULL AND finished_at IS NULL";

@@ -242,6 +242,23 @@ impl DbWriter {
         Ok(id)
     }
 
+    /// Queues the run of a file an inbox moved into its run's folder, with its key, in one
+    /// transaction; `Ok(None)` when the key was queued before (a node found the folder again
+    /// after it died). Blocking: the inbox's thread waits for the answer.
+    pub fn enqueue_inbox_file(
+        &self,
+        file: super::inbox::InboxFile,
+        now: i64,
+    ) -> Result<Option<i64>, CatalogError> {
+        let (id, queued) = self.call_blocking(move |c| {
+            let mut queued = Vec::new();
+            let id = super::inbox::enqueue_file(c, &file, now, &mut queued)?;
+            Ok((id, queued))
+        })?;
+        self.announce(&queued);
+        Ok(id)
+    }
+
     /// Like [`DbWriter::spawn`], for blocking code (a function on the blocking pool).
     pub fn spawn_blocking(
         &self,

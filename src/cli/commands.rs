@@ -321,7 +321,11 @@ fn annotated_config(effective: &toml::Table) -> String {
             .then(|| trimmed.split_once('='))
             .flatten()
             .map(|(k, _)| k.trim());
-        let value = key.and_then(|k| effective.get(&section)?.get(k).map(|v| (k, v)));
+        // Keys before the first [section] (the `inbox` list) are the file's own.
+        let value = key.and_then(|k| match section.as_str() {
+            "" => effective.get(k).map(|v| (k, v)),
+            _ => effective.get(&section)?.get(k).map(|v| (k, v)),
+        });
         let Some((key, value)) = value else {
             out.push_str(line);
             out.push('\n');

@@ -8,6 +8,7 @@
 
 pub mod builtins;
 pub mod health;
+pub mod inbox;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
@@ -223,6 +224,14 @@ impl EngineBuilder {
         let health = actix::Supervisor::start(move |_| {
             health::Health::new(&health_dir, interval, report_to, health_clock)
         });
+        // Inboxes queue through the CatalogWriter, after the node name is held and its runs
+        // recovered (above): files are queued from now on, whoever claims them.
+        let inboxes = Arc::new(inbox::Inboxes::start(
+            &cfg.inbox,
+            &data_dir,
+            catalog_writer.clone(),
+            self.clock.clone(),
+        ));
         let supervisor = sup_ctx.run(supervisor::Supervisor::new(
             Arc::new(tenure::Tenure::new(lease)),
             reader,
@@ -233,6 +242,7 @@ impl EngineBuilder {
         ));
         tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
         Ok(Engine {
+            inboxes,
             fatal,
             supervisor,
             scheduler,
@@ -248,6 +258,8 @@ impl EngineBuilder {
 /// A running engine: the handle an embedding application (or `jobvisor run`) holds.
 #[derive(Clone)]
 pub struct Engine {
+    /// The `[[inbox]]` watchers; stopped at shutdown, and when the last handle goes.
+    inboxes: Arc<inbox::Inboxes>,
     fatal: Arc<crate::executor::FatalAlarm>,
     supervisor: Addr<supervisor::Supervisor>,
     scheduler: Addr<scheduler::Scheduler>,
@@ -348,6 +360,7 @@ impl Engine {
     /// Stops claiming at once, lets running jobs finish within `grace`, returns the rest to the
     /// queue, and releases the node name.
     pub async fn shutdown(&self, grace: Duration) -> Result<(), EngineError> {
+        self.inboxes.stop();
         self.supervisor
             .send(supervisor::Shutdown(grace))
             .await

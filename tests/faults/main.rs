@@ -1,6 +1,7 @@
 //! The fault suite (issue 12): real `jobvisor run` processes put through crashes, a poison job,
-//! a full disk (`disk`), clock jumps (`clock`) and a stopped process whose name is taken, plus
-//! proptest targets for the parsers (`fuzz`, with its corpus in `corpus/`). A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! a full disk (`disk`), clock jumps (`clock`), a stopped process whose name is taken, and kills
+//! during an inbox's stream of files (`inbox`), plus proptest targets for the parsers (`fuzz`,
+//! with its corpus in `corpus/`). A binary of its own, and its scenarios one at a time (`serial`), so that no
 //! other test's load changes their timing.
 //!
 //! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery
@@ -15,6 +16,7 @@ mod crash;
 mod disk;
 mod fence;
 mod fuzz;
+mod inbox;
 mod poison;
 
 use std::path::{Path, PathBuf};

@@ -7,6 +7,7 @@ mod catalog_files;
 mod cli;
 mod damaged_files;
 mod engine;
+mod inbox;
 mod metrics;
 mod openapi;
 mod operator;

@@ -17,8 +17,9 @@ use serde_json::json;
 
 use crate::support::Workspace;
 
+/// The example pipeline's functions (also used by `inbox`).
 #[path = "../../examples/mail/functions.rs"]
-mod mail;
+pub mod mail;
 
 const MAIL_CONF: &str = include_str!("../../examples/mail/job.conf");
 
