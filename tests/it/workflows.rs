@@ -462,3 +462,155 @@ fn a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fail
     }
     figures("tree_1000", &lines);
 }
+
+/// The faces of a real node: children spawned over the API and JSON-RPC join a running run's
+/// tree, which `GET …/tree`, `run.tree` and `jobvisor runs tree` show; a workflow triggered from
+/// the CLI runs; `runs cancel` of a workflow kills its running command step and skips the rest.
+#[test]
+fn children_spawned_over_the_api_and_rpc_join_the_tree_and_a_cancelled_workflow_kills_its_command()
+{
+    use crate::support::{api, wait_for};
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let conf = ws.write(
+        "flow.conf",
+        r#"
+[processor.p]
+instances = 4
+[job.slow]
+type = "function"
+processor = "p"
+payload = { function = "debug.sleep", ms = 1500 }
+[job.echo]
+type = "function"
+processor = "p"
+overlap_policy = "allow"
+max_overlap = 100
+payload = { function = "debug.echo" }
+[job.nap]
+type = "command"
+processor = "p"
+payload = { argv = ["sleep", "30"] }
+[job.hello]
+type = "workflow"
+processor = "p"
+payload.steps = [{ name = "one", job = "echo" }, { name = "two", job = "echo", after = ["one"], inputs = ["one"] }]
+[job.held]
+type = "workflow"
+processor = "p"
+payload.steps = [{ name = "nap", job = "nap" }, { name = "after", job = "echo", after = ["nap"] }]
+"#,
+    );
+    ws.ok(&["import", &conf.display().to_string()]);
+    let node = ws.start_node("n1");
+    let (base, token) = (node.api.clone(), node.token.clone().unwrap());
+    let db = ws.db();
+    let status_of = |id: i64| -> (String, Option<i64>) {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT status, finished_at FROM job_run WHERE run_id = ?1",
+            [id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap()
+    };
+    let r = api(
+        &base,
+        Some(&token),
+        "POST",
+        "/api/v1/jobs/slow/runs",
+        Some(&json!({})),
+    );
+    assert_eq!(r.status, 201, "{}", r.body);
+    let parent = r.json()["run_ids"][0].as_i64().unwrap();
+    wait_for(20.0, "the parent to run", || {
+        (status_of(parent).0 == "running").then_some(())
+    });
+    let body = json!({ "job": "echo", "params": { "word": "api" } });
+    let path = format!("/api/v1/runs/{parent}/children");
+    let r = api(&base, Some(&token), "POST", &path, Some(&body));
+    assert_eq!(r.status, 201, "{}", r.body);
+    let api_child = r.json()["run_id"].as_i64().unwrap();
+    let call = json!({"jsonrpc": "2.0", "method": "run.spawn", "id": 1,
+                      "params": { "parent": parent, "job": "echo", "params": { "word": "rpc" } }});
+    let r = api(&base, Some(&token), "POST", "/rpc", Some(&call));
+    assert_eq!(r.status, 200, "{}", r.body);
+    let rpc_child = r.json()["result"]["run_id"].as_i64().unwrap();
+    wait_for(20.0, "the tree to end", || status_of(parent).1.map(|_| ()));
+    assert_eq!(status_of(parent).0, "succeeded");
+    let r = api(
+        &base,
+        Some(&token),
+        "GET",
+        &format!("/api/v1/runs/{rpc_child}/tree"),
+        None,
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    let tree = r.json();
+    assert_eq!(tree["root"], parent);
+    assert_eq!(tree["ended"], true);
+    let ids: Vec<i64> = tree["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["run"]["id"].as_i64().unwrap())
+        .collect();
+    assert_eq!(ids, [parent, api_child, rpc_child]);
+    // An ended run takes no children.
+    let r = api(&base, Some(&token), "POST", &path, Some(&body));
+    assert_eq!(r.status, 409, "{}", r.body);
+    let call = json!({"jsonrpc": "2.0", "method": "run.tree", "id": 2, "params": { "id": parent }});
+    let r = api(&base, Some(&token), "POST", "/rpc", Some(&call));
+    assert_eq!(r.json()["result"]["counts"]["succeeded"], 3);
+
+    // A workflow queued from the CLI (another process writing the catalog) runs its steps.
+    let out = ws.ok(&["--json", "jobs", "run", "hello"]);
+    let root = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"]
+        .as_i64()
+        .unwrap();
+    wait_for(20.0, "the workflow to end", || {
+        status_of(root).1.map(|_| ())
+    });
+    assert_eq!(status_of(root).0, "succeeded");
+    let shown = ws.ok(&["runs", "tree", &root.to_string()]);
+    assert!(
+        shown.starts_with(&format!("tree of run {root}: succeeded (3 runs")),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("  one") && shown.contains("  two"),
+        "{shown}"
+    );
+
+    // Cancelled while its command step sleeps: the command is killed, the next step skipped.
+    let out = ws.ok(&["--json", "jobs", "run", "held"]);
+    let held = serde_json::from_str::<serde_json::Value>(&out).unwrap()["run_id"]
+        .as_i64()
+        .unwrap();
+    let nap = wait_for(20.0, "the command step to run", || {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT run_id FROM job_run WHERE pid = ?1 AND step = 'nap' AND status = 'running'",
+            [held],
+            |r| r.get::<_, i64>(0),
+        )
+        .ok()
+    });
+    let t0 = Instant::now();
+    let out = ws.ok(&["runs", "cancel", &held.to_string()]);
+    assert!(out.contains("asked to cancel"), "{out}");
+    wait_for(20.0, "the cancelled workflow to end", || {
+        status_of(held).1.map(|_| ())
+    });
+    let took = t0.elapsed();
+    assert_eq!(status_of(held).0, "cancelled");
+    assert_eq!(status_of(nap).0, "cancelled");
+    assert!(
+        took < Duration::from_secs(10),
+        "the sleep 30 was killed: {took:?}"
+    );
+    let shown = ws.ok(&["runs", "tree", &held.to_string()]);
+    assert!(shown.contains("skipped"), "{shown}");
+    drop(node);
+}
