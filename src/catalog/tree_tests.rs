@@ -471,3 +471,36 @@ fn a_finished_tree_is_pruned_whole_and_a_running_one_not_at_all() {
     assert_eq!(total(&mut w), before - 6);
     assert_eq!(w.run(running).0, "running");
 }
+
+#[test]
+fn a_workflow_step_cannot_be_removed_and_a_removed_parent_leaves_its_children_detached() {
+    let mut w = World::new();
+    let err = w.catalog.remove_job("flaky", "t").unwrap_err().to_string();
+    assert!(err.contains("step `c` of workflow `w`"), "{err}");
+    // A run of `a` that spawned a run of `b`, both ended; then `a` goes.
+    let parent = w.trigger("a", None);
+    let claimed = w.claim();
+    let now = w.clock;
+    let child = tree::spawn(w.catalog.writer(), parent, "b", None, now, &mut Vec::new()).unwrap();
+    w.complete(&claimed, ok);
+    w.drain(ok);
+    assert_eq!(w.run(parent).0, "succeeded");
+    w.catalog
+        .writer()
+        .execute("DELETE FROM job WHERE job_name = 'w'", [])
+        .unwrap();
+    w.catalog.remove_job("a", "t").unwrap();
+    let (pid, stump): (Option<i64>, Option<i64>) = w
+        .conn()
+        .query_row(
+            "SELECT pid, stump FROM job_run WHERE run_id = ?1",
+            [child],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .unwrap();
+    assert_eq!(
+        (pid, stump),
+        (None, None),
+        "the child's history stays, detached"
+    );
+}
