@@ -208,9 +208,33 @@ fn latest(c: &Connection, workflow: i64, step: &str) -> Result<Option<Latest>, C
 }
 
 /// The steps of a workflow run, read from its job's payload; `Err` with the reason when the
-/// payload no longer reads as a workflow (validation keeps that from happening).
-fn spec_of(w: &Node) -> Result<WorkflowSpec, String> {
+/// payload no longer reads as a workflow (validation keeps that from happening). Parsed once
+/// per payload text on the writer's thread: every step's end reads its workflow's steps, and
+/// parsing them again was a third of a two-step workflow's cost in the writer.
+fn spec_of(w: &Node) -> Result<std::rc::Rc<WorkflowSpec>, String> {
+    use std::cell::RefCell;
+    use std::collections::HashMap;
+    thread_local! {
+        static PARSED: RefCell<HashMap<String, std::rc::Rc<WorkflowSpec>>> =
+            RefCell::new(HashMap::new());
+    }
     let payload = w.workflow.as_deref().unwrap_or("{}");
+    if let Some(spec) = PARSED.with(|p| p.borrow().get(payload).cloned()) {
+        return Ok(spec);
+    }
+    let spec = std::rc::Rc::new(parse_spec(payload)?);
+    PARSED.with(|p| {
+        let mut p = p.borrow_mut();
+        // A few workflows at most: an edited payload leaves its old text behind.
+        if p.len() >= 64 {
+            p.clear();
+        }
+        p.insert(payload.to_string(), spec.clone());
+    });
+    Ok(spec)
+}
+
+fn parse_spec(payload: &str) -> Result<WorkflowSpec, String> {
     let map: JsonMap<String, Json> =
         serde_json::from_str(payload).map_err(|e| format!("its payload is not JSON: {e}"))?;
     WorkflowSpec::parse(&map).map_err(|problems| {
@@ -364,8 +388,7 @@ fn skip_step(
 
 /// A step of workflow run `w` ended with `status`: queues each dependent whose predecessors
 /// have now all succeeded (with their results as inputs), or — on a failure, or once the
-/// workflow is cancelled — skips every step downstream that has no run yet. Returns how many
-/// runs were queued (children now open).
+/// workflow is cancelled — skips every step downstream that has no run yet.
 fn advance(
     c: &Connection,
     w: &Node,
@@ -373,12 +396,12 @@ fn advance(
     status: RunStatus,
     now: i64,
     out: &mut Vec<Queued>,
-) -> Result<i64, CatalogError> {
+) -> Result<Advanced, CatalogError> {
+    let mut done = Advanced::default();
     let Ok(spec) = spec_of(w) else {
-        return Ok(0);
+        return Ok(done);
     };
     if status == RunStatus::Succeeded && !w.cancelled {
-        let mut queued = 0;
         for dependent in spec.dependents(step) {
             let Some(results) = ready_inputs(c, w.run_id, dependent)? else {
                 continue;
@@ -390,9 +413,13 @@ fn advance(
                 Some(l) => Some(l.first),
                 None => None,
             };
-            queued += i64::from(queue_step(c, w, dependent, results, superseded, now, out)?);
+            if queue_step(c, w, dependent, results, superseded, now, out)? {
+                done.queued += 1;
+            } else {
+                done.job_gone = true;
+            }
         }
-        return Ok(queued);
+        return Ok(done);
     }
     let (targets, why) = if status == RunStatus::Succeeded {
         // The workflow was cancelled while this step ran: nothing after it starts.
@@ -413,13 +440,22 @@ fn advance(
             format!("skipped: step `{step}` {how}"),
         )
     };
-    let mut done = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
     for target in targets {
-        if done.insert(&target.name) && latest(c, w.run_id, &target.name)?.is_none() {
+        if seen.insert(&target.name) && latest(c, w.run_id, &target.name)?.is_none() {
             skip_step(c, w, target, &why, now)?;
         }
     }
-    Ok(0)
+    Ok(done)
+}
+
+/// What advancing a workflow past a step did.
+#[derive(Debug, Default)]
+struct Advanced {
+    /// Steps queued (children now open).
+    queued: i64,
+    /// A step to queue had no job any more (the workflow failed).
+    job_gone: bool,
 }
 
 /// When every predecessor of `step` under workflow run `workflow` has succeeded (its latest
@@ -469,16 +505,17 @@ pub(crate) fn on_end(
         return Ok(());
     };
     let mut open = parent.open - 1;
+    let mut before = parent.tree;
     if let Some(step) = &ended.step
         && parent.workflow.is_some()
     {
-        open += advance(c, &parent, step, ended.status, now, out)?;
+        let advanced = advance(c, &parent, step, ended.status, now, out)?;
+        open += advanced.queued;
+        if advanced.job_gone {
+            // A step's job is gone: the workflow failed (`queue_step` wrote it).
+            before = Some(RunStatus::Failed);
+        }
     }
-    // Advancing may have failed the workflow (a step's job gone): read its verdict again.
-    let before = match ended.step {
-        Some(_) if parent.workflow.is_some() => node_of(c, pid)?.tree,
-        _ => parent.tree,
-    };
     let mut tree = worse(before, verdict(ended.status));
     if parent.cancelled && ended.status == RunStatus::Succeeded && parent.workflow.is_some() {
         tree = worse(tree, Some(RunStatus::Cancelled));
