@@ -500,6 +500,11 @@ payload.steps = [{ name = "one", job = "echo" }, { name = "two", job = "echo", a
 type = "workflow"
 processor = "p"
 payload.steps = [{ name = "nap", job = "nap" }, { name = "after", job = "echo", after = ["nap"] }]
+[job.ticker]
+type = "workflow"
+processor = "p"
+cron = "* * * * * *"
+payload.steps = [{ job = "echo" }]
 "#,
     );
     ws.ok(&["import", &conf.display().to_string()]);
@@ -612,5 +617,18 @@ payload.steps = [{ name = "nap", job = "nap" }, { name = "after", job = "echo", 
     );
     let shown = ws.ok(&["runs", "tree", &held.to_string()]);
     assert!(shown.contains("skipped"), "{shown}");
+
+    // A workflow's slot starts its tree like a trigger does.
+    wait_for(20.0, "a scheduled workflow to succeed", || {
+        let conn = rusqlite::Connection::open(&db).unwrap();
+        conn.query_row(
+            "SELECT r.run_id FROM job_run r JOIN job j USING (job_id) WHERE j.job_name = 'ticker'
+             AND r.scheduled_for IS NOT NULL AND r.status = 'succeeded'
+             AND EXISTS (SELECT 1 FROM job_run s WHERE s.pid = r.run_id AND s.status = 'succeeded')",
+            [],
+            |r| r.get::<_, i64>(0),
+        )
+        .ok()
+    });
     drop(node);
 }
