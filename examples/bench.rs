@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|api|profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|flow|api|profile] [--rounds 3] [--n 20000]`
 //! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
@@ -10,7 +10,9 @@
 //! The drains also report the largest size of the catalog's WAL file during a drain and its size
 //! after the engine shut down. `priority` measures the due-to-start latency of high-priority
 //! per-second jobs while N low-priority runs drain on the same processor.
-//! `api` drives a real node process over HTTP (see `bench/api.rs`).
+//! `api` drives a real node process over HTTP (see `bench/api.rs`). `flow` measures workflows:
+//! the delay from a step's end to its successor's start, and the drain rate of 10,000 two-step
+//! workflows beside a plain drain of as many runs in the same round.
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
@@ -625,6 +627,140 @@ fn engine_sql(n: usize, per_tx: usize) -> f64 {
     rate
 }
 
+// ---------------------------------------------------------------- flow
+
+/// Two no-op jobs and a workflow running one after the other.
+const TWO_STEPS: &str = "[job.a]\ntype = \"function\"\nprocessor = \"bench\"\noverlap_policy = \"allow\"\nmax_overlap = 1000000\npayload = { function = \"debug.noop\" }\n\
+[job.b]\ntype = \"function\"\nprocessor = \"bench\"\noverlap_policy = \"allow\"\nmax_overlap = 1000000\npayload = { function = \"debug.noop\" }\n\
+[job.two]\ntype = \"workflow\"\nprocessor = \"bench\"\npayload.steps = [{ job = \"a\" }, { job = \"b\", after = [\"a\"] }]\n";
+
+/// Drains `workflows` two-step workflows queued while paused, on 2 executions; workflows per
+/// second (each is two step runs, queued one after the other).
+fn flow_drain(workflows: usize) -> f64 {
+    let dir = fresh_dir("flow");
+    let cfg = node_config(&dir, Durability::Normal);
+    prepare(&dir, &cfg, &catalog_text(2, TWO_STEPS));
+    let rate = actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        engine.pause();
+        let mut left = workflows;
+        while left > 0 {
+            let k = left.min(1000);
+            engine.trigger_many("two", vec![None; k]).await.unwrap();
+            left -= k;
+        }
+        let t0 = Instant::now();
+        engine.resume();
+        // A workflow's run ends in the transaction of its second step's completion.
+        while completed(&engine).await < 2 * workflows as u64 {
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
+        let rate = workflows as f64 / t0.elapsed().as_secs_f64();
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+        rate
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    rate
+}
+
+/// The delay (ms) from step `a`'s end to step `b`'s start in `workflows` two-step workflows
+/// triggered one every 2 ms on 4 executions (the successor never waits for an instance): p50,
+/// p99, max, and how many were measured.
+fn flow_latency(workflows: usize) -> (f64, f64, f64, usize) {
+    let dir = fresh_dir("flow-latency");
+    let cfg = node_config(&dir, Durability::Normal);
+    prepare(&dir, &cfg, &catalog_text(4, TWO_STEPS));
+    let db = PathBuf::from(&cfg.database.path);
+    actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        let mut roots = Vec::with_capacity(workflows);
+        for _ in 0..workflows {
+            roots.push(engine.trigger("two", None).await.unwrap());
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
+        while completed(&engine).await < 2 * workflows as u64 {
+            actix_rt::time::sleep(Duration::from_millis(5)).await;
+        }
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+    });
+    let conn = Connection::open(&db).unwrap();
+    let mut delays: Vec<f64> = conn
+        .prepare(
+            "SELECT b.started_at - a.finished_at FROM job_run a JOIN job_run b
+             ON b.pid = a.pid AND b.step = 'b' AND a.step = 'a'
+             WHERE a.status = 'succeeded' AND b.status = 'succeeded'",
+        )
+        .unwrap()
+        .query_map([], |r| r.get::<_, i64>(0))
+        .unwrap()
+        .map(|d| d.unwrap() as f64)
+        .collect();
+    let _ = std::fs::remove_dir_all(&dir);
+    delays.sort_by(|a, b| a.total_cmp(b));
+    if delays.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN, 0);
+    }
+    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
+    (pct(0.50), pct(0.99), *delays.last().unwrap(), delays.len())
+}
+
+/// The workflow figures: delay from a step's end to its successor's start, and the drain rate
+/// of 10,000 two-step workflows against a plain drain of as many runs (20,000) in the same round.
+fn flow(rounds: usize) {
+    const WORKFLOWS: usize = 10_000;
+    let mut latency = Vec::new();
+    let mut rates = Vec::new();
+    for _ in 0..rounds {
+        latency.push(flow_latency(1000));
+        let plain = drain(2 * WORKFLOWS, 2, Durability::Normal).drain_rate;
+        let workflows = flow_drain(WORKFLOWS);
+        rates.push((plain, workflows));
+    }
+    let p50 = median(latency.iter().map(|l| l.0).collect());
+    let p99 = median(latency.iter().map(|l| l.1).collect());
+    let max = latency.iter().map(|l| l.2).fold(0.0, f64::max);
+    println!(
+        "{:<52} {:>11.1} ms",
+        "flow: step end to successor start, p50", p50
+    );
+    println!(
+        "{:<52} {:>11.1} ms   (target < 10 ms)",
+        "flow: step end to successor start, p99", p99
+    );
+    println!(
+        "{:<52} {:>14}",
+        "  (max; pairs measured per round)",
+        format!(
+            "{max:.0} ms; {}",
+            latency
+                .iter()
+                .map(|l| l.3.to_string())
+                .collect::<Vec<_>>()
+                .join("/")
+        )
+    );
+    let plain = median(rates.iter().map(|r| r.0).collect());
+    let wf = median(rates.iter().map(|r| r.1).collect());
+    let ratio = median(rates.iter().map(|r| 2.0 * r.1 / r.0).collect());
+    println!(
+        "{:<52} {:>10.0} j/s",
+        "flow: plain drain, 20,000 runs, 2 executions", plain
+    );
+    println!(
+        "{:<52} {:>10.0} w/s {:>9.2}x",
+        "flow: 10,000 two-step workflows, 2 executions", wf, ratio
+    );
+    println!(
+        "{:<52} {:>14}",
+        "  (step runs/s vs the plain drain, per round)",
+        rates
+            .iter()
+            .map(|r| format!("{:.0}/{:.0}", 2.0 * r.1, r.0))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
+
 // ---------------------------------------------------------------- throughput
 
 /// A throughput figure: label, unit, value.
@@ -844,6 +980,9 @@ fn main() {
             "idle: 1,000 recurring jobs, RSS",
             median(results.iter().map(|r| r.1).collect())
         );
+    }
+    if all || a.what == "flow" {
+        flow(rounds);
     }
     if all || a.what == "api" {
         api::print(a.n, rounds);

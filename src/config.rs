@@ -62,6 +62,8 @@ pub enum ConfigError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 pub struct NodeConfig {
+    /// Folders whose new files become runs (`[[inbox]]`). Default: none.
+    pub inbox: Vec<InboxSection>,
     /// Identity and folders.
     pub node: NodeSection,
     /// The catalog database.
@@ -78,6 +80,25 @@ pub struct NodeConfig {
     pub executor: ExecLimits,
     /// The self-tuning policy: thresholds, hysteresis, pacing.
     pub policy: crate::policy::PolicyConfig,
+}
+
+/// One `[[inbox]]`: a folder watched for new files, each of which becomes a run of `job`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InboxSection {
+    /// The folder watched (created when missing). Required.
+    pub path: String,
+    /// The catalog job each file's run is of. Required.
+    pub job: String,
+    /// Which file names count, a glob (`*.eml`); others are left where they are. Default: "*".
+    #[serde(default = "InboxSection::any_name")]
+    pub pattern: String,
+}
+
+impl InboxSection {
+    fn any_name() -> String {
+        "*".into()
+    }
 }
 
 /// `[node]`.
@@ -417,6 +438,21 @@ fn layer_error(origin: &'static str, e: config::ConfigError) -> ConfigError {
 impl NodeConfig {
     /// Checks values that types alone cannot.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        for (i, inbox) in self.inbox.iter().enumerate() {
+            let invalid = |reason: String| ConfigError::Invalid {
+                key: "inbox",
+                reason: format!("inbox[{i}] ({}): {reason}", inbox.path),
+            };
+            if inbox.path.trim().is_empty() {
+                return Err(invalid("path: a folder is needed".into()));
+            }
+            // Whether the job exists is the catalog's question, asked when the inbox starts.
+            if inbox.job.trim().is_empty() {
+                return Err(invalid("job: a job name is needed".into()));
+            }
+            glob::Pattern::new(&inbox.pattern)
+                .map_err(|e| invalid(format!("pattern `{}`: {e}", inbox.pattern)))?;
+        }
         if let Err(e) = self.policy.validate() {
             return Err(ConfigError::Invalid {
                 key: "policy",

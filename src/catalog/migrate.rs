@@ -86,8 +86,18 @@ pub const MIGRATIONS: &[Migration] = &[
     },
     Migration {
         version: 14,
-        name: "0014_custom_job_type.sql",
-        sql: include_str!("../../migrations/0014_custom_job_type.sql"),
+        name: "0014_workflows_and_trees.sql",
+        sql: include_str!("../../migrations/0014_workflows_and_trees.sql"),
+    },
+    Migration {
+        version: 15,
+        name: "0015_inbox_files.sql",
+        sql: include_str!("../../migrations/0015_inbox_files.sql"),
+    },
+    Migration {
+        version: 16,
+        name: "0016_custom_job_type.sql",
+        sql: include_str!("../../migrations/0016_custom_job_type.sql"),
     },
 ];
 

@@ -7,6 +7,7 @@
 pub mod accounts;
 pub mod activation;
 pub mod damage;
+pub mod inbox;
 pub mod migrate;
 pub mod node;
 pub mod objects;
@@ -19,6 +20,7 @@ pub mod runs;
 pub mod slots;
 pub mod sql_job;
 pub mod stats;
+pub mod tree;
 pub mod verbs;
 pub mod writer;
 
@@ -610,11 +612,33 @@ impl Catalog {
                 "job `{name}` has {running} run(s) executing; disable it and retry when they end"
             )));
         }
+        // A workflow naming it as a step would be left running a job that is gone.
+        let workflows: Vec<(String, String)> = tx
+            .prepare_cached(SELECT_WORKFLOWS)?
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+            .collect::<Result<_, _>>()?;
+        for (workflow, payload) in workflows {
+            let steps = serde_json::from_str::<JsonMap<String, Json>>(&payload)
+                .ok()
+                .and_then(|p| crate::jobconf::workflow::WorkflowSpec::parse(&p).ok());
+            if let Some(step) = steps
+                .as_ref()
+                .and_then(|s| s.steps.iter().find(|s| s.job == name))
+            {
+                return Err(CatalogError::Conflict(format!(
+                    "job `{name}` is step `{}` of workflow `{workflow}`: remove the step first",
+                    step.name
+                )));
+            }
+        }
         let detail = removed_detail(&tx, |f, g| {
             if let Some(d) = f.jobs.remove(name) {
                 g.jobs.insert(name.to_string(), d);
             }
         })?;
+        // Runs of other jobs in its runs' trees keep their history, detached from the runs
+        // that go with the job.
+        tx.execute(DETACH_FROM_JOB, [name])?;
         tx.execute(DELETE_JOB, [name])?;
         audit(&tx, actor, "job.remove", name, Some(&detail))?;
         tx.commit()?;
@@ -1097,6 +1121,13 @@ const FORGET_UNPINNED_ACTIVATION: &str = "DELETE FROM job_activation
 const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
     WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
 const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
+const SELECT_WORKFLOWS: &str = "SELECT j.job_name, j.job_payload FROM job j
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE t.job_type = 'workflow'";
+const DETACH_FROM_JOB: &str = "WITH gone(id) AS (SELECT r.run_id FROM job_run r
+        JOIN job j ON j.job_id = r.job_id WHERE j.job_name = ?1)
+    UPDATE job_run SET pid = CASE WHEN pid IN (SELECT id FROM gone) THEN NULL ELSE pid END,
+        stump = CASE WHEN stump IN (SELECT id FROM gone) THEN NULL ELSE stump END
+    WHERE pid IN (SELECT id FROM gone) OR stump IN (SELECT id FROM gone)";
 const SELECT_PROCESSOR_JOBS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
     FROM job j WHERE j.processor_id = p.processor_id) FROM job_processor p
     WHERE p.processor_name = ?1";
@@ -1428,3 +1459,5 @@ pub struct AuditRow {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tree_tests;

@@ -217,7 +217,9 @@ pub struct Recovery {
 const SELECT_LEFT_RUNNING: &str = "SELECT r.run_id, r.suspect, r.crashes,
     min(max(j.max_attempts, 1), ?2), r.cancel_requested
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
-    WHERE r.status = 'running' AND r.node_id = ?1 ORDER BY r.run_id";
+    WHERE r.status = 'running' AND r.node_id = ?1
+      -- A run waiting for its children executes nowhere: its tree ends it.
+      AND r.own_status IS NULL ORDER BY r.run_id";
 const REQUEUE_SUSPECT: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
     crashes = ?2, attempt = attempt + ?3 WHERE run_id = ?1";

@@ -14,13 +14,15 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
 
 use super::CatalogError;
+use super::tree::{self, Ended, Queued};
 use crate::model::{JobType, RunStatus};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
 
-/// Recounts every job's runs in progress from the run states (after a recovery or a reset).
+/// Recounts every job's runs in progress from the run states (after a recovery or a reset): the
+/// runs executing, not those waiting for their children (`tree`).
 pub(crate) const RECOUNT_IN_PROGRESS: &str =
     "UPDATE job SET in_progress = (SELECT count(*) FROM job_run r
-    WHERE r.job_id = job.job_id AND r.status = 'running')";
+    WHERE r.job_id = job.job_id AND r.status = 'running' AND r.own_status IS NULL)";
 
 /// The catalog generation: bumped by triggers on every definition change.
 pub fn generation(conn: &Connection) -> Result<i64, CatalogError> {
@@ -287,13 +289,33 @@ pub fn enqueue(conn: &Connection, run: &NewRun, now: i64) -> Result<Option<i64>,
     Ok((n == 1).then(|| conn.last_insert_rowid()))
 }
 
-/// Looks up a job for an on-demand run: (job_id, processor_id, priority).
-pub fn job_for_trigger(conn: &Connection, name: &str) -> Result<(i64, i64, i64), CatalogError> {
-    conn.query_row(
-        "SELECT job_id, processor_id, priority FROM job WHERE job_name = ?1",
-        [name],
-        |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-    )
+/// A job as an on-demand run needs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TriggerTarget {
+    /// `job_id`.
+    pub job_id: i64,
+    /// Where its runs go.
+    pub processor_id: i64,
+    /// Its runs' priority.
+    pub priority: i64,
+    /// A workflow: each run starts as a tree at once (`tree::start_workflow`).
+    pub workflow: bool,
+}
+
+/// Looks up a job for an on-demand run.
+pub fn job_for_trigger(conn: &Connection, name: &str) -> Result<TriggerTarget, CatalogError> {
+    conn.prepare_cached(
+        "SELECT j.job_id, j.processor_id, j.priority, t.job_type = 'workflow'
+         FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_name = ?1",
+    )?
+    .query_row([name], |r| {
+        Ok(TriggerTarget {
+            job_id: r.get(0)?,
+            processor_id: r.get(1)?,
+            priority: r.get(2)?,
+            workflow: r.get(3)?,
+        })
+    })
     .optional()?
     .ok_or_else(|| CatalogError::NotFound {
         kind: "job",
@@ -626,19 +648,30 @@ pub struct Completion {
 /// What recording a completion did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Recorded {
-    /// The run's final status, and the retry run if one was queued.
+    /// The run's final status (for a run that now waits for the runs it spawned, how its own
+    /// execution ended), and the retry run if one was queued.
     Done(RunStatus, Option<i64>),
     /// The token did not match: the run was reclaimed (lease expired) or already completed.
     Stale,
 }
 
 const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id,
-    r.priority, r.params, coalesce(r.retry_of, r.run_id), j.max_attempts
+    r.priority, r.params, coalesce(r.retry_of, r.run_id), j.max_attempts, r.pid, r.stump,
+    r.step, r.children_open, r.tree_status
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     WHERE r.run_id = ?1 AND r.claim_token = ?2 AND r.status = 'running'";
+// The plain case: no parent and no child ever ended badly or is still open. A run in a tree
+// fails these checks (three columns of the row being updated: no extra read) and is recorded
+// by `complete_other`, which knows trees.
 const FINISH_SUCCEEDED: &str = "UPDATE job_run SET status = 'succeeded', finished_at = ?3,
     elapsed = ?4, result = ?5, error = NULL, log = ?6, started_at = ?7, lease_until = NULL
-    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'";
+    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'
+      AND pid IS NULL AND children_open = 0 AND tree_status IS NULL";
+// A run whose children go on waits for them (`tree`): its own ending is kept and its instance
+// freed; its claim token is cleared, so no later completion matches it.
+const WAIT_FOR_CHILDREN: &str = "UPDATE job_run SET status = ?2, own_status = ?3, elapsed = ?4,
+    result = ?5, error = ?6, log = ?7, started_at = ?8, claim_token = NULL, lease_until = NULL
+    WHERE run_id = ?1";
 const FINISH_RUN: &str = "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
     result = ?5, error = ?6, log = ?7, started_at = ?8, lease_until = NULL WHERE run_id = ?1";
 const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
@@ -646,13 +679,31 @@ const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
 const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - ?2, 0),
     last_date_end = coalesce(?3, last_date_end), last_elapse = coalesce(?4, last_elapse),
     last_response = coalesce(?5, last_response) WHERE job_id = ?1";
+// A retry takes its attempt's place in a tree: same parent, root and step.
 const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after, params,
-    status, attempt, retry_of, created_at) VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8)";
+    status, attempt, retry_of, created_at, pid, stump, step)
+    VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9, ?10, ?11)";
 const COUNT_STALE: &str =
     "UPDATE node SET stale_completions = stale_completions + ?2 WHERE node_id = ?1";
 
-/// (job_id, attempt, processor_id, priority, params, first attempt, max_attempts).
-type CompleteRow = (i64, i64, Option<i64>, i64, Option<String>, i64, i64);
+/// What recording a failure (or a run in a tree) reads of the run.
+struct Finishing {
+    job_id: i64,
+    attempt: i64,
+    processor_id: Option<i64>,
+    priority: i64,
+    params: Option<String>,
+    /// The run's first attempt (what every retry of it retries).
+    first_run: i64,
+    max_attempts: i64,
+    /// Its parent, root and workflow step, when it is in a tree.
+    pid: Option<i64>,
+    stump: Option<i64>,
+    step: Option<String>,
+    /// Its children not ended yet, and the worst way one of them ended.
+    children_open: i64,
+    tree_status: Option<String>,
+}
 
 /// What a batch of completions does to one job's row: runs no longer in progress, and the
 /// latest end (instant, elapsed, response) among them.
@@ -683,13 +734,30 @@ pub fn complete_all(
     node_id: i64,
     completions: &[Completion],
 ) -> Result<Vec<Recorded>, CatalogError> {
+    complete_batch(conn, node_id, completions, &mut Vec::new())
+}
+
+/// [`complete_all`], also carrying the completions out in their trees, in the same
+/// transaction: a workflow step's successors whose predecessors have all succeeded are queued
+/// (appended to `queued`, whose processors the caller wakes), a failed step's dependents
+/// skipped, and a run whose last child this was ends with the minimum over its tree.
+pub fn complete_batch(
+    conn: &Connection,
+    node_id: i64,
+    completions: &[Completion],
+    queued: &mut Vec<Queued>,
+) -> Result<Vec<Recorded>, CatalogError> {
     let mut ends: BTreeMap<i64, JobEnd> = BTreeMap::new();
     let mut stale = 0;
     let mut recorded = Vec::with_capacity(completions.len());
     for c in completions {
         let r = match &c.outcome {
-            Outcome::Succeeded(v) => complete_succeeded(conn, c, v, &mut ends)?,
-            _ => complete_other(conn, c, &mut ends)?,
+            Outcome::Succeeded(v) => match complete_succeeded(conn, c, v, &mut ends)? {
+                // Not the plain case: a stale token, or a run in a tree.
+                Recorded::Stale => complete_other(conn, c, &mut ends, queued)?,
+                done => done,
+            },
+            _ => complete_other(conn, c, &mut ends, queued)?,
         };
         stale += i64::from(r == Recorded::Stale);
         recorded.push(r);
@@ -740,30 +808,36 @@ fn complete_succeeded(
     Ok(Recorded::Done(RunStatus::Succeeded, None))
 }
 
-/// Failures, timeouts (with their retry) and interruptions.
+/// Failures, timeouts (with their retry), interruptions, and runs in trees.
 fn complete_other(
     conn: &Connection,
     c: &Completion,
     ends: &mut BTreeMap<i64, JobEnd>,
+    queued: &mut Vec<Queued>,
 ) -> Result<Recorded, CatalogError> {
-    let row: Option<CompleteRow> = conn
+    let row: Option<Finishing> = conn
         .prepare_cached(SELECT_FOR_COMPLETE)?
         .query_row(params![c.run_id, c.claim_token], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
+            Ok(Finishing {
+                job_id: r.get(0)?,
+                attempt: r.get(1)?,
+                processor_id: r.get(2)?,
+                priority: r.get(3)?,
+                params: r.get(4)?,
+                first_run: r.get(5)?,
+                max_attempts: r.get(6)?,
+                pid: r.get(7)?,
+                stump: r.get(8)?,
+                step: r.get(9)?,
+                children_open: r.get(10)?,
+                tree_status: r.get(11)?,
+            })
         })
         .optional()?;
-    let Some((job_id, attempt, processor_id, priority, params_text, first_run, max_attempts)) = row
-    else {
+    let Some(run) = row else {
         return Ok(Recorded::Stale);
     };
+    let (job_id, attempt, max_attempts) = (run.job_id, run.attempt, run.max_attempts);
     if c.outcome == Outcome::Interrupted {
         conn.prepare_cached(REQUEUE_RUN)?.execute([c.run_id])?;
         ends.entry(job_id).or_default().ended += 1;
@@ -784,6 +858,44 @@ fn complete_other(
         Outcome::Cancelled(e) => (RunStatus::Cancelled, None, Some(e.clone())),
         Outcome::Interrupted => unreachable!("handled above"),
     };
+    let response = result.as_deref().or(error.as_deref()).unwrap_or("");
+    ends.entry(job_id)
+        .or_default()
+        .finished(c.finished_at, elapsed, response.to_string());
+    let verdict = tree::stored_verdict(run.tree_status.as_deref());
+    if retry.is_none() && run.children_open > 0 {
+        // Its children go on: it waits for them, showing a failure at once if one is known.
+        let failed = status != RunStatus::Succeeded || verdict == Some(RunStatus::Failed);
+        let shown = if failed && status != RunStatus::Cancelled {
+            RunStatus::Failed
+        } else {
+            RunStatus::Running
+        };
+        conn.prepare_cached(WAIT_FOR_CHILDREN)?.execute(params![
+            c.run_id,
+            shown.as_str(),
+            status.as_str(),
+            elapsed,
+            result,
+            error,
+            c.log,
+            c.started_at
+        ])?;
+        if shown == RunStatus::Failed {
+            tree::show_failed(conn, c.run_id)?;
+        }
+        return Ok(Recorded::Done(status, None));
+    }
+    // The minimum over its tree, once its own execution and every child have ended.
+    let status = match retry {
+        Some(_) => status,
+        None => tree::final_status(status, verdict),
+    };
+    let error = match (&error, status) {
+        (None, RunStatus::Failed) => Some("a run in its tree failed".to_string()),
+        (None, RunStatus::Cancelled) => Some("its tree was cancelled".to_string()),
+        _ => error,
+    };
     conn.prepare_cached(FINISH_RUN)?.execute(params![
         c.run_id,
         status.as_str(),
@@ -794,25 +906,32 @@ fn complete_other(
         c.log,
         c.started_at
     ])?;
-    let response = result.as_deref().or(error.as_deref()).unwrap_or("");
-    ends.entry(job_id)
-        .or_default()
-        .finished(c.finished_at, elapsed, response.to_string());
     let retry_id = match retry {
         Some(at) => {
             conn.prepare_cached(INSERT_RETRY)?.execute(params![
                 job_id,
-                processor_id,
-                priority,
+                run.processor_id,
+                run.priority,
                 at,
-                params_text,
+                run.params,
                 attempt + 1,
-                first_run,
-                c.finished_at
+                run.first_run,
+                c.finished_at,
+                run.pid,
+                run.stump,
+                run.step,
             ])?;
             Some(conn.last_insert_rowid())
         }
-        None => None,
+        None => {
+            let ended = Ended {
+                pid: run.pid,
+                step: run.step,
+                status,
+            };
+            tree::on_end(conn, ended, c.finished_at, queued)?;
+            None
+        }
     };
     Ok(Recorded::Done(status, retry_id))
 }
@@ -850,40 +969,71 @@ pub fn record_stats(
 }
 
 /// Fails runs that have been running longer than their job's timeout plus `grace_ms` (their
-/// processor died without recording them) and frees their jobs. Returns how many.
+/// processor died without recording them) and frees their jobs; a failed run in a tree fails
+/// it as any failure does. Returns how many.
 pub fn fail_stuck_runs(conn: &Connection, now: i64, grace_ms: i64) -> Result<usize, CatalogError> {
-    let n = conn.execute(
-        "UPDATE job_run SET status = 'failed', finished_at = ?1,
-            error = 'reset by job_state_reset: running past its timeout', lease_until = NULL
-         WHERE status = 'running' AND run_id IN (
-            SELECT r.run_id FROM job_run r JOIN job j ON j.job_id = r.job_id
-            WHERE r.status = 'running' AND j.timeout > 0 AND r.started_at + j.timeout + ?2 < ?1)",
-        params![now, grace_ms],
-    )?;
-    if n > 0 {
+    let stuck: Vec<(i64, Option<i64>, Option<String>)> = conn
+        .prepare_cached(SELECT_STUCK)?
+        .query_map(params![now, grace_ms], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    let mut queued = Vec::new();
+    for (run_id, pid, step) in &stuck {
+        conn.prepare_cached(FAIL_STUCK)?
+            .execute(params![run_id, now])?;
+        let ended = Ended {
+            pid: *pid,
+            step: step.clone(),
+            status: RunStatus::Failed,
+        };
+        tree::on_end(conn, ended, now, &mut queued)?;
+    }
+    if !stuck.is_empty() {
         conn.execute(RECOUNT_IN_PROGRESS, [])?;
     }
-    Ok(n)
+    Ok(stuck.len())
 }
 
-/// Deletes finished runs that ended before `before` (epoch ms). Returns how many.
+// A run waiting for its children executes nowhere: its tree ends it.
+const SELECT_STUCK: &str = "SELECT r.run_id, r.pid, r.step FROM job_run r
+    INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
+    WHERE r.status = 'running' AND r.own_status IS NULL AND j.timeout > 0
+      AND r.started_at + j.timeout + ?2 < ?1";
+const FAIL_STUCK: &str = "UPDATE job_run SET status = 'failed', finished_at = ?2,
+    error = 'reset by job_state_reset: running past its timeout', lease_until = NULL
+    WHERE run_id = ?1";
+
+/// Deletes finished runs that ended before `before` (epoch ms), a tree only as a whole (with
+/// its root, which ends last). Returns how many.
 ///
 /// No index on `finished_at` (every completion would write to it): a run finishes after it is
 /// created and run ids grow with creation time, so the runs to delete are among the oldest
 /// ids, below the first run created at or after `before` (found by walking ids from the
 /// oldest). A run that a clock step placed beyond that point is deleted by a later prune.
 pub fn prune_runs(conn: &Connection, before: i64) -> Result<usize, CatalogError> {
-    Ok(conn.execute(
-        "DELETE FROM job_run
-         WHERE run_id < coalesce((SELECT run_id FROM job_run WHERE created_at >= ?1
-                                  ORDER BY run_id LIMIT 1), 9223372036854775807)
-           AND finished_at IS NOT NULL AND finished_at < ?1
-           AND status <> 'queued' AND status <> 'running'
-           AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL
-                              AND (status = 'queued' OR status = 'running'))",
+    // The members of prunable trees first (through the root index), whatever their own ids:
+    // a root may not go while a run still names it as parent or root.
+    let members = conn.execute(
+        &format!(
+            "DELETE FROM job_run WHERE stump IN (SELECT run_id FROM job_run WHERE {PRUNABLE})"
+        ),
         [before],
-    )?)
+    )?;
+    let runs = conn.execute(&format!("DELETE FROM job_run WHERE {PRUNABLE}"), [before])?;
+    Ok(members + runs)
 }
+
+/// The runs a prune deletes, trees by their roots (members go with them).
+const PRUNABLE: &str = "run_id < coalesce((SELECT run_id FROM job_run WHERE created_at >= ?1
+        ORDER BY run_id LIMIT 1), 9223372036854775807)
+    AND finished_at IS NOT NULL AND finished_at < ?1
+    AND status <> 'queued' AND status <> 'running' AND stump IS NULL
+    AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL
+                       AND (status = 'queued' OR status = 'running'))
+    -- Children of a retried attempt may outlive their tree's root: it waits for them here.
+    AND NOT EXISTS (SELECT 1 FROM job_run m WHERE m.stump = job_run.run_id
+                    AND (m.status = 'queued' OR m.status = 'running'))";
 
 /// Deletes stat rows sampled before `before`. Returns how many.
 pub fn prune_stats(conn: &Connection, before: i64) -> Result<usize, CatalogError> {

@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use crate::model::RunStatus;
 
-use super::{Catalog, CatalogError, audit, not_found, now_ms, write_tx};
+use super::{Catalog, CatalogError, audit, not_found, now_ms, tree, write_tx};
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
@@ -34,7 +34,7 @@ pub struct RunFilter {
 
 const SELECT_RUNS: &str = "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id";
 
@@ -77,6 +77,8 @@ pub struct RunRow {
     pub node: Option<String>,
     /// An operator asked to cancel it while it ran.
     pub cancel_requested: bool,
+    /// The workflow step it runs (its parent is the workflow's run).
+    pub step: Option<String>,
 }
 
 fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
@@ -99,6 +101,7 @@ fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
         retry_of: r.get(15)?,
         node: r.get(16)?,
         cancel_requested: r.get::<_, i64>(17)? == 1,
+        step: r.get(18)?,
     })
 }
 
@@ -111,7 +114,7 @@ pub enum CancelOutcome {
     Requested,
 }
 
-const SELECT_STATUS: &str = "SELECT status FROM job_run WHERE run_id = ?1";
+const SELECT_STATUS: &str = "SELECT status, pid, step FROM job_run WHERE run_id = ?1";
 const CANCEL_QUEUED: &str = "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
     error = ?3 WHERE run_id = ?1 AND status = 'queued'";
 const REQUEST_CANCEL: &str =
@@ -119,14 +122,30 @@ const REQUEST_CANCEL: &str =
 // The nodes' catalog watch reloads when the generation moves; a node then looks for cancel
 // requests among the runs it executes.
 const BUMP_GENERATION: &str = "UPDATE catalog_meta SET value = value + 1 WHERE key = 'generation'";
+// A run waiting for its children executes nowhere: its node has nothing to cancel.
 const SELECT_CANCEL_REQUESTED: &str = "SELECT run_id FROM job_run
     INDEXED BY job_run_running_job_idx
-    WHERE status = 'running' AND node_id = ?1 AND cancel_requested = 1";
+    WHERE status = 'running' AND node_id = ?1 AND cancel_requested = 1 AND own_status IS NULL";
 const SELECT_FOR_RETRY: &str = "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
-    j.job_name FROM job_run r JOIN job j ON j.job_id = r.job_id WHERE r.run_id = ?1";
+    j.job_name, r.pid, coalesce(r.stump, r.pid), t.job_type = 'workflow'
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE r.run_id = ?1";
 const INSERT_MANUAL_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority,
     run_after, params, status, attempt, retry_of, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 1, ?6, ?4)";
+
+/// What a retry reads of the run.
+struct RetryRow {
+    status: String,
+    params: Option<String>,
+    job_id: i64,
+    processor_id: i64,
+    priority: i64,
+    job: String,
+    pid: Option<i64>,
+    root: Option<i64>,
+    workflow: bool,
+}
 
 /// Statuses a run can be retried from.
 const RETRYABLE: [&str; 5] = ["failed", "timed_out", "dead", "cancelled", "skipped"];
@@ -222,29 +241,74 @@ impl Catalog {
             .ok_or_else(|| not_found("run", &run_id.to_string()))
     }
 
-    /// Cancels a queued run, or records a request to cancel a running one (its node carries it
-    /// out). Refused for a run that has ended.
-    pub fn cancel_run(&mut self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let status: String = tx
-            .query_row(SELECT_STATUS, [run_id], |r| r.get(0))
+    /// Every run of the tree `run_id` belongs to, its root first, then by id (at most `limit`
+    /// runs, the root included).
+    pub fn tree(&self, run_id: i64, limit: i64) -> Result<Vec<RunRow>, CatalogError> {
+        let conn = self.read()?;
+        let root: i64 = conn
+            .query_row(
+                "SELECT coalesce(stump, run_id) FROM job_run WHERE run_id = ?1",
+                [run_id],
+                |r| r.get(0),
+            )
             .optional()?
             .ok_or_else(|| not_found("run", &run_id.to_string()))?;
-        let outcome = match status.as_str() {
-            "queued" => {
-                let why = format!("cancelled by {actor} before it ran");
-                tx.execute(CANCEL_QUEUED, params![run_id, now_ms(), why])?;
-                CancelOutcome::Cancelled
-            }
-            "running" => {
-                tx.execute(REQUEST_CANCEL, [run_id])?;
+        // The root index holds only tree members: a tree costs its own size.
+        let mut stmt = conn.prepare_cached(&format!(
+            "{SELECT_RUNS} WHERE r.run_id = ?1 UNION ALL
+             SELECT * FROM ({SELECT_RUNS} WHERE r.stump = ?1 ORDER BY r.run_id LIMIT ?2 - 1)"
+        ))?;
+        let rows = stmt.query_map(params![root, limit], run_row)?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Cancels a queued run, or records a request to cancel a running one (its node carries it
+    /// out); a run heading a tree that has not ended (a workflow's run, a run that spawned
+    /// runs) is cancelled with its whole tree. Refused for a run that has ended.
+    pub fn cancel_run(&mut self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
+        let tx = write_tx(&mut self.conn)?;
+        let now = now_ms();
+        let (status, pid, step): (String, Option<i64>, Option<String>) = tx
+            .query_row(SELECT_STATUS, [run_id], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            })
+            .optional()?
+            .ok_or_else(|| not_found("run", &run_id.to_string()))?;
+        // The node notices the catalog changed and wakes its processors for whatever this
+        // queued: the runs queued here need no announcement.
+        let mut queued = Vec::new();
+        let outcome = if tree::has_open_tree(&tx, run_id)? {
+            let why = format!("cancelled by {actor} with its tree, before it ran");
+            let done = tree::cancel_tree(&tx, run_id, &why, now, &mut queued)?;
+            if done.requested > 0 {
                 tx.execute(BUMP_GENERATION, [])?;
                 CancelOutcome::Requested
+            } else {
+                CancelOutcome::Cancelled
             }
-            other => {
-                return Err(CatalogError::Conflict(format!(
-                    "run {run_id} is {other}: only a queued or running run can be cancelled"
-                )));
+        } else {
+            match status.as_str() {
+                "queued" => {
+                    let why = format!("cancelled by {actor} before it ran");
+                    tx.execute(CANCEL_QUEUED, params![run_id, now, why])?;
+                    let ended = tree::Ended {
+                        pid,
+                        step,
+                        status: RunStatus::Cancelled,
+                    };
+                    tree::on_end(&tx, ended, now, &mut queued)?;
+                    CancelOutcome::Cancelled
+                }
+                "running" => {
+                    tx.execute(REQUEST_CANCEL, [run_id])?;
+                    tx.execute(BUMP_GENERATION, [])?;
+                    CancelOutcome::Requested
+                }
+                other => {
+                    return Err(CatalogError::Conflict(format!(
+                        "run {run_id} is {other}: only a queued or running run can be cancelled"
+                    )));
+                }
             }
         };
         let detail = serde_json::json!({ "run_id": run_id, "was": status });
@@ -254,30 +318,59 @@ impl Catalog {
     }
 
     /// Queues a fresh attempt (attempt 1, its own retry budget) of a run that ended without
-    /// success, with its parameters, on its job's current processor. Returns the new run id.
+    /// success, with its parameters, on its job's current processor. Returns the new run id. A
+    /// workflow's run is retried in place (the same id is returned): its failed, cancelled and
+    /// skipped steps run again, the steps that succeeded keep their results. A run inside a
+    /// tree is retried through its root.
     pub fn retry_run(&mut self, run_id: i64, actor: &str) -> Result<i64, CatalogError> {
         let tx = write_tx(&mut self.conn)?;
-        type RetryRow = (String, Option<String>, i64, i64, i64, String);
-        let row: RetryRow = tx
+        let row = tx
             .query_row(SELECT_FOR_RETRY, [run_id], |r| {
-                Ok((
-                    r.get(0)?,
-                    r.get(1)?,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    r.get(5)?,
-                ))
+                Ok(RetryRow {
+                    status: r.get(0)?,
+                    params: r.get(1)?,
+                    job_id: r.get(2)?,
+                    processor_id: r.get(3)?,
+                    priority: r.get(4)?,
+                    job: r.get(5)?,
+                    pid: r.get(6)?,
+                    root: r.get(7)?,
+                    workflow: r.get(8)?,
+                })
             })
             .optional()?
             .ok_or_else(|| not_found("run", &run_id.to_string()))?;
-        let (status, params, job_id, processor_id, priority, job) = row;
+        let RetryRow {
+            status,
+            params,
+            job_id,
+            processor_id,
+            priority,
+            job,
+            pid,
+            root,
+            workflow,
+        } = row;
         if !RETRYABLE.contains(&status.as_str()) {
             return Err(CatalogError::Conflict(format!(
                 "run {run_id} is {status}: only a run that {} can be retried (queue a new run \
                  with `jobs run {job}`)",
                 "failed, timed out, died, was cancelled or was skipped"
             )));
+        }
+        if let (Some(_), Some(root)) = (pid, root) {
+            return Err(CatalogError::Conflict(format!(
+                "run {run_id} is part of the tree of run {root}: retry run {root}, which runs \
+                 its failed steps again and what depends on them"
+            )));
+        }
+        if workflow {
+            // The same run again: its failed steps are queued anew, the rest follow.
+            let steps = tree::retry_workflow(&tx, run_id, now_ms(), &mut Vec::new())?;
+            let detail = serde_json::json!({ "run_id": run_id, "steps_queued": steps });
+            audit(&tx, actor, "run.retry", &run_id.to_string(), Some(&detail))?;
+            tx.commit()?;
+            return Ok(run_id);
         }
         tx.execute(
             INSERT_MANUAL_RETRY,

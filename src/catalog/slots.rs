@@ -7,6 +7,7 @@ use rusqlite::Connection;
 
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{self, NewRun};
+use crate::catalog::tree;
 use crate::model::RunStatus;
 use crate::schedule::{Decision, JobPlanner, slot_keys};
 
@@ -78,17 +79,23 @@ pub(crate) fn decide_due(
                 status,
                 error,
             };
-            let mut inserted = false;
+            let mut inserted = None;
             for key in slot_keys(slot) {
                 run.scheduled_for = Some(key);
-                if queue::enqueue(c, &run, now)?.is_some() {
-                    inserted = true;
+                if let Some(id) = queue::enqueue(c, &run, now)? {
+                    inserted = Some(id);
                     break;
                 }
             }
             match (inserted, status) {
-                (true, RunStatus::Queued) => fired.push((job.processor_id, job.priority)),
-                (false, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
+                (Some(id), RunStatus::Queued) if tree::is_workflow(c, job.job_id)? => {
+                    // A workflow's slot starts its tree: its first steps are what runs.
+                    let mut steps = Vec::new();
+                    tree::start_workflow(c, id, now, &mut steps)?;
+                    fired.extend(steps.iter().map(|q| (q.processor_id, q.priority)));
+                }
+                (Some(_), RunStatus::Queued) => fired.push((job.processor_id, job.priority)),
+                (None, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
                 _ => {}
             }
         }

@@ -12,6 +12,7 @@ use super::activation::{self, DecisionContext, JobActivation, NewDecision};
 use super::node::{self, NodeHolder, NodeLease};
 use super::queue::{self, Claim, Completion, NewRun, Recorded, StatSample};
 use super::slots::{self, Decided, DueJob};
+use super::tree::{self, Queued};
 use super::writer::DbWriter;
 use super::{CatalogError, audit_at};
 use crate::model::{ActivationState, RunStatus};
@@ -47,6 +48,8 @@ pub struct Triggered {
     pub processor_id: i64,
     /// Their priority.
     pub priority: i64,
+    /// Runs queued beside them, for other processors: a workflow's first steps.
+    pub also_queued: Vec<Queued>,
 }
 
 /// One job's activation to write: its new state on the node, the reason, and, when the change
@@ -75,8 +78,10 @@ pub(crate) fn trigger(
     now: i64,
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
-    let (job_id, processor_id, priority) = queue::job_for_trigger(c, job)?;
+    let target = queue::job_for_trigger(c, job)?;
+    let (job_id, processor_id, priority) = (target.job_id, target.processor_id, target.priority);
     let mut run_ids = Vec::with_capacity(params.len());
+    let mut also_queued = Vec::new();
     for params in params {
         let run = NewRun {
             job_id,
@@ -88,11 +93,13 @@ pub(crate) fn trigger(
             status: RunStatus::Queued,
             error: None,
         };
-        run_ids.push(
-            queue::enqueue(c, &run, now)?.ok_or_else(|| {
-                CatalogError::Failed(format!("a run of `{job}` was not inserted"))
-            })?,
-        );
+        let id = queue::enqueue(c, &run, now)?
+            .ok_or_else(|| CatalogError::Failed(format!("a run of `{job}` was not inserted")))?;
+        if target.workflow {
+            // A workflow's run is a tree's root: it starts at once, queuing its first steps.
+            tree::start_workflow(c, id, now, &mut also_queued)?;
+        }
+        run_ids.push(id);
     }
     let detail = match run_ids.as_slice() {
         [one] => serde_json::json!({ "run_id": one }),
@@ -107,6 +114,7 @@ pub(crate) fn trigger(
         run_ids,
         processor_id,
         priority,
+        also_queued,
     })
 }
 
@@ -187,17 +195,88 @@ impl DbWriter {
         .await
     }
 
-    /// Records finished runs (outcome, retries, dead), each against its claim token.
-    /// Shared, so that a failed write can be retried without a copy.
+    /// Records finished runs (outcome, retries, dead), each against its claim token, and
+    /// carries them out in their trees in the same transaction: a workflow step whose last
+    /// predecessor this was is queued (its processor woken through [`DbWriter::on_queued`]), a
+    /// failed step's dependents are skipped, a run whose last child this was ends. Shared, so
+    /// that a failed write can be retried without a copy.
     pub async fn complete(
         &self,
         node_id: i64,
         completions: std::sync::Arc<Vec<Completion>>,
     ) -> Result<Vec<Recorded>, CatalogError> {
-        self.call("recording completed runs", move |c| {
-            queue::complete_all(c, node_id, &completions)
-        })
-        .await
+        let (recorded, queued) = self
+            .call("recording completed runs", move |c| {
+                let mut queued = Vec::new();
+                let recorded = queue::complete_batch(c, node_id, &completions, &mut queued)?;
+                Ok((recorded, queued))
+            })
+            .await?;
+        self.announce(&queued);
+        Ok(recorded)
+    }
+
+    /// Queues a child run of the running run `parent` (in its tree: the parent ends with its
+    /// last child), of `job` with `params`; returns its id. Its processor is woken through
+    /// [`DbWriter::on_queued`]. `actor`, when given, is named by an audit row (an operator's
+    /// spawn through the API; a function's own spawns are the node's work, like retries).
+    pub async fn spawn(
+        &self,
+        parent: i64,
+        job: String,
+        params: Option<Json>,
+        now: i64,
+        actor: Option<String>,
+    ) -> Result<i64, CatalogError> {
+        let (id, queued) = self
+            .call("queueing a child run", move |c| {
+                let mut queued = Vec::new();
+                let params = params.map(|p| p.to_string());
+                let id = tree::spawn(c, parent, &job, params, now, &mut queued)?;
+                if let Some(actor) = actor {
+                    let detail = serde_json::json!({ "run_id": id, "parent": parent });
+                    audit_at(c, now, &actor, "run.spawn", &job, Some(&detail))?;
+                }
+                Ok((id, queued))
+            })
+            .await?;
+        self.announce(&queued);
+        Ok(id)
+    }
+
+    /// Queues the run of a file an inbox moved into its run's folder, with its key, in one
+    /// transaction; `Ok(None)` when the key was queued before (a node found the folder again
+    /// after it died). Blocking: the inbox's thread waits for the answer.
+    pub fn enqueue_inbox_file(
+        &self,
+        file: super::inbox::InboxFile,
+        now: i64,
+    ) -> Result<Option<i64>, CatalogError> {
+        let (id, queued) = self.call_blocking("queueing an inbox file", move |c| {
+            let mut queued = Vec::new();
+            let id = super::inbox::enqueue_file(c, &file, now, &mut queued)?;
+            Ok((id, queued))
+        })?;
+        self.announce(&queued);
+        Ok(id)
+    }
+
+    /// Like [`DbWriter::spawn`], for blocking code (a function on the blocking pool).
+    pub fn spawn_blocking(
+        &self,
+        parent: i64,
+        job: String,
+        params: Option<Json>,
+        now: i64,
+    ) -> Result<i64, CatalogError> {
+        let (id, queued) = self.call_blocking("queueing a child run", move |c| {
+            let mut queued = Vec::new();
+            let params = params.map(|p| p.to_string());
+            let id = tree::spawn(c, parent, &job, params, now, &mut queued)?;
+            Ok((id, queued))
+        })?;
+        self.announce(&queued);
+        Ok(id)
     }
 
     /// Queues one run of `job` per parameter set, with one audit row naming `actor`.
@@ -212,10 +291,13 @@ impl DbWriter {
             .into_iter()
             .map(|p| p.map(|p| p.to_string()))
             .collect();
-        self.call("queueing triggered runs", move |c| {
-            trigger(c, &job, &params, now, &actor)
-        })
-        .await
+        let triggered = self
+            .call("queueing runs", move |c| {
+                trigger(c, &job, &params, now, &actor)
+            })
+            .await?;
+        self.announce(&triggered.also_queued);
+        Ok(triggered)
     }
 
     /// Lets each due job's planner decide against the catalog's counts and writes what it

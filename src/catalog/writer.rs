@@ -169,6 +169,11 @@ impl Failed {
 /// [`FULL_HOOK_EVERY`].
 pub type FullHook = Box<dyn Fn() + Send>;
 
+/// Called with the runs a verb queued for processors as a side effect of what it was asked
+/// (a workflow's next steps queued by a completion, a child spawned by a running function), once
+/// their transaction committed: whoever runs the processors wakes them.
+pub type QueuedHook = Box<dyn Fn(&[crate::catalog::tree::Queued]) + Send + Sync>;
+
 /// The least time between two calls of a writer's [`FullHook`].
 const FULL_HOOK_EVERY: Duration = Duration::from_millis(500);
 
@@ -287,6 +292,8 @@ pub struct DbWriter {
     ops: Option<Sender<Job>>,
     /// Whether the file was found damaged (shared with the file's reads).
     damage: Arc<Damage>,
+    /// Told of runs queued as a side effect (shared by every clone of the handle).
+    queued_hook: std::sync::Arc<std::sync::RwLock<Option<QueuedHook>>>,
 }
 
 impl std::fmt::Debug for DbWriter {
@@ -338,6 +345,7 @@ impl DbWriter {
             path,
             ops,
             damage,
+            queued_hook: Default::default(),
         }
     }
 
@@ -355,6 +363,26 @@ impl DbWriter {
     /// The file's damage state, for the reads of the same file to share.
     pub(in crate::catalog) fn damage(&self) -> Arc<Damage> {
         self.damage.clone()
+    }
+
+    /// Calls `hook` with the runs a verb queued for processors beyond what it was asked for
+    /// (see [`QueuedHook`]); replaces an earlier hook.
+    pub fn on_queued(&self, hook: QueuedHook) {
+        if let Ok(mut slot) = self.queued_hook.write() {
+            *slot = Some(hook);
+        }
+    }
+
+    /// Tells the hook about `queued` (nothing to do when empty: the common case costs no lock).
+    pub(in crate::catalog) fn announce(&self, queued: &[crate::catalog::tree::Queued]) {
+        if queued.is_empty() {
+            return;
+        }
+        if let Ok(slot) = self.queued_hook.read()
+            && let Some(hook) = slot.as_ref()
+        {
+            hook(queued);
+        }
     }
 
     /// Calls `hook` (on the writer's thread) whenever a transaction fails because the disk is

@@ -466,12 +466,19 @@ pub enum RunsCommand {
         /// Run id.
         id: i64,
     },
-    /// Cancel a queued run, or a running one (its node kills a command's process group).
+    /// The tree a run belongs to (a workflow's steps, the runs a run spawned), from its root.
+    Tree {
+        /// Run id (any run of the tree).
+        id: i64,
+    },
+    /// Cancel a queued run, or a running one (its node kills a command's process group); a
+    /// workflow's run or a run that spawned runs is cancelled with its whole tree.
     Cancel {
         /// Run id.
         id: i64,
     },
-    /// Queue a new attempt of a failed, timed-out, dead, cancelled or skipped run.
+    /// Queue a new attempt of a failed, timed-out, dead, cancelled or skipped run; a workflow's
+    /// run is retried in place: its failed steps and what depends on them run again.
     Retry {
         /// Run id.
         id: i64,

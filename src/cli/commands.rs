@@ -321,7 +321,11 @@ fn annotated_config(effective: &toml::Table) -> String {
             .then(|| trimmed.split_once('='))
             .flatten()
             .map(|(k, _)| k.trim());
-        let value = key.and_then(|k| effective.get(&section)?.get(k).map(|v| (k, v)));
+        // Keys before the first [section] (the `inbox` list) are the file's own.
+        let value = key.and_then(|k| match section.as_str() {
+            "" => effective.get(k).map(|v| (k, v)),
+            _ => effective.get(&section)?.get(k).map(|v| (k, v)),
+        });
         let Some((key, value)) = value else {
             out.push_str(line);
             out.push('\n');
@@ -877,6 +881,14 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
                 ("output", r.log.clone().unwrap_or_else(|| "-".into())),
             ]);
         }
+        RunsCommand::Tree { id } => {
+            let t = reading(cli)?.tree(*id)?;
+            if cli.json {
+                render::json(&t);
+            } else {
+                render::tree(&t);
+            }
+        }
         RunsCommand::Cancel { id } => {
             let outcome = writing(cli)?.cancel_run(*id)?;
             if cli.json {
@@ -894,6 +906,11 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
             let new = writing(cli)?.retry_run(*id)?;
             if cli.json {
                 render::json(&serde_json::json!({ "run_id": new, "retry_of": id }));
+            } else if new == *id {
+                println!(
+                    "workflow run {id} running again: its failed steps are queued, and the \
+                     steps after them follow (`jobvisor runs tree {id}`)"
+                );
             } else {
                 println!("run {new} queued: a new attempt of run {id}");
             }

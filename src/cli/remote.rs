@@ -170,6 +170,7 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
                 ])
             )),
             RunsCommand::Show { id } => get(format!("/api/v1/runs/{id}")),
+            RunsCommand::Tree { id } => get(format!("/api/v1/runs/{id}/tree")),
             RunsCommand::Cancel { id } => post(format!("/api/v1/runs/{id}/cancel"), None),
             RunsCommand::Retry { id } => post(format!("/api/v1/runs/{id}/retry"), None),
         },
@@ -361,6 +362,16 @@ pub fn run(cli: &Cli, url: &str) -> Result<(), Failure> {
                 )
             })?;
             render::decisions(&rows);
+        }
+        // The API's own view, printed by the local command's renderer.
+        Command::Runs(RunsCommand::Tree { .. }) => {
+            let t: crate::ops::runs::TreeView = serde_json::from_value(body).map_err(|e| {
+                Failure::new(
+                    EXIT_FAILURE,
+                    format!("the node's answer is not the API's run tree: {e}"),
+                )
+            })?;
+            render::tree(&t);
         }
         Command::Jobs(JobsCommand::Run { name, .. }) => {
             println!("run {} of `{name}` queued", text(&body["run_ids"][0]));

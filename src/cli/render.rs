@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::ops::decisions::DecisionView;
+use crate::ops::runs::TreeView;
 use crate::ops::view::Time;
 
 /// Prints `value` as pretty JSON on stdout.
@@ -183,6 +184,57 @@ pub fn fields(pairs: &[(&str, String)]) {
         for l in lines {
             println!("{:<width$}  {l}", "");
         }
+    }
+}
+
+/// Prints a run's tree: the root's status and counts, then each run indented under its parent
+/// (a workflow's steps by name; superseded attempts marked). One renderer for the local and
+/// the remote command.
+pub fn tree(t: &TreeView) {
+    let counts: Vec<String> = t.counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    println!(
+        "tree of run {}: {}{} ({} runs: {})",
+        t.root,
+        t.status,
+        if t.ended { "" } else { ", not ended" },
+        t.runs.len(),
+        counts.join(", ")
+    );
+    let rows = t
+        .runs
+        .iter()
+        .map(|n| {
+            let r = &n.run;
+            let name = match &r.step {
+                Some(step) => format!("{}{step}", "  ".repeat(n.depth)),
+                None => format!("{}{}", "  ".repeat(n.depth), r.job),
+            };
+            let mut status = r.status.clone();
+            if n.superseded {
+                status.push_str(" (superseded)");
+            }
+            vec![
+                r.id.to_string(),
+                name,
+                r.job.clone(),
+                status,
+                r.attempt.to_string(),
+                time(r.started_at),
+                duration(r.elapsed_ms),
+                r.error
+                    .as_deref()
+                    .map_or(String::new(), |e| abbreviate(e, 60)),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "ID", "RUN", "JOB", "STATUS", "ATTEMPT", "STARTED", "ELAPSED", "ERROR",
+        ],
+        rows,
+    );
+    if t.truncated {
+        println!("(more runs than shown: the tree is larger than a view holds)");
     }
 }
 

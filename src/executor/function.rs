@@ -128,6 +128,39 @@ impl FnContext {
     pub fn is_cancelled(&self) -> bool {
         self.cancelled.load(Ordering::Relaxed)
     }
+
+    /// Queues a child run of this run: a run of `job` with `params` overlaying its payload, in
+    /// this run's tree (its parent is this run, its root this run's root). This run then ends
+    /// with its last descendant, its status the minimum over its tree (a failure anywhere
+    /// fails it). Returns the child's id. Waits for the catalog's writer on this thread: call
+    /// it from a blocking function, and [`FnContext::spawn_async`] from an async one.
+    pub fn spawn(&self, job: &str, params: Option<Json>) -> Result<i64, String> {
+        let now = self.env.clock.now_ms();
+        self.env
+            .catalog_writer
+            .spawn_blocking(self.run_id, job.to_string(), params, now)
+            .map_err(|e| format!("spawning a run of `{job}`: {e}"))
+    }
+
+    /// [`FnContext::spawn`] for async functions: awaits the catalog's writer.
+    pub fn spawn_async(
+        &self,
+        job: &str,
+        params: Option<Json>,
+    ) -> impl Future<Output = Result<i64, String>> + 'static {
+        let (writer, parent, job) = (
+            self.env.catalog_writer.clone(),
+            self.run_id,
+            job.to_string(),
+        );
+        let now = self.env.clock.now_ms();
+        async move {
+            writer
+                .spawn(parent, job.clone(), params, now, None)
+                .await
+                .map_err(|e| format!("spawning a run of `{job}`: {e}"))
+        }
+    }
 }
 
 /// Runs a function job: a blocking one on the blocking pool, an async one right here (the

@@ -1,9 +1,10 @@
 //! Executors: how a claimed run is carried out, per job type — function, command, sql, url,
 //! custom (an embedder's executor) — and, on a remote processor, as a call to its node (`rpc`).
 //!
-//! Invariant: an executor never writes the catalog itself and never outlives its cancel signal
-//! by more than its own cleanup (a command's process group is killed and reaped; a function is
-//! told to stop and abandoned).
+//! Invariant: an executor never writes the catalog itself — a function may spawn child runs,
+//! through the CatalogWriter's `spawn` verb — and never outlives its cancel signal by more than
+//! its own cleanup (a command's process group is killed and reaped; a function is told to stop
+//! and abandoned).
 
 pub mod activity;
 pub mod command;
@@ -174,8 +175,14 @@ pub async fn execute(
             ),
             None,
         ),
+        // A workflow's run starts in the transaction that queues it (`catalog::tree`): it is
+        // never claimed, unless an older build queued it.
         JobType::Workflow => (
-            ExecResult::Err("workflow jobs are not supported by this build yet".into()),
+            ExecResult::Err(
+                "a workflow's run starts when it is queued; this one was queued by an older \
+                 build: trigger the workflow again"
+                    .into(),
+            ),
             None,
         ),
     }

@@ -337,6 +337,17 @@ pub struct TriggerBody {
     pub params: Option<Json>,
 }
 
+/// A child run to queue under a running run (in its tree).
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SpawnBody {
+    /// The child's job.
+    pub job: String,
+    /// Parameters: a JSON object overlaying the job's payload.
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Json>,
+}
+
 /// Many runs of one job, queued in one transaction.
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]

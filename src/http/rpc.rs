@@ -1,5 +1,6 @@
 //! JSON-RPC 2.0 at `/rpc`: the engine's commands (`job.run`, `job.run_many`, `job.enable`,
-//! `job.disable`, `job.get`, `run.get`, `run.cancel`, `run.retry`, `node.status`,
+//! `job.disable`, `job.get`, `run.get`, `run.tree`, `run.spawn`, `run.cancel`, `run.retry`,
+//! `node.status`,
 //! `node.pause`, `node.resume`, `rpc.methods`) and every registered function as a method of
 //! its own name (a call runs it as a run of the node and answers with the run's result; see
 //! `ops::rpc`). Each method needs a role: viewers may only read.
@@ -35,6 +36,8 @@ const COMMANDS: &[(&str, Role)] = &[
     ("job.disable", Role::Operator),
     ("job.get", Role::Viewer),
     ("run.get", Role::Viewer),
+    ("run.tree", Role::Viewer),
+    ("run.spawn", Role::Operator),
     ("run.cancel", Role::Operator),
     ("run.retry", Role::Operator),
     ("node.status", Role::Viewer),
@@ -202,6 +205,23 @@ async fn command(
         "run.get" => {
             let id = id_param(&p)?;
             value(&state.read(move |ops| ops.run(id)).await?)
+        }
+        "run.tree" => {
+            let id = id_param(&p)?;
+            value(&state.read(move |ops| ops.tree(id)).await?)
+        }
+        "run.spawn" => {
+            let parent = match p.get("parent") {
+                Some(v) => v
+                    .as_i64()
+                    .ok_or_else(|| ApiError::invalid("params.parent", "expected a run id"))?,
+                None => return Err(ApiError::invalid("params.parent", "missing")),
+            };
+            let job = string_param(&p, "job")?;
+            let params = p.get("params").cloned().filter(|v| !v.is_null());
+            let id =
+                crate::ops::node::spawn(&state.engine, &who.user, parent, &job, params).await?;
+            json!({ "run_id": id, "parent": parent })
         }
         "run.cancel" => {
             let id = id_param(&p)?;

@@ -1,4 +1,5 @@
-//! `/api/v1/runs`: list with filters, one run with its output, cancel, retry.
+//! `/api/v1/runs`: list with filters, one run with its output, its tree, a child spawned under
+//! it, cancel, retry.
 
 use actix_web::{HttpResponse, get, post, web};
 use serde::Serialize;
@@ -7,16 +8,18 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::ApiState;
 use super::auth::Principal;
-use super::bodies::RunsQuery;
+use super::bodies::{RunsQuery, SpawnBody};
 use super::error::{ApiError, ErrorBody};
-use super::extract::{Query, run_id};
-use crate::ops::runs::{Cancelled, RunQuery, RunView};
+use super::extract::{Body, Query, run_id};
+use crate::ops::runs::{Cancelled, RunQuery, RunView, TreeView};
 
 type State = web::Data<ApiState>;
 
 pub(super) fn routes(cfg: &mut ServiceConfig) {
     cfg.service(list_runs)
         .service(get_run)
+        .service(get_tree)
+        .service(spawn_child)
         .service(cancel_run)
         .service(retry_run);
 }
@@ -59,6 +62,48 @@ async fn get_run(state: State, id: web::Path<String>) -> Result<web::Json<RunVie
     Ok(web::Json(state.read(move |ops| ops.run(id)).await?))
 }
 
+/// The tree a run belongs to, from its root: every run depth first, the root's status (the
+/// minimum over the tree) and counts by status.
+#[utoipa::path(
+    tag = "runs",
+    responses((status = 200, body = TreeView), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody))
+)]
+#[get("/api/v1/runs/{id}/tree")]
+async fn get_tree(state: State, id: web::Path<String>) -> Result<web::Json<TreeView>, ApiError> {
+    let id = run_id(&id)?;
+    Ok(web::Json(state.read(move |ops| ops.tree(id)).await?))
+}
+
+/// A child run queued.
+#[derive(Debug, Serialize, ToSchema)]
+struct ChildView {
+    run_id: i64,
+    parent: i64,
+}
+
+/// Queue a child run under a running run, in its tree: the parent ends with its last
+/// descendant, its status the minimum over its tree.
+#[utoipa::path(
+    tag = "runs",
+    request_body = SpawnBody,
+    responses((status = 201, body = ChildView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 422, body = ErrorBody))
+)]
+#[post("/api/v1/runs/{id}/children")]
+async fn spawn_child(
+    state: State,
+    who: Principal,
+    id: web::Path<String>,
+    body: Body<SpawnBody>,
+) -> Result<HttpResponse, ApiError> {
+    let parent = run_id(&id)?;
+    let SpawnBody { job, params } = body.0;
+    let child = crate::ops::node::spawn(&state.engine, &who.user, parent, &job, params).await?;
+    Ok(HttpResponse::Created().json(ChildView {
+        run_id: child,
+        parent,
+    }))
+}
+
 /// What a cancel did.
 #[derive(Debug, Serialize, ToSchema)]
 struct CancelView {
@@ -67,7 +112,8 @@ struct CancelView {
 }
 
 /// Cancel a queued run at once, or ask the node executing a running one to cancel it (a
-/// command's process group is killed).
+/// command's process group is killed); a run heading a tree that has not ended (a workflow's
+/// run) is cancelled with its whole tree.
 #[utoipa::path(
     tag = "runs",
     responses((status = 200, body = CancelView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody))
@@ -92,7 +138,9 @@ struct RetryView {
     retry_of: i64,
 }
 
-/// Queue a new attempt of a failed, timed-out, dead, cancelled or skipped run.
+/// Queue a new attempt of a failed, timed-out, dead, cancelled or skipped run. A workflow's run
+/// is retried in place (`run_id` is its own id): its failed steps and what depends on them run
+/// again.
 #[utoipa::path(
     tag = "runs",
     responses((status = 201, body = RetryView), (status = 404, body = ErrorBody), (status = 409, body = ErrorBody))

@@ -9,6 +9,7 @@ pub mod merge;
 pub mod millix;
 pub mod secret;
 pub mod toml_format;
+pub mod workflow;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -364,6 +365,9 @@ pub struct Problem {
     pub name: String,
     /// The field, if the problem is in one.
     pub field: Option<&'static str>,
+    /// Where inside the field's value, for a structured one (`steps[2].after` in a workflow's
+    /// payload): diagnostics point at that line.
+    pub at: Option<String>,
     /// What is wrong.
     pub reason: String,
 }
@@ -376,6 +380,7 @@ impl Problems {
             section,
             name: name.to_string(),
             field: Some(field),
+            at: None,
             reason,
         });
     }
@@ -416,6 +421,7 @@ pub fn validate(file: &CatalogFile) -> Vec<Problem> {
                     section,
                     name: name.clone(),
                     field: None,
+                    at: None,
                     reason,
                 });
             }
@@ -761,103 +767,97 @@ fn validate_workflow(
     name: &str,
     pay: &JsonMap<String, Json>,
 ) {
-    let Some(Json::Array(steps)) = pay.get("steps") else {
-        p.push(
-            Section::Job,
-            name,
-            "payload",
-            "a workflow job needs payload.steps, a list of {job, after}".into(),
-        );
-        return;
+    let mut located = |at: String, reason: String| {
+        p.0.push(Problem {
+            section: Section::Job,
+            name: name.to_string(),
+            field: Some("payload"),
+            at: Some(at),
+            reason,
+        })
     };
-    let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for step in steps {
-        let job = step.get("job").and_then(Json::as_str);
-        let after: Vec<String> = step
-            .get("after")
-            .and_then(Json::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default();
-        match job {
-            Some(job) if file.jobs.contains_key(job) && job != name => {
-                if deps.insert(job.to_string(), after).is_some() {
-                    p.push(
-                        Section::Job,
-                        name,
-                        "payload",
-                        format!("step `{job}` appears twice"),
-                    );
-                }
+    let spec = match workflow::WorkflowSpec::parse(pay) {
+        Ok(spec) => spec,
+        Err(problems) => {
+            for problem in problems {
+                located(problem.at, problem.reason);
             }
-            Some(job) => p.push(
-                Section::Job,
-                name,
-                "payload",
-                format!("step job `{job}` is not another job of this catalog"),
-            ),
-            None => p.push(
-                Section::Job,
-                name,
-                "payload",
-                "every step needs `job`, a job name".into(),
-            ),
+            return;
+        }
+    };
+    for (i, step) in spec.steps.iter().enumerate() {
+        if step.job == name {
+            located(
+                format!("steps[{i}].job"),
+                format!("step `{}` runs the workflow itself", step.name),
+            );
+        } else if !file.jobs.contains_key(&step.job) {
+            located(
+                format!("steps[{i}].job"),
+                format!(
+                    "step `{}` runs job `{}`, which is not defined in this catalog",
+                    step.name, step.job
+                ),
+            );
         }
     }
-    for (step, after) in &deps {
-        for dep in after {
-            if !deps.contains_key(dep) {
-                p.push(
-                    Section::Job,
-                    name,
-                    "payload",
-                    format!("step `{step}` waits for `{dep}`, which is not a step"),
-                );
-            }
-        }
-    }
-    if has_cycle(&deps) {
-        p.push(
-            Section::Job,
-            name,
-            "payload",
-            "the steps' `after` lists form a cycle".into(),
+    if let Some(cycle) = nested_cycle(file, name) {
+        let i = spec
+            .steps
+            .iter()
+            .position(|s| cycle.get(1) == Some(&s.job))
+            .unwrap_or(0);
+        located(
+            format!("steps[{i}].job"),
+            format!("workflows run each other in a cycle: {}", cycle.join(" → ")),
         );
     }
 }
 
-fn has_cycle(deps: &BTreeMap<String, Vec<String>>) -> bool {
-    // Kahn's algorithm: whatever cannot be ordered is on a cycle.
-    let mut remaining: BTreeMap<&str, usize> = deps
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.as_str(),
-                v.iter().filter(|d| deps.contains_key(*d)).count(),
-            )
-        })
-        .collect();
-    loop {
-        let ready: Vec<&str> = remaining
-            .iter()
-            .filter(|(_, n)| **n == 0)
-            .map(|(k, _)| *k)
-            .collect();
-        if ready.is_empty() {
-            return !remaining.is_empty();
+/// A cycle of workflows through their steps' jobs that starts at `start` (a workflow whose
+/// step runs a workflow that runs it again would expand forever), if any.
+fn nested_cycle(file: &CatalogFile, start: &str) -> Option<Vec<String>> {
+    fn steps_of<'a>(file: &'a CatalogFile, job: &str) -> Vec<&'a str> {
+        let Some(def) = file.jobs.get(job) else {
+            return Vec::new();
+        };
+        if def.job_type != JobType::Workflow {
+            return Vec::new();
         }
-        for done in ready {
-            remaining.remove(done);
-            for (step, after) in deps {
-                if after.iter().any(|d| d == done)
-                    && let Some(n) = remaining.get_mut(step.as_str())
-                {
-                    *n -= 1;
+        workflow::WorkflowSpec::parse(&def.payload)
+            .map(|spec| {
+                spec.steps
+                    .iter()
+                    .filter_map(|s| file.jobs.get_key_value(&s.job).map(|(k, _)| k.as_str()))
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+    // Depth-first from `start`; a path that comes back to it is the cycle (other cycles are
+    // reported by their own workflows).
+    let mut path = vec![start.to_string()];
+    let mut seen = BTreeSet::new();
+    fn walk(
+        file: &CatalogFile,
+        start: &str,
+        path: &mut Vec<String>,
+        seen: &mut BTreeSet<String>,
+    ) -> bool {
+        let at = path.last().cloned().unwrap_or_default();
+        for next in steps_of(file, &at) {
+            if next == start {
+                path.push(next.to_string());
+                return true;
+            }
+            if seen.insert(next.to_string()) {
+                path.push(next.to_string());
+                if walk(file, start, path, seen) {
+                    return true;
                 }
+                path.pop();
             }
         }
+        false
     }
+    walk(file, start, &mut path, &mut seen).then_some(path)
 }

@@ -115,20 +115,52 @@ fn parse_spans(text: &str) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> 
             r.finish();
         }
     }
+    // Spans of nested values (a workflow's steps), parsed only when a problem needs one.
+    let mut nested: Option<Option<Spanned<toml::de::DeTable<'_>>>> = None;
     for problem in validate(&file) {
-        let offset = problem
-            .field
-            .and_then(|f| {
-                spans
-                    .fields
-                    .get(&(problem.section, problem.name.clone(), f))
+        let inside = match (problem.field, &problem.at) {
+            (Some(field), Some(at)) => nested
+                .get_or_insert_with(|| toml::de::DeTable::parse(text).ok())
+                .as_ref()
+                .and_then(|doc| {
+                    let mut path = vec![
+                        Segment::Key(problem.section.as_str()),
+                        Segment::Key(&problem.name),
+                        Segment::Key(field),
+                    ];
+                    path.extend(segments(at));
+                    span_at(doc, &path)
+                }),
+            _ => None,
+        };
+        let offset = inside
+            .or_else(|| {
+                problem.field.and_then(|f| {
+                    spans
+                        .fields
+                        .get(&(problem.section, problem.name.clone(), f))
+                        .copied()
+                })
             })
-            .or_else(|| spans.entries.get(&(problem.section, problem.name.clone())))
-            .copied()
+            .or_else(|| {
+                spans
+                    .entries
+                    .get(&(problem.section, problem.name.clone()))
+                    .copied()
+            })
             .unwrap_or(0);
-        let what = match problem.field {
-            Some(field) => format!("{}.{}: {field}: ", problem.section.as_str(), problem.name),
-            None => format!("{}.{}: ", problem.section.as_str(), problem.name),
+        let what = match (problem.field, &problem.at) {
+            (Some(field), Some(at)) => {
+                format!(
+                    "{}.{}: {field}.{at}: ",
+                    problem.section.as_str(),
+                    problem.name
+                )
+            }
+            (Some(field), None) => {
+                format!("{}.{}: {field}: ", problem.section.as_str(), problem.name)
+            }
+            (None, _) => format!("{}.{}: ", problem.section.as_str(), problem.name),
         };
         diags.push(Diagnostic::at(
             text,
@@ -402,6 +434,57 @@ impl<'a> Reader<'a> {
         }
         self.name.into_inner()
     }
+}
+
+/// One step of a path into a TOML document.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Segment<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// `steps[2].after` as segments.
+fn segments(path: &str) -> Vec<Segment<'_>> {
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
+        if !key.is_empty() {
+            out.push(Segment::Key(key));
+        }
+        for index in rest.split('[') {
+            if let Ok(i) = index.trim_end_matches(']').parse() {
+                out.push(Segment::Index(i));
+            }
+        }
+    }
+    out
+}
+
+/// Where the value at `path` starts in the document; as deep as the path resolves (a missing
+/// key points at its table).
+fn span_at(doc: &Spanned<toml::de::DeTable<'_>>, path: &[Segment<'_>]) -> Option<usize> {
+    use toml::de::DeValue;
+    let mut at = doc.span().start;
+    let mut table = Some(doc.get_ref());
+    let mut array: Option<&toml::de::DeArray<'_>> = None;
+    for segment in path {
+        let value = match (segment, table, array) {
+            (Segment::Key(key), Some(t), _) => t
+                .iter()
+                .find(|(k, _)| k.get_ref().as_ref() == *key)
+                .map(|(_, v)| v),
+            (Segment::Index(i), _, Some(a)) => a.get(*i),
+            _ => None,
+        };
+        let Some(value) = value else { break };
+        at = value.span().start;
+        (table, array) = match value.get_ref() {
+            DeValue::Table(t) => (Some(t), None),
+            DeValue::Array(a) => (None, Some(a)),
+            _ => (None, None),
+        };
+    }
+    Some(at)
 }
 
 fn describe(v: &Value) -> String {

@@ -206,6 +206,7 @@ pub(super) fn new_problems(
                 section: jobconf::Section::Processor,
                 name: name.clone(),
                 field: Some("rpc_password"),
+                at: None,
                 reason: secret::unheld(),
             });
         }
@@ -219,6 +220,7 @@ pub(super) fn new_problems(
                 section: jobconf::Section::Object,
                 name: name.clone(),
                 field: Some("conn_string"),
+                at: None,
                 reason: format!(
                     "`{}` is the catalog file itself ({}); an object needs a database file of \
                      its own (sql jobs never run against the catalog)",

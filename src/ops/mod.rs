@@ -253,11 +253,18 @@ fn problems_error(problems: Vec<Problem>) -> Result<(), OpError> {
         return Ok(());
     };
     let subject = format!("{} `{}`", first.section.as_str(), first.name);
-    let field = first.field.map(String::from);
+    // A problem inside a structured field (a workflow's step) names its path in it.
+    let where_of = |p: &Problem| {
+        p.field.map(|f| match &p.at {
+            Some(at) => format!("{f}.{at}"),
+            None => f.to_string(),
+        })
+    };
+    let field = where_of(first);
     let reason = problems
         .iter()
-        .map(|p| match p.field {
-            Some(f) if Some(f) != first.field => format!("{f}: {}", p.reason),
+        .map(|p| match where_of(p) {
+            Some(f) if Some(&f) != field.as_ref() => format!("{f}: {}", p.reason),
             _ => p.reason.clone(),
         })
         .collect::<Vec<_>>()

@@ -65,6 +65,24 @@ pub async fn trigger(
         .map_err(engine_error)
 }
 
+/// Queues a child run of the running run `parent` through the running engine, in its tree,
+/// with an audit row naming `actor`; returns the child's id.
+pub async fn spawn(
+    engine: &Engine,
+    actor: &str,
+    parent: i64,
+    job: &str,
+    params: Option<Json>,
+) -> Result<i64, OpError> {
+    if params.as_ref().is_some_and(|p| !p.is_object()) {
+        return Err(OpError::invalid("params", "expected a JSON object"));
+    }
+    engine
+        .spawn_as(actor, parent, job, params)
+        .await
+        .map_err(engine_error)
+}
+
 /// What the node is doing.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct NodeStatusView {

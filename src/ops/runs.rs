@@ -1,6 +1,6 @@
-//! Operations on runs: list with filters, show one, cancel, retry.
+//! Operations on runs: list with filters, show one, show its tree, cancel, retry.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 
 use super::view::{Time, json_of};
@@ -31,7 +31,7 @@ pub struct RunQuery {
 }
 
 /// A run as listed and shown.
-#[derive(Debug, Clone, Serialize, utoipa::ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunView {
     /// Run id.
     pub id: i64,
@@ -69,6 +69,8 @@ pub struct RunView {
     pub retry_of: Option<i64>,
     /// An operator asked to cancel it while it ran.
     pub cancel_requested: bool,
+    /// The workflow step it runs (its parent is the workflow's run).
+    pub step: Option<String>,
 }
 
 fn run_view(r: RunRow) -> RunView {
@@ -91,7 +93,106 @@ fn run_view(r: RunRow) -> RunView {
         root: r.stump,
         retry_of: r.retry_of,
         cancel_requested: r.cancel_requested,
+        step: r.step,
     }
+}
+
+/// The most runs a tree view holds.
+pub const MAX_TREE: i64 = 10_000;
+
+/// A run's tree: its root, and every run below it depth first.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TreeView {
+    /// The root run's id.
+    pub root: i64,
+    /// The root's status: the minimum over the tree (`failed` as soon as a run failed, even
+    /// while others run; `succeeded` only once every run has).
+    pub status: String,
+    /// Whether the tree has ended (its root ends with its last descendant).
+    pub ended: bool,
+    /// How many of the tree's runs are in each status (superseded attempts not counted).
+    pub counts: std::collections::BTreeMap<String, i64>,
+    /// The runs, depth first: each run before its children, children in the order they were
+    /// queued.
+    pub runs: Vec<TreeNode>,
+    /// The tree has more runs than [`MAX_TREE`]: the rest are not shown.
+    pub truncated: bool,
+}
+
+/// One run of a tree.
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct TreeNode {
+    /// 0 for the root, 1 for its children, …
+    pub depth: usize,
+    /// A later attempt of the same run (a retry, or a workflow's re-run of the step) took its
+    /// place.
+    pub superseded: bool,
+    /// The run.
+    pub run: RunView,
+}
+
+/// Orders `rows` (a root first) depth first, children by id, and marks superseded attempts.
+fn tree_view(rows: Vec<RunRow>, truncated: bool) -> Option<TreeView> {
+    use std::collections::{BTreeMap, HashSet};
+    let root = rows.first()?.run_id;
+    // An attempt is superseded by a later run retrying the same first attempt.
+    let mut latest: BTreeMap<i64, i64> = BTreeMap::new();
+    for r in &rows {
+        let first = r.retry_of.unwrap_or(r.run_id);
+        let slot = latest.entry(first).or_insert(r.run_id);
+        *slot = (*slot).max(r.run_id);
+    }
+    let superseded: HashSet<i64> = rows
+        .iter()
+        .filter(|r| latest.get(&r.retry_of.unwrap_or(r.run_id)) != Some(&r.run_id))
+        .map(|r| r.run_id)
+        .collect();
+    let mut children: BTreeMap<i64, Vec<RunRow>> = BTreeMap::new();
+    let mut head = None;
+    for r in rows {
+        match r.pid {
+            Some(pid) if r.run_id != root => children.entry(pid).or_default().push(r),
+            _ if head.is_none() => head = Some(r),
+            _ => children.entry(root).or_default().push(r),
+        }
+    }
+    let head = head?;
+    let (status, ended) = (head.status.clone(), head.finished_at.is_some());
+    let mut out = Vec::new();
+    let mut stack = vec![(head, 0usize)];
+    while let Some((r, depth)) = stack.pop() {
+        if let Some(mut kids) = children.remove(&r.run_id) {
+            kids.sort_by_key(|k| std::cmp::Reverse(k.run_id));
+            stack.extend(kids.into_iter().map(|k| (k, depth + 1)));
+        }
+        out.push(TreeNode {
+            depth,
+            superseded: superseded.contains(&r.run_id),
+            run: run_view(r),
+        });
+    }
+    // Runs whose parent is not in the view (beyond the limit) come last, at depth 1.
+    for (_, kids) in children {
+        for k in kids {
+            out.push(TreeNode {
+                depth: 1,
+                superseded: superseded.contains(&k.run_id),
+                run: run_view(k),
+            });
+        }
+    }
+    let mut counts = BTreeMap::new();
+    for n in out.iter().filter(|n| !n.superseded) {
+        *counts.entry(n.run.status.clone()).or_insert(0) += 1;
+    }
+    Some(TreeView {
+        root,
+        status,
+        ended,
+        counts,
+        runs: out,
+        truncated,
+    })
 }
 
 /// What a cancel did.
@@ -160,7 +261,24 @@ impl Ops {
             .map_err(self.within(format!("reading run {id}")))
     }
 
-    /// Cancels a queued run at once, or asks the node executing a running one to cancel it.
+    /// The tree run `id` belongs to, from its root.
+    pub fn tree(&self, id: i64) -> Result<TreeView, OpError> {
+        let rows = self
+            .catalog
+            .tree(id, MAX_TREE + 1)
+            .map_err(self.within(format!("reading the tree of run {id}")))?;
+        let truncated = rows.len() as i64 > MAX_TREE;
+        let rows = rows.into_iter().take(MAX_TREE as usize).collect();
+        tree_view(rows, truncated).ok_or_else(|| {
+            OpError::from(crate::catalog::CatalogError::NotFound {
+                kind: "run",
+                name: id.to_string(),
+            })
+        })
+    }
+
+    /// Cancels a queued run at once, or asks the node executing a running one to cancel it;
+    /// a run heading a tree that has not ended is cancelled with its whole tree.
     pub fn cancel_run(&mut self, id: i64) -> Result<Cancelled, OpError> {
         let actor = self.caller.actor.clone();
         self.catalog

@@ -9,6 +9,7 @@
 pub mod builtins;
 pub mod events;
 pub mod health;
+pub mod inbox;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
@@ -260,6 +261,14 @@ impl EngineBuilder {
         let health = actix::Supervisor::start(move |_| {
             health::Health::new(&health_dir, interval, report_to, health_clock)
         });
+        // Inboxes queue through the CatalogWriter, after the node name is held and its runs
+        // recovered (above): files are queued from now on, whoever claims them.
+        let inboxes = Arc::new(inbox::Inboxes::start(
+            &cfg.inbox,
+            &data_dir,
+            catalog_writer.clone(),
+            self.clock.clone(),
+        ));
         let supervisor = sup_ctx.run(
             supervisor::Supervisor::new(
                 Arc::new(tenure::Tenure::new(lease)),
@@ -273,6 +282,7 @@ impl EngineBuilder {
         );
         tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
         Ok(Engine {
+            inboxes,
             fatal,
             supervisor,
             scheduler,
@@ -293,6 +303,8 @@ impl EngineBuilder {
 /// A running engine: the handle an embedding application (or `jobvisor run`) holds.
 #[derive(Clone)]
 pub struct Engine {
+    /// The `[[inbox]]` watchers; stopped at shutdown, and when the last handle goes.
+    inboxes: Arc<inbox::Inboxes>,
     fatal: Arc<crate::executor::FatalAlarm>,
     supervisor: Addr<supervisor::Supervisor>,
     scheduler: Addr<scheduler::Scheduler>,
@@ -504,9 +516,48 @@ impl Engine {
     /// Stops claiming at once, lets running jobs finish within `grace`, returns the rest to the
     /// queue, and releases the node name.
     pub async fn shutdown(&self, grace: Duration) -> Result<(), EngineError> {
+        self.inboxes.stop();
         self.supervisor
             .send(supervisor::Shutdown(grace))
             .await
             .map_err(|_| EngineError::Stopped)
+    }
+}
+
+/// Job trees (issue 14): children of running runs, from outside the run (a running function
+/// spawns through its `FnContext`).
+impl Engine {
+    /// Queues a child run of the running run `parent`: a run of `job` with `params`
+    /// overlaying its payload, in `parent`'s tree (the parent ends with its last descendant,
+    /// its status the minimum over its tree). Returns the child's id (audited as
+    /// [`EMBEDDED_ACTOR`]).
+    pub async fn spawn(
+        &self,
+        parent: i64,
+        job: &str,
+        params: Option<Json>,
+    ) -> Result<i64, EngineError> {
+        self.spawn_as(EMBEDDED_ACTOR, parent, job, params).await
+    }
+
+    /// Like [`Engine::spawn`], with the audit row naming `actor`.
+    pub async fn spawn_as(
+        &self,
+        actor: &str,
+        parent: i64,
+        job: &str,
+        params: Option<Json>,
+    ) -> Result<i64, EngineError> {
+        let msg = scheduler::Spawn {
+            parent,
+            job: job.to_string(),
+            params,
+            actor: actor.to_string(),
+        };
+        Ok(self
+            .scheduler
+            .send(msg)
+            .await
+            .map_err(|_| EngineError::Stopped)??)
     }
 }

@@ -69,6 +69,28 @@ pub struct Trigger {
     pub parent: tracing::Span,
 }
 
+/// Queue a child run of a running run, in its tree; answers the child's id. Its processor is
+/// woken through the writer's hook, like every run a verb queues as a side effect.
+#[derive(Message)]
+#[rtype(result = "Result<i64, CatalogError>")]
+pub struct Spawn {
+    /// The running run whose child it is.
+    pub parent: i64,
+    /// The child's job.
+    pub job: String,
+    /// Its parameters (a JSON object overlaying the job's payload), or none.
+    pub params: Option<Json>,
+    /// Who asked, for the audit row.
+    pub actor: String,
+}
+
+/// Runs were queued as a side effect of another write (a workflow's next steps by a completion,
+/// a child spawned by a running function): wake their processors. Sent by the CatalogWriter's
+/// hook ([`DbWriter::on_queued`]) after the commit.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct QueuedElsewhere(pub Vec<crate::catalog::tree::Queued>);
+
 /// Stop (true) or resume (false) firing schedules.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -369,6 +391,12 @@ impl Actor for Scheduler {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(65_536);
+        // Runs that completions and spawns queue are announced here, to wake their processors
+        // (the scheduler knows them all). A restart installs the hook again.
+        let me = ctx.address();
+        self.writer.on_queued(Box::new(move |queued| {
+            me.do_send(QueuedElsewhere(queued.to_vec()))
+        }));
         self.reload(ctx);
         ctx.run_interval(WATCH_INTERVAL, |act, ctx| act.watch(ctx));
     }
@@ -395,6 +423,36 @@ impl Handler<SetProcessors> for Scheduler {
         // Runs fired before a processor was known here were not announced to it.
         for p in self.processors.values() {
             p.do_send(Wake);
+        }
+    }
+}
+
+impl Handler<Spawn> for Scheduler {
+    type Result = ResponseFuture<Result<i64, CatalogError>>;
+
+    fn handle(&mut self, msg: Spawn, _: &mut Context<Self>) -> Self::Result {
+        let writer = self.writer.clone();
+        let now = self.clock.now_ms();
+        Box::pin(async move {
+            writer
+                .spawn(msg.parent, msg.job, msg.params, now, Some(msg.actor))
+                .await
+        })
+    }
+}
+
+impl Handler<QueuedElsewhere> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, msg: QueuedElsewhere, _: &mut Context<Self>) {
+        let mut woken: HashMap<i64, i64> = HashMap::new();
+        for q in msg.0 {
+            let top = woken.entry(q.processor_id).or_insert(q.priority);
+            *top = (*top).max(q.priority);
+        }
+        for (pid, priority) in woken {
+            if let Some(p) = self.processors.get(&pid) {
+                p.do_send(Enqueued { priority });
+            }
         }
     }
 }

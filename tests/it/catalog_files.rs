@@ -218,6 +218,30 @@ const BROKEN: &[(&str, &str, &str, &str)] = &[
         "cycle",
     ),
     (
+        "workflow waits for an unknown step",
+        "[job.a]\ntype = \"function\"\nprocessor = \"main\"\npayload = { function = \"f\" }\n[job.w]\ntype = \"workflow\"\nprocessor = \"main\"\npayload.steps = [\n    { job = \"a\" },\n    { name = \"b\", job = \"a\", after = [\"gost\"] },\n]\n",
+        "after = [\"gost\"]",
+        "`gost`, which is not a step",
+    ),
+    (
+        "workflow step of an unknown job",
+        "[job.a]\ntype = \"function\"\nprocessor = \"main\"\npayload = { function = \"f\" }\n[job.w]\ntype = \"workflow\"\nprocessor = \"main\"\npayload.steps = [\n    { job = \"a\" },\n    { name = \"b\", job = \"nosuch\", after = [\"a\"] },\n]\n",
+        "job = \"nosuch\"",
+        "job `nosuch`, which is not defined",
+    ),
+    (
+        "workflow input that is no predecessor",
+        "[job.a]\ntype = \"function\"\nprocessor = \"main\"\npayload = { function = \"f\" }\n[job.w]\ntype = \"workflow\"\nprocessor = \"main\"\npayload.steps = [\n    { job = \"a\" },\n    { name = \"b\", job = \"a\" },\n    { name = \"c\", job = \"a\", after = [\"b\"], inputs = [\"a\"] },\n]\n",
+        "inputs = [\"a\"]",
+        "not one of its predecessors",
+    ),
+    (
+        "workflows that run each other",
+        "[job.v]\ntype = \"workflow\"\nprocessor = \"main\"\npayload.steps = [{ job = \"w\" }]\n[job.w]\ntype = \"workflow\"\nprocessor = \"main\"\npayload.steps = [\n    { job = \"v\" },\n]\n",
+        "{ job = \"v\" }",
+        "workflows run each other in a cycle: w → v → w",
+    ),
+    (
         "unknown time zone",
         "[job.x]\ntype = \"function\"\nprocessor = \"main\"\nrun_at = \"01:00\"\ntimezone = \"Mars/Olympus\"\npayload = { function = \"f\" }\n",
         "Mars/Olympus",
