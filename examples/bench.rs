@@ -49,6 +49,8 @@ fn args() -> Args {
         match arg.as_str() {
             "--rounds" => a.rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
             "--n" => a.n = it.next().and_then(|v| v.parse().ok()).unwrap_or(20_000),
+            // Read by `idle-once` itself.
+            "--distinct" => {}
             other => a.what = other.to_string(),
         }
     }
@@ -430,9 +432,10 @@ fn rss_mb() -> f64 {
 
 /// Measures idle CPU and RSS in a fresh process: in this one, earlier workloads' allocations
 /// would count in the RSS.
-fn idle_in_child() -> (f64, f64) {
+fn idle_in_child(distinct: bool) -> (f64, f64) {
     let out = std::process::Command::new(std::env::current_exe().unwrap())
         .arg("idle-once")
+        .args(distinct.then_some("--distinct"))
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -444,14 +447,21 @@ fn idle_in_child() -> (f64, f64) {
     }
 }
 
-fn idle(jobs: usize, secs: u64) -> (f64, f64) {
+/// Idle CPU and RSS of `jobs` recurring jobs: all of one cron expression, or with `distinct`,
+/// each of its own (the scheduler compiles an expression once for all the jobs that use it).
+fn idle(jobs: usize, secs: u64, distinct: bool) -> (f64, f64) {
     let dir = fresh_dir("idle");
     let cfg = node_config(&dir, Durability::Normal);
     let mut text = String::new();
     for i in 0..jobs {
         // Nothing due during the measurement: once a year.
+        let cron = if distinct {
+            format!("{} {} 1 1 *", i % 60, (i / 60) % 24)
+        } else {
+            "0 0 1 1 *".to_string()
+        };
         text.push_str(&format!(
-            "[job.j{i}]\ntype = \"function\"\nprocessor = \"bench\"\ncron = \"0 0 1 1 *\"\npayload = {{ function = \"debug.noop\" }}\n"
+            "[job.j{i}]\ntype = \"function\"\nprocessor = \"bench\"\ncron = \"{cron}\"\npayload = {{ function = \"debug.noop\" }}\n"
         ));
     }
     prepare(&dir, &cfg, &catalog_text(2, &text));
@@ -466,6 +476,10 @@ fn idle(jobs: usize, secs: u64) -> (f64, f64) {
         // SAFETY: sysconf has no preconditions.
         let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
         let cpu_pct = ticks as f64 / hz / t0.elapsed().as_secs_f64() * 100.0;
+        if std::env::var_os("BENCH_TRIM").is_some() {
+            // SAFETY: malloc_trim has no preconditions. (An experiment, not a default.)
+            unsafe { libc::malloc_trim(0) };
+        }
         let rss = rss_mb();
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
         (cpu_pct, rss)
@@ -964,12 +978,13 @@ fn main() {
     }
     if a.what == "idle-once" {
         // One idle measurement in a process of its own (see `idle_in_child`).
-        let (cpu, rss) = idle(1000, 30);
+        let distinct = std::env::args().any(|a| a == "--distinct");
+        let (cpu, rss) = idle(1000, 30, distinct);
         println!("{cpu} {rss}");
         return;
     }
     if all || a.what == "idle" {
-        let results: Vec<(f64, f64)> = (0..rounds).map(|_| idle_in_child()).collect();
+        let results: Vec<(f64, f64)> = (0..rounds).map(|_| idle_in_child(false)).collect();
         println!(
             "{:<52} {:>12.2} %",
             "idle: 1,000 recurring jobs, 30 s, CPU of one core",
@@ -979,6 +994,12 @@ fn main() {
             "{:<52} {:>11.1} MB",
             "idle: 1,000 recurring jobs, RSS",
             median(results.iter().map(|r| r.1).collect())
+        );
+        let distinct: Vec<(f64, f64)> = (0..rounds).map(|_| idle_in_child(true)).collect();
+        println!(
+            "{:<52} {:>11.1} MB",
+            "idle: 1,000 jobs of 1,000 cron expressions, RSS",
+            median(distinct.iter().map(|r| r.1).collect())
         );
     }
     if all || a.what == "flow" {

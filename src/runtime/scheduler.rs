@@ -31,7 +31,7 @@ use crate::catalog::queue::ScheduledJob;
 use crate::catalog::reader::{Changed, Reader, Watch};
 use crate::catalog::slots::{Decided, DueJob};
 use crate::catalog::writer::DbWriter;
-use crate::schedule::{JobHistory, JobPlanner, PlanPolicy, Schedule};
+use crate::schedule::{CronCache, JobHistory, JobPlanner, PlanPolicy, Schedule};
 
 /// How often the catalog file is checked for edits made by other connections: it bounds how
 /// long a run queued by another process (`jobvisor jobs run`) waits before a free processor
@@ -41,6 +41,11 @@ pub const WATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// A run_always job waiting for a run in flight looks at the catalog this often, besides the
 /// run events it receives: the run may be another node's, or its event lost to a reload.
 const RECHECK_IN_FLIGHT: i64 = 5_000;
+
+/// A load that parsed at least this many schedules gives the memory its parsing freed back to
+/// the system (validating and compiling a cron expression allocates about 10 KB, most of it
+/// freed at once, and glibc keeps freed memory).
+const TRIM_AFTER_PARSING: usize = 100;
 
 /// After a failed attempt to record due decisions, wait this long before the next.
 const RETRY_AFTER_ERROR: i64 = 1_000;
@@ -124,6 +129,8 @@ pub struct Scheduler {
     on_reload: Option<Recipient<Reload>>,
     /// The embedding application's subscribers, and the runs' parent spans.
     events: Arc<EventBus>,
+    /// Cron expressions compiled once for all the jobs that use them.
+    crons: CronCache,
 }
 
 impl Scheduler {
@@ -155,6 +162,7 @@ impl Scheduler {
             watch: Some(watch),
             on_reload,
             events: Arc::default(),
+            crons: CronCache::default(),
         }
     }
 
@@ -182,6 +190,7 @@ impl Scheduler {
     fn install(&mut self, jobs: Vec<ScheduledJob>) {
         let mut entries = HashMap::with_capacity(jobs.len());
         let mut old = std::mem::take(&mut self.entries);
+        let mut parsed = 0;
         for job in jobs {
             // A job whose plan did not change keeps its planner (a re-lived span, the counts,
             // where it is in stretched slots); only the stretch the policy set may change.
@@ -193,7 +202,8 @@ impl Scheduler {
                 }
                 other => other,
             };
-            let schedule = match Schedule::parse(&job.spec, self.tz) {
+            parsed += 1;
+            let schedule = match Schedule::parse_shared(&job.spec, self.tz, &mut self.crons) {
                 Ok(s) => s,
                 Err(errors) => {
                     let why: Vec<String> = errors
@@ -237,8 +247,18 @@ impl Scheduler {
                 },
             );
         }
-        tracing::info!(jobs = entries.len(), "schedules loaded");
         self.entries = entries;
+        // The planners of jobs that changed or went away are dropped by now.
+        drop(old);
+        self.crons.retain_used();
+        if parsed >= TRIM_AFTER_PARSING {
+            super::release_freed_memory();
+        }
+        tracing::info!(
+            jobs = self.entries.len(),
+            cron_expressions = self.crons.len(),
+            "schedules loaded"
+        );
         self.installs += 1;
     }
 

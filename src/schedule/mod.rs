@@ -26,6 +26,6 @@ pub mod spec;
 mod tests;
 
 pub use backoff::FailureStreak;
-pub use calendar::{Schedule, format_local, local_ms, rfc3339};
+pub use calendar::{CronCache, Schedule, format_local, local_ms, rfc3339};
 pub use plan::{Decision, JobHistory, JobPlanner, PlanPolicy, SkipReason, slot_keys};
 pub use spec::{FieldError, MisfirePolicy, OverlapPolicy, RunDate, ScheduleSpec};

@@ -2030,3 +2030,32 @@ fn a_stretched_run_always_job_waits_the_factor_times_its_period() {
     assert_eq!(gaps[0], 12_000);
     assert!(gaps[1..].iter().all(|&g| g == 36_000), "{gaps:?}");
 }
+
+/// 1,000 jobs of one cron expression keep one compiled copy of it (croner's parse of any
+/// expression holds a 5,001-byte year table), and a scheduler's cache forgets what no schedule
+/// uses any more.
+#[test]
+fn schedules_of_one_cron_expression_share_its_compiled_form() {
+    let mut crons = crate::schedule::CronCache::default();
+    let schedules: Vec<Schedule> = (0..1000)
+        .map(|_| Schedule::parse_shared(&spec_cron("0 0 1 1 *"), Tz::UTC, &mut crons).unwrap())
+        .collect();
+    let other = Schedule::parse_shared(&spec_cron("*/5 * * * *"), Tz::UTC, &mut crons).unwrap();
+    assert_eq!(crons.len(), 2);
+    let compiled = |s: &Schedule| match s.kind() {
+        Kind::Cron(c) => std::sync::Arc::as_ptr(c),
+        other => panic!("not a cron schedule: {other:?}"),
+    };
+    assert!(
+        schedules
+            .iter()
+            .all(|s| compiled(s) == compiled(&schedules[0]))
+    );
+    assert_ne!(compiled(&other), compiled(&schedules[0]));
+    drop(other);
+    crons.retain_used();
+    assert_eq!(crons.len(), 1, "the unused expression is forgotten");
+    drop(schedules);
+    crons.retain_used();
+    assert!(crons.is_empty());
+}
