@@ -6,6 +6,7 @@
 
 pub mod accounts;
 pub mod activation;
+pub mod browse;
 pub mod migrate;
 pub mod node;
 pub mod objects;

@@ -90,7 +90,9 @@ async fn list_jobs(state: State, q: Query<JobsQuery>) -> Result<web::Json<JobPag
         enabled: q.enabled,
         activation: q.activation,
         job_type: q.job_type,
+        search: q.search,
         sort,
+        reversed: false,
         offset: q.offset.unwrap_or(0),
         limit: q.limit.unwrap_or(100),
     };
