@@ -16,6 +16,7 @@ mod listing;
 mod metrics;
 mod node;
 mod rpc;
+pub mod rules;
 mod runs;
 
 use std::sync::{Arc, Mutex};
