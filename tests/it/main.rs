@@ -17,3 +17,4 @@ mod runtime;
 mod slots;
 mod support;
 mod tuning;
+mod ui;
