@@ -76,7 +76,8 @@
       width: Math.max(el.clientWidth, 240),
       height: 170,
       series: series,
-      scales: { x: { time: true } },
+      // One sample would otherwise stretch the time axis over years.
+      scales: { x: { time: true, range: function (u, min, max) { return min === max ? [min - 60, max + 60] : [min, max]; } } },
       axes: [{}, { label: d.unit, size: 60 }],
       legend: { live: false }
     };

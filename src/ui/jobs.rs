@@ -792,14 +792,15 @@ pub(super) async fn new_form(
     ui: web::Data<Ui>,
     session: Session,
 ) -> Result<HttpResponse, UiError> {
-    let f = Fields {
-        job_type: "function".into(),
-        priority: "0".into(),
-        max_attempts: "1".into(),
-        misfire_policy: "once".into(),
-        overlap_policy: "forbid".into(),
-        ..Fields::default()
-    };
+    // A new job's fields start at the defaults a job.conf entry gets.
+    let processor = api
+        .read(|ops| ops.processor_names())
+        .await?
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    let mut f = Fields::of_job("", &JobDef::new(JobType::Function, processor));
+    f.payload = String::new();
     form_page(
         Ctx {
             req: &req,

@@ -90,7 +90,9 @@ pub(super) struct OverviewPage {
 /// A health reading's name and value in its unit, from the status's JSON.
 fn reading(name: &str, v: &Json) -> Option<(String, String)> {
     let x = v.as_f64()?;
-    let text = if name.ends_with("_per_s") {
+    let text = if name.starts_with("psi") || name.contains("cpu") {
+        format!("{x:.1} %")
+    } else if name.ends_with("_per_s") {
         format!("{:.1} KiB/s", x / 1024.0)
     } else if name.contains("memory")
         || name.contains("disk")
@@ -104,8 +106,6 @@ fn reading(name: &str, v: &Json) -> Option<(String, String)> {
         }
     } else if name == "at" {
         return None;
-    } else if name.contains("cpu") || name.starts_with("psi") {
-        format!("{x:.1} %")
     } else {
         format!("{x:.2}")
     };
