@@ -125,6 +125,8 @@ ui_routes! {
     get "/objects" => pages::objects;
     get "/decisions" => pages::decisions;
     get "/nodes" => pages::nodes;
+    post "/node/pause" => pages::pause;
+    post "/node/resume" => pages::resume;
 }
 
 /// The UI's routes and state, for [`crate::http::app_with`]: `/` and the `/ui` scope behind

@@ -73,6 +73,7 @@ pub(super) struct OverviewPage {
     chrome: Chrome,
     state: String,
     state_class: &'static str,
+    paused: bool,
     activation: Vec<(String, i64)>,
     queued: i64,
     running: i64,
@@ -152,6 +153,7 @@ pub(super) async fn overview(
             chrome: chrome(&req, &ui, &api, &session, "Overview"),
             state,
             state_class,
+            paused: status.paused,
             activation: queue.activation.clone(),
             queued: queue.queued,
             running: queue.running,
@@ -196,6 +198,51 @@ pub(super) async fn overview(
             ],
         },
     )
+}
+
+/// Pauses (`true`) or resumes this node through its engine, with the audit row the API writes.
+async fn set_paused(
+    req: HttpRequest,
+    api: web::Data<ApiState>,
+    ui: web::Data<Ui>,
+    session: Session,
+    paused: bool,
+) -> Result<HttpResponse, UiError> {
+    let (before, _) = crate::ops::node::set_paused(&api.engine, paused).await?;
+    let node = api.engine.node_name().to_string();
+    let name = node.clone();
+    api.write(&session.principal.user, move |ops| {
+        Ok(ops.audit_pause(&name, before, paused)?)
+    })
+    .await?;
+    let note = match (before, paused) {
+        (false, true) => format!("node `{node}` paused: no schedule fires, no run is claimed"),
+        (true, false) => format!("node `{node}` resumed"),
+        (_, true) => format!("node `{node}` was paused already"),
+        (_, false) => format!("node `{node}` was running already"),
+    };
+    ui.sessions.set_flash(&session.key, note);
+    Ok(super::see_other(&super::back(&req, "/ui/")))
+}
+
+/// `POST /ui/node/pause`.
+pub(super) async fn pause(
+    req: HttpRequest,
+    api: web::Data<ApiState>,
+    ui: web::Data<Ui>,
+    session: Session,
+) -> Result<HttpResponse, UiError> {
+    set_paused(req, api, ui, session, true).await
+}
+
+/// `POST /ui/node/resume`.
+pub(super) async fn resume(
+    req: HttpRequest,
+    api: web::Data<ApiState>,
+    ui: web::Data<Ui>,
+    session: Session,
+) -> Result<HttpResponse, UiError> {
+    set_paused(req, api, ui, session, false).await
 }
 
 // ---- charts ----
