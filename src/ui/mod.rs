@@ -14,7 +14,7 @@
 //! cached, framed or sniffed. The API's guard ([`crate::http::auth`]) leaves these paths to this
 //! one, after its Host allowlist.
 //!
-//! Invariant: the routes are registered only by [`ui_routes!`], which also lists them in
+//! Invariant: the routes are registered only by `ui_routes!`, which also lists them in
 //! [`ROUTES`] (tests request each one without a session); no handler holds SQL, validation or
 //! role logic of its own.
 
