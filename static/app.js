@@ -76,8 +76,11 @@
       width: Math.max(el.clientWidth, 240),
       height: 170,
       series: series,
-      // One sample would otherwise stretch the time axis over years.
-      scales: { x: { time: true, range: function (u, min, max) { return min === max ? [min - 60, max + 60] : [min, max]; } } },
+      // With one sample uPlot spans its time axis over 1,000 days (86400 / ms with ms = 1e-3):
+      // a minute either side of it instead.
+      scales: { x: { time: true, range: function (u, min, max) {
+        return u.data[0].length === 1 ? [u.data[0][0] - 60, u.data[0][0] + 60] : [min, max];
+      } } },
       axes: [{}, { label: d.unit, size: 60 }],
       legend: { live: false }
     };

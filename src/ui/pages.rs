@@ -84,8 +84,21 @@ pub(super) struct OverviewPage {
     overdue: i64,
     oldest_due: String,
     failing: Vec<FailingRow>,
-    failing_window: i64,
+    failing_window: String,
     charts: Vec<(&'static str, &'static str)>,
+}
+
+/// `10,000`.
+fn thousands(n: i64) -> String {
+    let digits = n.abs().to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if n < 0 { format!("-{out}") } else { out }
 }
 
 /// A health reading's name and value in its unit, from the status's JSON.
@@ -187,7 +200,7 @@ pub(super) async fn overview(
                         .unwrap_or_default(),
                 })
                 .collect(),
-            failing_window: crate::ops::overview::FAILING_WINDOW,
+            failing_window: thousands(crate::ops::overview::FAILING_WINDOW),
             charts: vec![
                 ("health.cpu", "CPU used"),
                 ("health.memory", "Memory available"),

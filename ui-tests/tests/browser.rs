@@ -250,9 +250,21 @@ impl Ui {
     /// Saves the page at desktop and at phone width, and checks that at phone width the page
     /// does not scroll sideways (wide tables scroll inside their own box).
     async fn shots(&self, name: &str) {
+        self.shots_at(name, None).await;
+    }
+
+    /// As [`Ui::shots`], with the element `css` scrolled into view at each width.
+    async fn shots_at(&self, name: &str, css: Option<&str>) {
         for (label, (w, h)) in [("desktop", DESKTOP), ("phone", PHONE)] {
             self.c.set_window_size(w, h).await.unwrap();
             tokio::time::sleep(Duration::from_millis(400)).await;
+            if let Some(css) = css {
+                self.js(&format!(
+                    "document.querySelector('{css}').scrollIntoView(); return 1"
+                ))
+                .await;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
             if label == "phone" {
                 let overflow = self
                     .js("return document.documentElement.scrollWidth - window.innerWidth")
