@@ -113,21 +113,23 @@ pub struct StuckRun {
     pub node: Option<String>,
     /// Epoch ms it began.
     pub started_at: Option<i64>,
-    /// Epoch ms its lease ends.
-    pub lease_until: Option<i64>,
+    /// Epoch ms of its node's last heartbeat.
+    pub heartbeat_at: Option<i64>,
     /// The job's timeout, ms (0: none).
     pub timeout: i64,
 }
 
-// Running runs are few (a partial index holds them); a run is stuck when its node stopped
-// renewing its lease or it runs past its job's timeout.
+// Running runs are few (a partial index holds them). A run is stuck when it runs past its
+// job's timeout, or its node has gone silent (no heartbeat since `?2`): a lease is not renewed
+// while a run executes, so an old lease alone says nothing.
 const SELECT_STUCK: &str = "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
-    r.lease_until, j.timeout
+    n.heartbeat_at, j.timeout
     FROM job_run r INDEXED BY job_run_running_job_idx
     JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
     WHERE r.status = 'running'
-      AND (r.lease_until < ?1 OR (j.timeout > 0 AND r.started_at + j.timeout < ?1))
-    ORDER BY r.run_id LIMIT ?2";
+      AND ((j.timeout > 0 AND r.started_at + j.timeout < ?1)
+           OR n.heartbeat_at IS NULL OR n.heartbeat_at < ?2)
+    ORDER BY r.run_id LIMIT ?3";
 
 const SELECT_OVERDUE: &str = "SELECT count(*), min(run_after) FROM job_run
     INDEXED BY job_run_queue_idx WHERE status = 'queued' AND run_after < ?1";
@@ -321,24 +323,26 @@ impl Catalog {
         Ok(JobRows { jobs, total })
     }
 
-    /// Running runs whose lease ran out or that run past their job's timeout at `now`, oldest
-    /// first, and the queued runs due before `due_before` (how many, and the oldest due time).
+    /// Running runs past their job's timeout at `now` or whose node has sent no heartbeat
+    /// since `silent_before`, oldest first, and the queued runs due before `due_before` (how
+    /// many, and the oldest due time).
     pub fn stuck_runs(
         &self,
         now: i64,
+        silent_before: i64,
         due_before: i64,
         limit: i64,
     ) -> Result<(Vec<StuckRun>, i64, Option<i64>), CatalogError> {
         let conn = self.read()?;
         let stuck = conn
             .prepare_cached(SELECT_STUCK)?
-            .query_map(params![now, limit], |r| {
+            .query_map(params![now, silent_before, limit], |r| {
                 Ok(StuckRun {
                     run_id: r.get(0)?,
                     job: r.get(1)?,
                     node: r.get(2)?,
                     started_at: r.get(3)?,
-                    lease_until: r.get(4)?,
+                    heartbeat_at: r.get(4)?,
                     timeout: r.get(5)?,
                 })
             })?

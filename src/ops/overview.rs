@@ -1,5 +1,5 @@
 //! What a node's overview shows beyond its status and stats: runs finished per minute by
-//! outcome, stuck runs (a lease run out, a run past its timeout, queued runs waiting long),
+//! outcome, stuck runs (past their timeout, on a silent node, queued runs waiting long),
 //! failing jobs, and the decision log filtered. Each question is bounded by the catalog
 //! ([`crate::catalog::browse`]): a range of run ids, never the whole history.
 
@@ -59,7 +59,7 @@ pub struct StuckRunView {
 /// Work that does not move.
 #[derive(Debug, Clone, Serialize)]
 pub struct StuckView {
-    /// Running runs whose lease ran out or that run past their timeout.
+    /// Running runs past their timeout, or on a silent node.
     pub running: Vec<StuckRunView>,
     /// Queued runs due more than [`OVERDUE_MS`] ago.
     pub overdue: i64,
@@ -144,21 +144,25 @@ impl Ops {
         })
     }
 
-    /// Runs that look stuck at `now`.
+    /// Runs that look stuck at `now`: past their timeout, or on a node silent for longer than
+    /// a node name is held ([`crate::runtime::tenure::STALE_AFTER`]).
     pub fn stuck(&self, now: i64) -> Result<StuckView, OpError> {
+        let silent = crate::runtime::tenure::STALE_AFTER.as_millis() as i64;
         let (running, overdue, oldest) = self
             .catalog
-            .stuck_runs(now, now - OVERDUE_MS, 50)
+            .stuck_runs(now, now - silent, now - OVERDUE_MS, 50)
             .map_err(self.within("looking for stuck runs"))?;
         Ok(StuckView {
             running: running
                 .into_iter()
                 .map(|r| {
-                    let why = match (r.lease_until, r.started_at) {
-                        (Some(lease), _) if lease < now => format!(
-                            "its lease ran out {} s ago: the node executing it stopped renewing it",
-                            (now - lease) / 1000
+                    let node = r.node.clone().unwrap_or_else(|| "?".into());
+                    let why = match (r.heartbeat_at, r.started_at) {
+                        (Some(beat), _) if beat < now - silent => format!(
+                            "node `{node}` has sent no heartbeat for {} s",
+                            (now - beat) / 1000
                         ),
+                        (None, _) => format!("node `{node}` has stopped"),
                         (_, Some(start)) => format!(
                             "running for {} s, past its timeout of {} s",
                             (now - start) / 1000,

@@ -550,3 +550,65 @@ fn runs_are_retried_and_cancelled_one_at_a_time_and_in_bulk() {
     );
     node.stop();
 }
+
+#[test]
+fn the_overview_names_failing_jobs_and_runs_stuck_on_a_silent_node() {
+    let (ws, node) = node_with_users();
+    ws.ok(&[
+        "jobs",
+        "add",
+        "breaks",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--payload",
+        r#"{"function": "debug.fail", "message": "<b>disk</b> on fire"}"#,
+    ]);
+    ws.ok(&["jobs", "run", "breaks"]);
+    crate::support::wait_for(30.0, "the failed run", || {
+        crate::support::runs_of(&ws.db(), "breaks")
+            .iter()
+            .any(|r| r.status == "failed")
+            .then_some(())
+    });
+    // A run left running by a node that stopped an hour ago (its heartbeat is that old).
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    let hour_ago = jobvisor::catalog::now_ms() - 3_600_000;
+    conn.execute(
+        "INSERT INTO node (node_name, host, heartbeat_at) VALUES ('gone', 'elsewhere', ?1)",
+        [hour_ago],
+    )
+    .unwrap();
+    conn.execute(
+        "INSERT INTO job_run (job_id, processor_id, node_id, status, run_after, created_at,
+         started_at, lease_until)
+         SELECT j.job_id, j.processor_id, (SELECT node_id FROM node WHERE node_name = 'gone'),
+                'running', ?1, ?1, ?1, ?1 + 60000 FROM job j WHERE j.job_name = 'echo'",
+        [hour_ago],
+    )
+    .unwrap();
+    drop(conn);
+    let b = Browser::sign_in(&node.api, "vic", "viewer password 12");
+    let page = b.get("/ui/");
+    assert_eq!(page.status, 200);
+    assert!(page.body.contains("failed ×1"), "{}", page.body);
+    assert!(page.body.contains("/ui/jobs/breaks"), "{}", page.body);
+    assert!(
+        page.body.contains("&#60;b&#62;disk&#60;/b&#62; on fire"),
+        "escaped: {}",
+        page.body
+    );
+    assert!(
+        page.body
+            .contains("node `gone` has sent no heartbeat for 3600 s")
+            || page
+                .body
+                .contains("node `gone` has sent no heartbeat for 3601 s"),
+        "{}",
+        page.body
+    );
+    node.stop();
+}
