@@ -11,6 +11,7 @@
 //! `jobvisor` binary (`target/debug/jobvisor`, or `JOBVISOR_BIN`).
 
 use std::io::BufRead as _;
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -48,6 +49,21 @@ struct Guarded(Child);
 impl Drop for Guarded {
     fn drop(&mut self) {
         let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// chromedriver in a process group of its own, which is ended whole when dropped: the
+/// browser it started (and that browser's helpers) would outlive it when a failing test never
+/// closes its session.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill").args(["-TERM", "--", &group]).status();
+        std::thread::sleep(Duration::from_millis(300));
+        let _ = Command::new("kill").args(["-KILL", "--", &group]).status();
         let _ = self.0.wait();
     }
 }
@@ -137,7 +153,7 @@ fn start_node() -> Node {
 }
 
 /// chromedriver on a port the system chose free a moment before.
-fn start_chromedriver() -> (Guarded, String) {
+fn start_chromedriver() -> (Group, String) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -145,11 +161,12 @@ fn start_chromedriver() -> (Guarded, String) {
         .port();
     let child = Command::new("chromedriver")
         .arg(format!("--port={port}"))
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .expect("chromedriver must be installed (.ci/test installs Debian's chromium-driver)");
-    let guarded = Guarded(child);
+    let guarded = Group(child);
     let start = Instant::now();
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
         assert!(
