@@ -213,12 +213,16 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         engine: engine.clone(),
         auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
     });
-    let server = HttpServer::new(move || crate::http::app(state.clone()))
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .map_err(|source| DaemonError::Bind { addr, source })?
-        .run();
+    // The web UI's sessions live as long as the process: one store for every worker.
+    let ui = web::Data::new(crate::ui::Ui::default());
+    let server = HttpServer::new(move || {
+        crate::http::app_with(state.clone(), crate::ui::configure(ui.clone()))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .map_err(|source| DaemonError::Bind { addr, source })?
+    .run();
     let handle = server.handle();
     actix_rt::spawn(server);
     // The banner is for whoever started the node; if they went away, the node goes on.
@@ -249,6 +253,12 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         );
     }
     let _ = writeln!(out, "  api:      {}", addrs.join(", "));
+    let ui: Vec<String> = addrs.iter().map(|a| format!("{a}/ui/")).collect();
+    let _ = writeln!(
+        out,
+        "  web ui:   {} (sign in as a user with a password)",
+        ui.join(", ")
+    );
     let _ = out.flush();
     drop(out);
     tokio::select! {

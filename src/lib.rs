@@ -21,3 +21,4 @@ pub mod policy;
 pub mod runtime;
 pub mod schedule;
 pub mod sim;
+pub mod ui;

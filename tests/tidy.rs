@@ -160,6 +160,67 @@ fn every_http_route_is_registered_through_the_openapi_document() {
     );
 }
 
+/// The web UI's routes are outside the OpenAPI document (they answer HTML to browsers with
+/// sessions), so they are kept to one place instead: `src/ui/mod.rs` registers them only
+/// through its `ui_routes!` table, which also lists them in `ui::ROUTES` — the list that
+/// `it::ui::every_ui_route_but_the_public_ones_needs_a_session` requests without a session.
+#[test]
+fn ui_routes_are_registered_only_through_the_listed_table() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src/ui"), &mut files);
+    assert!(files.len() > 3, "src/ui holds the web UI");
+    let mut report = String::new();
+    let mut registrations = Vec::new();
+    for file in &files {
+        let source = std::fs::read_to_string(file).unwrap();
+        for (line, code) in code_only(&source) {
+            for word in UNDOCUMENTED_ROUTES
+                .iter()
+                .chain(&[".service(", "#[get(", "#[post("])
+            {
+                if code.contains(word) {
+                    registrations.push(format!("{}:{line}: `{word}`", file.display()));
+                }
+            }
+        }
+    }
+    // The table's one `.route(`, the `/` redirect's, and the scope that wraps the table in the
+    // session guard: nothing else registers anything.
+    let expected = [
+        "src/ui/mod.rs:.route(",
+        "src/ui/mod.rs:.route(",
+        "src/ui/mod.rs:web::scope(",
+        "src/ui/mod.rs:.service(",
+    ];
+    let mut found: Vec<String> = registrations
+        .iter()
+        .map(|r| {
+            let (file, rest) = r.split_once(':').unwrap();
+            let word = rest.split('`').nth(1).unwrap();
+            let file = file
+                .strip_prefix(&format!("{}/", root.display()))
+                .unwrap_or(file);
+            format!("{file}:{word}")
+        })
+        .collect();
+    found.sort();
+    let mut want: Vec<String> = expected.iter().map(|s| s.to_string()).collect();
+    want.sort();
+    if found != want {
+        report.push_str(&registrations.join("\n"));
+    }
+    assert!(
+        report.is_empty(),
+        "UI routes registered outside the ui_routes! table:\n{report}"
+    );
+    let mod_rs = std::fs::read_to_string(root.join("src/ui/mod.rs")).unwrap();
+    assert!(
+        mod_rs.contains("macro_rules! ui_routes") && mod_rs.contains("pub const ROUTES"),
+        "the table lists what it registers"
+    );
+}
+
 /// What only `src/catalog` may name: the database drivers and their pool (DESIGN.md §8).
 const DRIVERS: &[&str] = &["rusqlite", "r2d2", "postgres::", "tokio_postgres"];
 

@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod activation;
 pub mod damage;
 pub mod inbox;
+pub mod browse;
 pub mod migrate;
 pub mod node;
 pub mod objects;

@@ -822,6 +822,7 @@ fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
                 since: instant("--since", since)?,
                 until: instant("--until", until)?,
                 before: *before,
+                after: None,
                 limit: *limit,
             };
             let rows = reading(cli)?.runs(&query).map_err(|e| match e {

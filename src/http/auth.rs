@@ -5,8 +5,9 @@
 //! sql, command and url jobs, processors and objects — is checked by the handler with
 //! [`Principal::require`].
 //!
-//! Invariant: nothing but `/healthz` answers without credentials; a write needs an operator;
-//! an error response is always JSON.
+//! Invariant: nothing but `/healthz` answers without credentials, and the web UI's paths
+//! ([`is_ui_path`]) without an Authorization header: those need its session instead; a write
+//! needs an operator; an API error response is always JSON.
 
 use std::collections::{HashMap, VecDeque};
 use std::net::IpAddr;
@@ -35,6 +36,15 @@ const TOKEN_CACHE: Duration = Duration::from_secs(5);
 
 /// Paths served without credentials.
 const PUBLIC: &[&str] = &["/healthz"];
+
+/// The web UI's paths (`/`, `/ui` and below). Browsers sign in there with a password and then
+/// carry a session cookie, not an Authorization header: this guard checks their Host and
+/// leaves the rest to the UI's own guard (`crate::ui::guard`: a session on every route but the
+/// login page, its stylesheet and the redirect at `/`; a CSRF token on every write). Where no
+/// UI is mounted they are 404s.
+pub fn is_ui_path(path: &str) -> bool {
+    path == "/" || path == "/ui" || path.starts_with("/ui/")
+}
 
 /// What the guard keeps between requests.
 #[derive(Debug)]
@@ -81,7 +91,7 @@ impl AuthState {
     }
 
     /// Whether `ip` failed too often lately.
-    fn throttled(&self, ip: IpAddr, now: Instant) -> bool {
+    pub fn throttled(&self, ip: IpAddr, now: Instant) -> bool {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         match failures.get_mut(&ip) {
             Some(times) => {
@@ -97,7 +107,8 @@ impl AuthState {
         }
     }
 
-    fn failed(&self, ip: IpAddr, now: Instant) {
+    /// Counts a failed login from `ip`.
+    pub fn failed(&self, ip: IpAddr, now: Instant) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if failures.len() > 10_000 {
             // Bounded memory under a spray of addresses: forget the quiet ones.
@@ -239,6 +250,9 @@ pub async fn guard(
             );
             return refuse(req, e);
         }
+    }
+    if is_ui_path(req.path()) {
+        return Ok(next.call(req).await?.map_into_boxed_body());
     }
     if !PUBLIC.contains(&req.path()) {
         let now = Instant::now();

@@ -377,12 +377,14 @@ pub struct JobsQuery {
     pub processor: Option<String>,
     /// Only enabled (true) or disabled (false) jobs.
     pub enabled: Option<bool>,
-    /// Only jobs in this activation state on this node: active, standby, new.
+    /// Only jobs in this activation state on this node: active, standby, paused, new.
     pub activation: Option<String>,
     /// Only jobs of this type.
     #[serde(rename = "type")]
     #[param(rename = "type")]
     pub job_type: Option<String>,
+    /// Only jobs whose name or description contains this text (ASCII case ignored).
+    pub search: Option<String>,
     /// name (default), priority, last_end, next_run.
     pub sort: Option<String>,
     /// Jobs to skip (default 0).

@@ -12,8 +12,8 @@ use super::auth::Principal;
 use super::bodies::{BatchBody, JobFields, JobsQuery, NextQuery, PinBody, TriggerBody};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Query};
-use crate::model::{JobType, Pin, Role};
-use crate::ops::Ops;
+use super::rules::{require_for, require_for_processor};
+use crate::model::Pin;
 use crate::ops::jobs::{ActivationView, JobView, NextView, Saved};
 use crate::ops::pages::{JobPage, JobQuery, JobSort};
 
@@ -31,36 +31,6 @@ pub(super) fn routes(cfg: &mut ServiceConfig) {
         .service(next_times)
         .service(trigger)
         .service(trigger_batch);
-}
-
-/// Types only admins may create or change: they run code or reach the network as the node
-/// (an rpc job calls another node with the credentials its processor stores).
-fn admin_only(t: JobType) -> bool {
-    matches!(
-        t,
-        JobType::Sql | JobType::Command | JobType::Url | JobType::Rpc
-    )
-}
-
-fn require_for(who: &Principal, t: JobType) -> Result<(), ApiError> {
-    if admin_only(t) {
-        who.require(Role::Admin, &format!("a {t} job"))
-    } else {
-        Ok(())
-    }
-}
-
-/// A job on a remote processor is a call to another node with the credentials the processor
-/// stores, whatever its type: only admins create, change or remove one.
-fn require_for_processor(who: &Principal, ops: &Ops, processor: &str) -> Result<(), ApiError> {
-    if ops.is_remote_processor(processor)? {
-        who.require(
-            Role::Admin,
-            &format!("a job on the remote processor `{processor}`"),
-        )
-    } else {
-        Ok(())
-    }
 }
 
 /// List jobs, a page at a time.
@@ -90,7 +60,9 @@ async fn list_jobs(state: State, q: Query<JobsQuery>) -> Result<web::Json<JobPag
         enabled: q.enabled,
         activation: q.activation,
         job_type: q.job_type,
+        search: q.search,
         sort,
+        reversed: false,
         offset: q.offset.unwrap_or(0),
         limit: q.limit.unwrap_or(100),
     };

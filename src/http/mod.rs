@@ -5,7 +5,9 @@
 //!
 //! Invariant: every route is registered through `utoipa-actix-web`'s `service`, so a route
 //! cannot be served without being in the OpenAPI document (`tests/tidy.rs` refuses `.route(`
-//! here); every request passes [`auth::guard`]; a handler never holds validation logic.
+//! here); the only routes outside it are the web UI's, added by [`app_with`] and listed in
+//! `crate::ui::ROUTES`; every request passes [`auth::guard`]; a handler never holds validation
+//! logic.
 
 pub mod auth;
 pub mod bodies;
@@ -16,6 +18,7 @@ mod listing;
 mod metrics;
 mod node;
 mod rpc;
+pub mod rules;
 mod runs;
 
 use std::sync::{Arc, Mutex};
@@ -195,11 +198,29 @@ pub fn app(
         InitError = (),
     >,
 > {
+    app_with(state, |_| {})
+}
+
+/// The app with more routes outside the API document: `jobvisor run` adds the web UI's
+/// (`crate::ui::configure`), which sit behind the same guard ([`auth::guard`] hands the UI's
+/// paths, [`auth::is_ui_path`], to the UI's own session guard after its Host check).
+pub fn app_with(
+    state: web::Data<ApiState>,
+    extra: impl FnOnce(&mut web::ServiceConfig),
+) -> App<
+    impl ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
     let (app, _) = App::new()
         .into_utoipa_app()
         .app_data(state)
         .app_data(web::PayloadConfig::new(BODY_LIMIT))
         .configure(routes)
         .split_for_parts();
-    app.wrap(from_fn(auth::guard))
+    app.configure(extra).wrap(from_fn(auth::guard))
 }

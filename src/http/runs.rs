@@ -44,6 +44,7 @@ async fn list_runs(state: State, q: Query<RunsQuery>) -> Result<web::Json<Vec<Ru
         since: instant("since", &q.since)?,
         until: instant("until", &q.until)?,
         before: q.before,
+        after: None,
         job: q.job,
         node: q.node,
         limit: q.limit.unwrap_or(100),

@@ -360,6 +360,22 @@ impl Ops {
             .collect()
     }
 
+    /// The view of one stored job, given its activation row on the caller's node (a page of
+    /// jobs reads its rows with the jobs, not the whole node's activations).
+    pub(crate) fn job_view_of(
+        &self,
+        j: &JobRecord,
+        activation: Option<crate::catalog::browse::ActivationRow>,
+    ) -> Result<JobView, OpError> {
+        let mut by_job = ActivationByJob::new();
+        if let Some(row) = activation {
+            by_job.insert(j.name.clone(), row);
+        }
+        let mut view = job_view(j, activation_of(&self.caller.node, &by_job, &j.name));
+        view.backoff = self.backoff_of(j)?;
+        Ok(view)
+    }
+
     /// Why a recurring job fires no slot for now, if it backs off.
     fn backoff_of(&self, j: &JobRecord) -> Result<Option<String>, OpError> {
         if j.def.schedule.is_on_demand() {

@@ -1,11 +1,14 @@
-//! Listing jobs a page at a time: filters (group, processor, enabled, activation, type), a sort
-//! key, and bounded pages — what the API offers beyond the CLI's whole list.
+//! Listing jobs a page at a time: filters (group, processor, enabled, activation, type, a
+//! search of names and descriptions), a sort key, and bounded pages — what the API and the web
+//! UI offer beyond the CLI's whole list. The catalog filters, sorts and pages in SQL
+//! ([`crate::catalog::browse`]), so a page of 10,000 jobs reads and maps its own jobs only.
 
 use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::jobs::JobView;
 use super::{OpError, Ops};
+use crate::catalog::browse::{JobFilter, JobOrder};
 
 /// The largest page.
 pub const MAX_PAGE: usize = 1000;
@@ -46,12 +49,17 @@ pub struct JobQuery {
     pub processor: Option<String>,
     /// Only enabled (`true`) or disabled jobs.
     pub enabled: Option<bool>,
-    /// Only jobs in this activation state on the caller's node (`active`, `standby`, `new`).
+    /// Only jobs in this activation state on the caller's node (`active`, `standby`,
+    /// `paused`, `new`).
     pub activation: Option<String>,
     /// Only jobs of this type.
     pub job_type: Option<String>,
+    /// Only jobs whose name or description contains this (ASCII case ignored).
+    pub search: Option<String>,
     /// The order.
     pub sort: JobSort,
+    /// The order reversed (a table's second click on a column).
+    pub reversed: bool,
     /// Jobs to skip.
     pub offset: usize,
     /// At most this many (1–[`MAX_PAGE`]).
@@ -81,11 +89,11 @@ impl Ops {
             ));
         }
         if let Some(a) = &q.activation
-            && !["active", "standby", "new"].contains(&a.as_str())
+            && !["active", "standby", "paused", "new"].contains(&a.as_str())
         {
             return Err(OpError::invalid(
                 "activation",
-                format!("expected one of active, standby, new, got `{a}`"),
+                format!("expected one of active, standby, paused, new, got `{a}`"),
             ));
         }
         if let Some(t) = &q.job_type
@@ -99,27 +107,35 @@ impl Ops {
                 ),
             ));
         }
-        let mut jobs: Vec<JobView> = self
-            .jobs()?
+        let order = match q.sort {
+            JobSort::Name => JobOrder::Name,
+            JobSort::Priority => JobOrder::Priority,
+            JobSort::LastEnd => JobOrder::LastEnd,
+            JobSort::NextRun => JobOrder::NextRun,
+        };
+        let filter = JobFilter {
+            node: self.caller.node.clone(),
+            group: q.group.clone(),
+            processor: q.processor.clone(),
+            enabled: q.enabled,
+            activation: q.activation.clone(),
+            job_type: q.job_type.clone(),
+            search: q.search.clone(),
+            order,
+            reversed: q.reversed,
+            offset: i64::try_from(q.offset).unwrap_or(i64::MAX),
+            limit: q.limit as i64,
+        };
+        let rows = self
+            .catalog
+            .job_rows(&filter)
+            .map_err(self.within("listing jobs"))?;
+        let items = rows
+            .jobs
             .into_iter()
-            .filter(|j| q.group.as_ref().is_none_or(|g| j.group.as_ref() == Some(g)))
-            .filter(|j| q.processor.as_ref().is_none_or(|p| &j.processor == p))
-            .filter(|j| q.enabled.is_none_or(|e| j.enabled == e))
-            .filter(|j| {
-                q.activation
-                    .as_ref()
-                    .is_none_or(|a| &j.activation.state == a)
-            })
-            .filter(|j| q.job_type.as_ref().is_none_or(|t| j.job_type == t))
-            .collect();
-        match q.sort {
-            JobSort::Name => {}
-            JobSort::Priority => jobs.sort_by_key(|j| std::cmp::Reverse(j.priority)),
-            JobSort::LastEnd => jobs.sort_by_key(|j| std::cmp::Reverse(j.last_end)),
-            JobSort::NextRun => jobs.sort_by_key(|j| (j.next_run_at.is_none(), j.next_run_at)),
-        }
-        let total = jobs.len();
-        let items = jobs.into_iter().skip(q.offset).take(q.limit).collect();
+            .map(|(record, activation)| self.job_view_of(&record, activation))
+            .collect::<Result<_, _>>()?;
+        let total = rows.total as usize;
         Ok(JobPage {
             items,
             total,

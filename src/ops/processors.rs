@@ -87,9 +87,9 @@ impl ProcessorPatch {
 impl Ops {
     /// Every processor, by name.
     pub fn processors(&self) -> Result<Vec<ProcessorView>, OpError> {
-        let file = self
+        let defs = self
             .catalog
-            .export()
+            .processor_defs()
             .map_err(self.within("listing processors"))?;
         let rows = self
             .catalog
@@ -98,7 +98,7 @@ impl Ops {
         Ok(rows
             .into_iter()
             .map(|r| {
-                let def = file.processors.get(&r.name).cloned().unwrap_or_default();
+                let def = defs.get(&r.name).cloned().unwrap_or_default();
                 ProcessorView {
                     remote: def.address(),
                     rpc_password: def.redacted().rpc_password,

@@ -26,6 +26,8 @@ pub struct RunQuery {
     pub until: Option<i64>,
     /// Only runs older than this run id: the next page after a listing whose oldest run it is.
     pub before: Option<i64>,
+    /// Only runs newer than this run id (a window that bounds what a rare filter reads).
+    pub after: Option<i64>,
     /// At most this many (1–[`MAX_RUNS`]).
     pub limit: i64,
 }
@@ -244,6 +246,7 @@ impl Ops {
             since: q.since,
             until: q.until,
             before: q.before,
+            after: q.after,
             limit: q.limit,
         };
         let rows = self
@@ -251,6 +254,13 @@ impl Ops {
             .runs(&filter)
             .map_err(self.within("listing runs"))?;
         Ok(rows.into_iter().map(run_view).collect())
+    }
+
+    /// The newest and the oldest run id (0 and 0 without runs): where a window of ids starts.
+    pub fn run_ids(&self) -> Result<(i64, i64), OpError> {
+        self.catalog
+            .run_ids()
+            .map_err(self.within("reading the run ids"))
     }
 
     /// One run in full.

@@ -20,3 +20,4 @@ mod slots;
 mod support;
 mod tuning;
 mod workflows;
+mod ui;

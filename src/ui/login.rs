@@ -1,0 +1,139 @@
+//! Signing in and out. The login form carries a token that must equal its cookie (a
+//! double-submit CSRF token: there is no session yet to hold one); a password is checked by
+//! the application layer (argon2id, the same cost for unknown users), and failures count
+//! toward the API's per-address throttle (429 after ten a minute).
+
+use std::net::IpAddr;
+use std::time::Instant;
+
+use actix_web::http::StatusCode;
+use actix_web::http::header;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde::Deserialize;
+
+use super::session::{
+    COOKIE, LOGIN_COOKIE, Session, cookie_value, random_token, same_secret, set_cookie,
+};
+use super::view::LoginPage;
+use super::{Ui, UiError, over_tls, render};
+use crate::http::ApiState;
+
+/// The login form's fields.
+#[derive(Debug, Deserialize)]
+pub(super) struct LoginForm {
+    csrf: String,
+    user: String,
+    password: String,
+}
+
+fn login_page(
+    req: &HttpRequest,
+    status: StatusCode,
+    user: String,
+    error: Option<String>,
+) -> Result<HttpResponse, UiError> {
+    let csrf = random_token().ok_or_else(|| {
+        UiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the system's random source failed",
+        )
+    })?;
+    let mut res = render(
+        status,
+        &LoginPage {
+            csrf: csrf.clone(),
+            user,
+            error,
+        },
+    )?;
+    let cookie = set_cookie(LOGIN_COOKIE, &csrf, "/ui/login", over_tls(req), None);
+    if let Ok(v) = header::HeaderValue::from_str(&cookie) {
+        res.headers_mut().append(header::SET_COOKIE, v);
+    }
+    Ok(res)
+}
+
+/// `GET /ui/login`.
+pub(super) async fn form(req: HttpRequest) -> Result<HttpResponse, UiError> {
+    login_page(&req, StatusCode::OK, String::new(), None)
+}
+
+/// `POST /ui/login`: a session cookie and the overview, or the form again saying why not.
+pub(super) async fn submit(
+    req: HttpRequest,
+    api: web::Data<ApiState>,
+    ui: web::Data<Ui>,
+    form: web::Form<LoginForm>,
+) -> Result<HttpResponse, UiError> {
+    let form = form.into_inner();
+    let cookie = req
+        .headers()
+        .get(header::COOKIE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|c| cookie_value(c, LOGIN_COOKIE))
+        .unwrap_or_default();
+    if cookie.is_empty() || !same_secret(cookie, &form.csrf) {
+        return login_page(
+            &req,
+            StatusCode::FORBIDDEN,
+            form.user,
+            Some("the form expired or came from another page: sign in again".into()),
+        );
+    }
+    let now = Instant::now();
+    let ip = req
+        .peer_addr()
+        .map(|a| a.ip())
+        .unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    if api.auth.throttled(ip, now) {
+        return login_page(
+            &req,
+            StatusCode::TOO_MANY_REQUESTS,
+            form.user,
+            Some("too many failed sign-ins from this address: wait a minute".into()),
+        );
+    }
+    let (user, password) = (form.user.clone(), form.password);
+    let found = api
+        .read(move |ops| ops.principal_of_password(&user, &password))
+        .await?;
+    let Some(principal) = found else {
+        api.auth.failed(ip, now);
+        return login_page(
+            &req,
+            StatusCode::UNAUTHORIZED,
+            form.user,
+            Some("unknown user or wrong password".into()),
+        );
+    };
+    let value = ui.sessions.start(principal, now).ok_or_else(|| {
+        UiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the system's random source failed",
+        )
+    })?;
+    let tls = over_tls(&req);
+    Ok(HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/ui/"))
+        .append_header((
+            header::SET_COOKIE,
+            set_cookie(COOKIE, &value, "/ui", tls, None),
+        ))
+        .append_header((
+            header::SET_COOKIE,
+            set_cookie(LOGIN_COOKIE, "", "/ui/login", tls, Some(0)),
+        ))
+        .finish())
+}
+
+/// `POST /ui/logout`: ends the session and clears its cookie.
+pub(super) async fn logout(req: HttpRequest, ui: web::Data<Ui>, session: Session) -> HttpResponse {
+    ui.sessions.end(&session.key);
+    HttpResponse::SeeOther()
+        .insert_header((header::LOCATION, "/ui/login"))
+        .append_header((
+            header::SET_COOKIE,
+            set_cookie(COOKIE, "", "/ui", over_tls(&req), Some(0)),
+        ))
+        .finish()
+}
