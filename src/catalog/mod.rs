@@ -6,9 +6,9 @@
 
 pub mod accounts;
 pub mod activation;
+pub mod browse;
 pub mod damage;
 pub mod inbox;
-pub mod browse;
 pub mod migrate;
 pub mod node;
 pub mod objects;

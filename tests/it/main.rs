@@ -19,5 +19,5 @@ mod runtime;
 mod slots;
 mod support;
 mod tuning;
-mod workflows;
 mod ui;
+mod workflows;
