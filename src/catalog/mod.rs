@@ -251,6 +251,11 @@ fn pragmas(s: &DbSettings) -> String {
 /// rusqlite's default of 16, and a statement pushed out is parsed again on its next use.
 const STATEMENT_CACHE: usize = 64;
 
+/// The page cache of each read-pool connection (SQLite's default is 2 MiB per connection, and
+/// a node holds two pools: the engine's and the API's). Reads are listings and the scheduler's
+/// loads, which touch few pages twice; the writer keeps the default for the hot path.
+const READ_CACHE: &str = "PRAGMA cache_size = -512";
+
 /// Applies the pragmas to one connection, and sizes its prepared-statement cache.
 pub fn apply_pragmas(conn: &Connection, s: &DbSettings) -> rusqlite::Result<()> {
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
@@ -355,9 +360,15 @@ impl Catalog {
                         | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
                         | rusqlite::OpenFlags::SQLITE_OPEN_URI,
                 )
-                .with_init(move |c| c.busy_timeout(init.busy_timeout))
+                .with_init(move |c| {
+                    c.busy_timeout(init.busy_timeout)?;
+                    c.execute_batch(READ_CACHE)
+                })
         } else {
-            SqliteConnectionManager::file(path).with_init(move |c| apply_pragmas(c, &init))
+            SqliteConnectionManager::file(path).with_init(move |c| {
+                apply_pragmas(c, &init)?;
+                c.execute_batch(READ_CACHE)
+            })
         };
         let pool = Pool::builder()
             .max_size(settings.read_pool_size)

@@ -47,6 +47,9 @@ fn pragmas_read_back() {
             );
             assert_eq!(pragma(conn, "synchronous"), synchronous);
         }
+        // Read connections keep a small page cache; the writer SQLite's default.
+        assert_eq!(pragma(&read, "cache_size"), "-512");
+        assert_eq!(pragma(catalog.writer(), "cache_size"), "-2000");
     }
 }
 
