@@ -1427,4 +1427,6 @@ pub struct AuditRow {
 }
 
 #[cfg(test)]
+mod fleet_tests;
+#[cfg(test)]
 mod tests;

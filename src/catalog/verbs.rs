@@ -30,10 +30,9 @@ pub struct ClaimRequest {
     pub limit: usize,
     /// Epoch ms now.
     pub now: i64,
-    /// How long the claim holds before another node may take the runs back, ms.
+    /// How long past the job's timeout the claim holds before another node may take the runs
+    /// back, ms.
     pub lease_ms: i64,
-    /// The first of `limit` fencing tokens for the claimed runs.
-    pub first_token: i64,
     /// Writes are paused: runs of jobs that write data objects stay queued.
     pub writes_paused: bool,
 }
@@ -155,11 +154,13 @@ pub struct DecidedStep {
 
 impl DbWriter {
     /// Claims up to `limit` queued runs for a processor, if the claimer still holds its node
-    /// name (else [`CatalogError::Fenced`]).
+    /// name (else [`CatalogError::Fenced`]); each claimed run gets a claim token no other
+    /// claim of any process got.
     pub async fn claim(&self, r: ClaimRequest) -> Result<Claim, CatalogError> {
         self.call("claiming runs", move |c| {
             // The fencing token first: a process that lost its name claims nothing.
             node::check_fence(c, r.fence)?;
+            let first_token = queue::take_tokens(c, r.limit)?;
             queue::claim(
                 c,
                 r.processor_id,
@@ -167,7 +168,7 @@ impl DbWriter {
                 r.limit,
                 r.now,
                 r.lease_ms,
-                r.first_token,
+                first_token,
                 r.writes_paused,
             )
         })

@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -141,8 +141,6 @@ pub struct ProcessorConfig {
     pub node_id: i64,
     /// How long past its timeout a claimed run's lease lasts, ms.
     pub lease_ms: i64,
-    /// Source of claim tokens, shared by the node's processors.
-    pub tokens: Arc<AtomicI64>,
     /// The node's hold on its name: nothing is claimed or started while it is not valid.
     pub tenure: Arc<Tenure>,
     /// Shared by the node's processors: one suspect run executes at a time.
@@ -346,7 +344,6 @@ impl Processor {
             self.cfg.lease_ms,
             self.writes_paused,
         );
-        let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
         let now = self.now();
         let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
         let claim = async move {
@@ -358,7 +355,6 @@ impl Processor {
                     limit,
                     now,
                     lease_ms: lease,
-                    first_token,
                     writes_paused: paused,
                 })
                 .await

@@ -10,7 +10,6 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -91,7 +90,6 @@ pub struct Supervisor {
     env: ExecEnv,
     scheduler: Addr<Scheduler>,
     processors: HashMap<i64, (LocalProcessor, Addr<Processor>)>,
-    tokens: Arc<AtomicI64>,
     lease_ms: i64,
     last_health: Option<HealthReport>,
     paused: bool,
@@ -126,8 +124,6 @@ impl Supervisor {
         scheduler: Addr<Scheduler>,
         policy: PolicyConfig,
     ) -> Self {
-        // Claim tokens grow with time across restarts, and with each claim within one.
-        let tokens = Arc::new(AtomicI64::new(env.clock.now_ms() << 10));
         Self {
             node_id: tenure.lease().node_id,
             tenure,
@@ -137,7 +133,6 @@ impl Supervisor {
             env,
             scheduler,
             processors: HashMap::new(),
-            tokens,
             lease_ms: 60_000,
             last_health: None,
             paused: false,
@@ -655,7 +650,6 @@ impl Supervisor {
             instances: instances.max(1) as usize,
             node_id: self.node_id,
             lease_ms: self.lease_ms,
-            tokens: self.tokens.clone(),
             tenure: self.tenure.clone(),
             suspects: self.suspects.clone(),
             events: self.events.clone(),
