@@ -496,6 +496,7 @@ fn sql_catalog(tag: &str) -> (PathBuf, Connection, i64, i64, i64) {
         host: "h",
         pid: 1,
         version: "v",
+        lease_ttl_ms: 30_000,
     };
     let node::Registration::Taken(lease) =
         node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap()

@@ -96,6 +96,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0017_claim_tokens.sql",
         sql: include_str!("../../migrations/0017_claim_tokens.sql"),
     },
+    Migration {
+        version: 18,
+        name: "0018_node_leases.sql",
+        sql: include_str!("../../migrations/0018_node_leases.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -437,6 +437,7 @@ payload = { function = "f" }
             host,
             pid,
             version: "v",
+            lease_ttl_ms: 30_000,
         };
         match node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap() {
             node::Registration::Taken(lease) => lease.node_id,
@@ -742,6 +743,7 @@ payload = { function = "f" }
             host,
             pid,
             version: "v",
+            lease_ttl_ms: 30_000,
         }
     }
 
@@ -785,7 +787,7 @@ payload = { function = "f" }
                 panic!("a stale holder that may be alive is watched ({host})")
             };
             // It moved while watched: alive, refused.
-            node::heartbeat(conn, FIRST, 1).unwrap();
+            node::heartbeat(conn, FIRST, 1, 30_000).unwrap();
             let again = node::register_node(
                 conn,
                 &applicant(99, host),
@@ -799,7 +801,7 @@ payload = { function = "f" }
                 "{host}"
             );
             // Reset the heartbeat for the next host.
-            node::heartbeat(conn, FIRST, 0).unwrap();
+            node::heartbeat(conn, FIRST, 0, 30_000).unwrap();
         }
         let first = node::register_node(conn, &applicant(99, "h"), 60_000, 15_000, |_| true, None);
         let node::Registration::Watch(seen) = first.unwrap() else {
@@ -826,13 +828,13 @@ payload = { function = "f" }
             node_id,
             generation: 1,
         };
-        assert!(node::heartbeat(conn, old, 10).unwrap());
+        assert!(node::heartbeat(conn, old, 10, 30_000).unwrap());
         node::check_fence(conn, old).unwrap();
         let took = node::register_node(conn, &applicant(99, "h"), 20, 15_000, |_| false, None);
         let node::Registration::Taken(new) = took.unwrap() else {
             panic!("taken")
         };
-        assert!(!node::heartbeat(conn, old, 30).unwrap());
+        assert!(!node::heartbeat(conn, old, 30, 30_000).unwrap());
         assert!(matches!(
             node::check_fence(conn, old),
             Err(CatalogError::Fenced { generation: 1, .. })
@@ -843,7 +845,7 @@ payload = { function = "f" }
             (holder.pid, holder.heartbeat_at, holder.generation),
             (99, 20, 2)
         );
-        assert!(node::heartbeat(conn, new, 40).unwrap());
+        assert!(node::heartbeat(conn, new, 40, 30_000).unwrap());
     }
 
     /// Issue 12, defect 1: recovery blames a node death only on runs marked executing (a

@@ -64,6 +64,15 @@ pub struct SetInstances(pub usize);
 #[rtype(result = "()")]
 pub struct Drain(pub Duration);
 
+/// The node lost its name (another process took it, or another node's sweep fenced it): claim
+/// and start nothing more, forget the claimed runs not started (another node has them now),
+/// and answer once the completions of the runs that finished have been offered to the catalog
+/// — each rejected by its stale claim token, and counted — or after the duration, whichever
+/// comes first. Runs still executing are left to end with the process.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Fence(pub Duration);
+
 /// Pause (true) or resume (false) jobs that write data objects, except maintenance jobs.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -201,6 +210,8 @@ pub struct Processor {
     claiming: bool,
     paused: bool,
     draining: bool,
+    /// The node lost its name: nothing claimed is ours any more.
+    fenced: bool,
     interrupting: bool,
     wake_again: bool,
     timer: Option<SpawnHandle>,
@@ -259,6 +270,7 @@ impl Processor {
             claiming: false,
             paused: false,
             draining: false,
+            fenced: false,
             interrupting: false,
             wake_again: false,
             timer: None,
@@ -373,6 +385,10 @@ impl Processor {
         ctx: &mut Context<Self>,
     ) {
         self.claiming = false;
+        if self.fenced {
+            // Claimed before the name was lost: another node has these runs now.
+            return;
+        }
         let claim = match result {
             Ok(claim) => claim,
             Err(CatalogError::Fenced { .. }) => {
@@ -957,6 +973,29 @@ impl Handler<CancelRuns> for Processor {
             }
         }
         self.flush(ctx);
+    }
+}
+
+impl Handler<Fence> for Processor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: Fence, ctx: &mut Context<Self>) -> ResponseFuture<()> {
+        self.fenced = true;
+        self.paused = true;
+        self.draining = true;
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        // Not started, so not executed here: forgotten, not reported (a report would only be
+        // rejected as stale).
+        self.local.clear();
+        let (tx, rx) = oneshot::channel();
+        self.drained.push(tx);
+        self.flush(ctx);
+        self.check_drained();
+        Box::pin(async move {
+            let _ = tokio::time::timeout(msg.0, rx).await;
+        })
     }
 }
 
