@@ -27,7 +27,7 @@ pub struct Cli {
     pub node: Option<String>,
     /// Talk to a running node's API instead of opening a catalog (`http://host:port`; the
     /// token in JOBVISOR_TOKEN): jobs (list, show, add, edit, remove, run, enable, disable,
-    /// pin, next), runs, decisions.
+    /// pin, next), runs, decisions, nodes.
     #[arg(long, global = true, value_name = "URL", env = "JOBVISOR_URL")]
     pub url: Option<String>,
     /// What to do.
@@ -93,6 +93,10 @@ pub enum Command {
     /// List, show, cancel and retry runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// The nodes sharing the catalog: name, state (alive, dead, fenced, stopped), host, pid,
+    /// version, start, heartbeat age, lease TTL, stale completions.
+    #[command(subcommand)]
+    Nodes(NodesCommand),
     /// API users: list, add (argon2id password, a role), passwd, remove.
     #[command(subcommand)]
     Users(super::accounts::UsersCommand),
@@ -433,6 +437,15 @@ pub struct ObjectFields {
     /// Enabled.
     #[arg(long)]
     pub enabled: Option<bool>,
+}
+
+/// `nodes …`.
+#[derive(Debug, Subcommand)]
+pub enum NodesCommand {
+    /// List them: alive (heartbeat younger than its lease TTL), dead (older: killed, stopped
+    /// or cut off), fenced (another node swept it and returned its runs to the queue) or
+    /// stopped (it released its name).
+    List,
 }
 
 /// `runs …`.

@@ -5,8 +5,8 @@ use std::path::Path;
 use serde_json::{Map as JsonMap, Value as Json};
 
 use super::args::{
-    Cli, Command, Format, JobFields, JobsCommand, ObjectFields, ObjectsCommand, ProcessorFields,
-    ProcessorsCommand, RunArgs, RunsCommand,
+    Cli, Command, Format, JobFields, JobsCommand, NodesCommand, ObjectFields, ObjectsCommand,
+    ProcessorFields, ProcessorsCommand, RunArgs, RunsCommand,
 };
 use super::{EXIT_CONFIG, EXIT_DATA, Failure, load_config, render};
 use crate::catalog::{Access, ImportReport};
@@ -53,6 +53,15 @@ pub fn run(cli: &Cli) -> CliResult {
         Command::Processors(cmd) => processors(cli, cmd),
         Command::Objects(cmd) => objects(cli, cmd),
         Command::Runs(cmd) => runs(cli, cmd),
+        Command::Nodes(NodesCommand::List) => {
+            let rows = reading(cli)?.nodes(crate::catalog::now_ms())?;
+            if cli.json {
+                render::json(&rows);
+            } else {
+                render::nodes(&rows);
+            }
+            Ok(())
+        }
         Command::Decisions { limit, all_nodes } => decisions(cli, *limit, *all_nodes),
         Command::Users(cmd) => super::accounts::users(cli, cmd),
         Command::Tokens(cmd) => super::accounts::tokens(cli, cmd),

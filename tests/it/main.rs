@@ -8,6 +8,7 @@ mod cli;
 mod embed_example;
 mod embedding;
 mod engine;
+mod fleet;
 mod metrics;
 mod openapi;
 mod operator;
