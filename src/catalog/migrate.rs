@@ -101,6 +101,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0018_node_leases.sql",
         sql: include_str!("../../migrations/0018_node_leases.sql"),
     },
+    Migration {
+        version: 19,
+        name: "0019_processor_nodes.sql",
+        sql: include_str!("../../migrations/0019_processor_nodes.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -82,10 +82,14 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
      WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL), a.stretch
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
     JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
-    WHERE j.status = 1 AND p.status = 1";
+    WHERE j.status = 1 AND p.status = 1
+      -- A processor that names its nodes: only they schedule its jobs (migration 19).
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))";
 
-/// Every enabled job on an enabled processor that is active on `node_id`, with its scheduling
-/// history (a job on a remote processor is scheduled here and runs as a call to that node).
+/// Every enabled job on an enabled processor that `node_id` may run and on which the job is
+/// active, with its scheduling history (a job on a remote processor is scheduled here and runs
+/// as a call to that node).
 pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
     let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
     let rows = stmt.query_map([node_id], |r| {
@@ -139,14 +143,21 @@ pub struct LocalProcessor {
     pub remote: bool,
 }
 
-/// Every enabled processor, local and remote.
-pub fn load_local_processors(conn: &Connection) -> Result<Vec<LocalProcessor>, CatalogError> {
+/// Every enabled processor, local and remote, that `node_id` may run: those that name no
+/// nodes, and those that name it.
+pub fn load_local_processors(
+    conn: &Connection,
+    node_id: i64,
+) -> Result<Vec<LocalProcessor>, CatalogError> {
     let mut stmt = conn.prepare_cached(
         "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
                 ip_address IS NOT NULL
-         FROM job_processor WHERE status = 1 ORDER BY processor_name",
+         FROM job_processor p WHERE status = 1
+           AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+                JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
+         ORDER BY processor_name",
     )?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map([node_id], |r| {
         Ok(LocalProcessor {
             processor_id: r.get(0)?,
             name: r.get(1)?,

@@ -360,6 +360,10 @@ pub struct ProcessorFields {
     /// Upper bound for self-tuning ("" clears it).
     #[arg(long)]
     pub max_instances: Option<String>,
+    /// The nodes that may run it, by name, comma-separated ("" lets any node run it). Not
+    /// `--node`: that global flag names the node the command acts as.
+    #[arg(long, value_name = "NAMES")]
+    pub nodes: Option<String>,
     /// The remote node's address (a remote processor; "" makes it local).
     #[arg(long)]
     pub ip_address: Option<String>,

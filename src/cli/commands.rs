@@ -656,6 +656,14 @@ fn processor_patch(f: &ProcessorFields) -> Result<ProcessorPatch, Failure> {
     Ok(ProcessorPatch {
         instances: f.instances,
         max_instances: clearable_int("--max-instances", &f.max_instances)?,
+        // Names as written: validation refuses an empty or spaced one, naming it.
+        nodes: f.nodes.as_ref().map(|list| {
+            if list.is_empty() {
+                Vec::new()
+            } else {
+                list.split(',').map(String::from).collect()
+            }
+        }),
         ip_address: clearable(&f.ip_address),
         port: clearable_int("--port", &f.port)?,
         rpc_user: clearable(&f.rpc_user),
@@ -706,6 +714,7 @@ fn processors(cli: &Cli, cmd: &ProcessorsCommand) -> CliResult {
                 "NAME",
                 "INSTANCES",
                 "MAX",
+                "NODES",
                 "WHERE",
                 "STATUS",
                 "JOBS",
@@ -716,6 +725,11 @@ fn processors(cli: &Cli, cmd: &ProcessorsCommand) -> CliResult {
                     p.name.clone(),
                     p.instances.to_string(),
                     p.max_instances.map_or("-".into(), |m| m.to_string()),
+                    if p.nodes.is_empty() {
+                        "any".into()
+                    } else {
+                        p.nodes.join(",")
+                    },
                     p.remote.clone().unwrap_or_else(|| "local".into()),
                     if p.enabled { "enabled" } else { "disabled" }.into(),
                     p.jobs.to_string(),

@@ -4,8 +4,9 @@
 //! backoff before it claims, a restarted writer reopens its connection), keeps the
 //! node's heartbeat, receives health reports, and drains everything at shutdown.
 //!
-//! Invariant: a processor exists for every enabled processor row (a remote one's executions
-//! are calls to its node) and for no other; at shutdown, processors stop claiming before
+//! Invariant: a processor exists for every enabled processor row this node may run (one that
+//! names no nodes, or names this one; a remote one's executions are calls to its node) and for
+//! no other; at shutdown, processors stop claiming before
 //! anything else stops, and the node name is released last.
 
 use std::collections::HashMap;

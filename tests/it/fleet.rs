@@ -1,9 +1,12 @@
 //! Nodes sharing one catalog (issue 16): `jobvisor nodes list` (and `/api/v1/nodes`) says where
-//! each stands.
+//! each stands; a processor that names its nodes runs only on them.
 
+use std::collections::BTreeMap;
 use std::process::Command;
 
-use crate::support::{Workspace, api, text, wait_for};
+use serde_json::json;
+
+use crate::support::{Node, Workspace, api, queue_runs, runs_of, text, wait_for};
 
 /// `jobvisor nodes list --json` rows by name.
 fn listed(ws: &Workspace) -> std::collections::HashMap<String, serde_json::Value> {
@@ -105,4 +108,124 @@ fn nodes_list_shows_each_node_alive_stopped_or_fenced_with_its_heartbeat_age() {
         "{remote}"
     );
     assert_eq!(a.stop(), Some(0));
+}
+
+/// The processors node `node` runs now (its status).
+fn running_processors(node: &Node, token: &str) -> Vec<String> {
+    let r = api(&node.api, Some(token), "GET", "/api/v1/node", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut names: Vec<String> = r.json()["detail"]["processors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Succeeded runs of `job` by the node that ran them.
+fn ran_on(ws: &Workspace, job: &str) -> BTreeMap<String, usize> {
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn.prepare(
+        "SELECT n.node_name, count(*) FROM job_run r JOIN job j USING (job_id)
+         JOIN node n ON n.node_id = r.node_id
+         WHERE j.job_name = ?1 AND r.status = 'succeeded' GROUP BY n.node_name",
+    )
+    .unwrap()
+    .query_map([job], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Issue 16, build 4: a processor naming node `b` is started by `b` only, and its runs run on
+/// `b`; edited to name `a` while both run (`processors edit --nodes`), `b` drains it and `a`
+/// starts it, and the next runs run on `a`; the field shows in `processors list`, the API and
+/// the export, and clearing it (`null` through the API) lets both run it.
+#[test]
+fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let file = ws.write(
+        "pinned.conf",
+        "[processor.pinned]\ninstances = 2\nnodes = [\"b\"]\n\n[job.work]\ntype = \"function\"\n\
+         processor = \"pinned\"\noverlap_policy = \"allow\"\nmax_overlap = 1000\n\
+         payload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    let a = ws.start_node("a");
+    let b = ws.start_node("b");
+    let token = a.token.clone().unwrap();
+    assert!(!running_processors(&a, &token).contains(&"pinned".to_string()));
+    assert!(running_processors(&b, &token).contains(&"pinned".to_string()));
+    queue_runs(&ws.db(), "work", 50);
+    wait_for(30.0, "the runs on b", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 50).then_some(())
+    });
+    assert_eq!(ran_on(&ws, "work"), BTreeMap::from([("b".to_string(), 50)]));
+    // Moved to a while both run: each node notices the catalog change.
+    ws.ok(&["processors", "edit", "pinned", "--nodes", "a"]);
+    wait_for(20.0, "a to start the processor and b to drain it", || {
+        let (on_a, on_b) = (
+            running_processors(&a, &token),
+            running_processors(&b, &token),
+        );
+        (on_a.contains(&"pinned".to_string()) && !on_b.contains(&"pinned".to_string()))
+            .then_some(())
+    });
+    queue_runs(&ws.db(), "work", 50);
+    wait_for(30.0, "the next runs on a", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 100).then_some(())
+    });
+    assert_eq!(
+        ran_on(&ws, "work"),
+        BTreeMap::from([("a".to_string(), 50), ("b".to_string(), 50)])
+    );
+    assert_eq!(runs_of(&ws.db(), "work").len(), 100);
+    let listing = ws.ok(&["processors", "list"]);
+    assert!(
+        listing.lines().next().unwrap().contains("NODES"),
+        "{listing}"
+    );
+    let row = listing.lines().find(|l| l.starts_with("pinned")).unwrap();
+    assert!(row.split_whitespace().any(|c| c == "a"), "{listing}");
+    assert!(ws.ok(&["export"]).contains("nodes = [\"a\"]"));
+    let r = api(&a.api, Some(&token), "GET", "/api/v1/processors", None);
+    let pinned = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "pinned")
+        .cloned();
+    assert_eq!(pinned.unwrap()["nodes"], json!(["a"]));
+    // A name that cannot be a node's is refused, naming the field.
+    let out = ws.run(&["processors", "edit", "pinned", "--nodes", "a,,b"]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nodes"),
+        "{}",
+        text(&out)
+    );
+    // Any node again.
+    let r = api(
+        &a.api,
+        Some(&token),
+        "PATCH",
+        "/api/v1/processors/pinned",
+        Some(&json!({ "nodes": null })),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait_for(20.0, "both nodes to run the processor", || {
+        (running_processors(&a, &token).contains(&"pinned".to_string())
+            && running_processors(&b, &token).contains(&"pinned".to_string()))
+        .then_some(())
+    });
+    assert!(ws.ok(&["processors", "list"]).contains("any"));
+    assert_eq!(a.stop(), Some(0));
+    assert_eq!(b.stop(), Some(0));
 }
