@@ -73,8 +73,8 @@ fn queue_runs(conn: &Connection, job: &str, n: usize) {
 /// Claims up to `limit` runs for `lease`'s node at `now`, tokens from the catalog.
 fn claim(conn: &Connection, lease: NodeLease, limit: usize, now: i64) -> Vec<queue::ClaimedRun> {
     node::check_fence(conn, lease).unwrap();
-    let first = queue::take_tokens(conn, limit).unwrap();
-    queue::claim(
+    let first = queue::next_token(conn).unwrap();
+    let runs = queue::claim(
         conn,
         processor(conn),
         lease.node_id,
@@ -85,7 +85,9 @@ fn claim(conn: &Connection, lease: NodeLease, limit: usize, now: i64) -> Vec<que
         false,
     )
     .unwrap()
-    .runs
+    .runs;
+    queue::spend_tokens(conn, runs.len()).unwrap();
+    runs
 }
 
 fn succeeded(run: &queue::ClaimedRun, at: i64) -> Completion {
@@ -160,6 +162,41 @@ fn claim_tokens_are_never_handed_out_twice_across_processes_sharing_a_catalog() 
     unique.sort();
     unique.dedup();
     assert_eq!(unique.len(), tokens.len(), "a token was handed out twice");
+}
+
+/// Regression: a claim that finds nothing to claim commits no change. When it took its tokens
+/// up front it wrote the counter every time; every node's change check (`PRAGMA data_version`)
+/// saw that write and woke its processors, which claimed again: a write every 100 ms forever,
+/// and a WAL never emptied at rest (fault scenario 5 found it waiting for the WAL to empty).
+#[test]
+fn an_empty_claim_commits_no_change_that_would_wake_the_nodes() {
+    let (dir, mut catalog) = catalog();
+    let lease = take(catalog.writer(), "a", 0, TTL);
+    let pid = processor(catalog.writer());
+    let watcher = Connection::open(dir.path().join("c.db")).unwrap();
+    let version = || -> i64 {
+        watcher
+            .query_row("PRAGMA data_version", [], |r| r.get(0))
+            .unwrap()
+    };
+    let (writer, _reader) = catalog.into_node_handles(&DbSettings::default());
+    let before = version();
+    let claim = runtime().block_on(async move {
+        writer
+            .claim(ClaimRequest {
+                fence: lease,
+                processor_id: pid,
+                node_id: lease.node_id,
+                limit: 16,
+                now: 1,
+                lease_ms: TTL,
+                writes_paused: false,
+            })
+            .await
+            .unwrap()
+    });
+    assert!(claim.runs.is_empty());
+    assert_eq!(version(), before, "the empty claim changed the file");
 }
 
 /// Issue 16, build 1: a heartbeat extends the lease of every run its node holds running to

@@ -391,21 +391,30 @@ const MARK_JOB_BEGIN: &str =
 const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
     WHERE status = 'queued' AND processor_id = ?1 AND run_after > ?2";
 
-const TAKE_TOKENS: &str = "UPDATE catalog_meta SET value = CAST(value AS INTEGER) + ?1
+const NEXT_TOKEN: &str =
+    "SELECT CAST(value AS INTEGER) + 1 FROM catalog_meta WHERE key = 'claim_token'";
+const SPEND_TOKENS: &str = "UPDATE catalog_meta SET value = CAST(value AS INTEGER) + ?1
     WHERE key = 'claim_token'";
-const LAST_TOKEN: &str =
-    "SELECT CAST(value AS INTEGER) FROM catalog_meta WHERE key = 'claim_token'";
 
-/// Takes `n` claim tokens from the catalog's counter (migration 0017) and returns the first:
-/// inside the claim's transaction, so no two claims of any processes sharing the file get the
-/// same token, and a completion carrying an old claim's token never matches a new claim.
-pub fn take_tokens(conn: &Connection, n: usize) -> Result<i64, CatalogError> {
-    let n = n.max(1) as i64;
-    conn.prepare_cached(TAKE_TOKENS)?.execute([n])?;
-    let last: i64 = conn
-        .prepare_cached(LAST_TOKEN)?
-        .query_row([], |r| r.get(0))?;
-    Ok(last - n + 1)
+/// The first claim token not handed out yet, from the catalog's counter (migration 0017), for
+/// a claim in this transaction; [`spend_tokens`] then takes the ones it used. Inside one write
+/// transaction no other claim can come between the two, so no two claims of any processes
+/// sharing the file get the same token, and a completion carrying an old claim's token never
+/// matches a new claim.
+pub fn next_token(conn: &Connection) -> Result<i64, CatalogError> {
+    Ok(conn
+        .prepare_cached(NEXT_TOKEN)?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// Takes `used` tokens from the counter, after a claim that used them. A claim that took no
+/// run writes nothing: an empty claim must not be a change, or every node that notices a
+/// change (`PRAGMA data_version`) would claim again, and so on forever.
+pub fn spend_tokens(conn: &Connection, used: usize) -> Result<(), CatalogError> {
+    if used > 0 {
+        conn.prepare_cached(SPEND_TOKENS)?.execute([used as i64])?;
+    }
+    Ok(())
 }
 
 /// How often the cached candidate query was re-prepared on `conn` (tests: it must not be).

@@ -160,8 +160,8 @@ impl DbWriter {
         self.call("claiming runs", move |c| {
             // The fencing token first: a process that lost its name claims nothing.
             node::check_fence(c, r.fence)?;
-            let first_token = queue::take_tokens(c, r.limit)?;
-            queue::claim(
+            let first_token = queue::next_token(c)?;
+            let claim = queue::claim(
                 c,
                 r.processor_id,
                 r.node_id,
@@ -170,7 +170,9 @@ impl DbWriter {
                 r.lease_ms,
                 first_token,
                 r.writes_paused,
-            )
+            )?;
+            queue::spend_tokens(c, claim.runs.len())?;
+            Ok(claim)
         })
         .await
     }
