@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|sql|latency|priority|idle|scale|flow|api|profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile] [--rounds 3] [--n 20000]`
 //! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
@@ -10,9 +10,10 @@
 //! The drains also report the largest size of the catalog's WAL file during a drain and its size
 //! after the engine shut down. `priority` measures the due-to-start latency of high-priority
 //! per-second jobs while N low-priority runs drain on the same processor.
-//! `api` drives a real node process over HTTP (see `bench/api.rs`). `flow` measures workflows:
-//! the delay from a step's end to its successor's start, and the drain rate of 10,000 two-step
-//! workflows beside a plain drain of as many runs in the same round.
+//! `api` drives a real node process over HTTP (see `bench/api.rs`); `fleet` drains by 1 and by 3
+//! node processes on one catalog file (see `bench/fleet.rs`; part of `drain` and `all`). `flow`
+//! measures workflows: the delay from a step's end to its successor's start, and the drain rate
+//! of 10,000 two-step workflows beside a plain drain of as many runs in the same round.
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
@@ -31,6 +32,8 @@ use rusqlite::{Connection, params};
 
 #[path = "bench/api.rs"]
 mod api;
+#[path = "bench/fleet.rs"]
+mod fleet;
 
 struct Args {
     what: String,
@@ -512,6 +515,7 @@ fn sql_catalog(tag: &str) -> (PathBuf, Connection, i64, i64, i64) {
         host: "h",
         pid: 1,
         version: "v",
+        lease_ttl_ms: 30_000,
     };
     let node::Registration::Taken(lease) =
         node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap()
@@ -786,6 +790,7 @@ type Figure = (&'static str, &'static str, f64);
 fn throughput(what: &str, n: usize, rounds: usize) {
     let all = what == "all";
     let drains = all || what == "drain";
+    let fleet = drains || what == "fleet";
     let sql = drains || what == "sql";
     // Per round: its batched floor, and its figures in printing order.
     let mut measured: Vec<(f64, Vec<Figure>)> = Vec::new();
@@ -844,6 +849,13 @@ fn throughput(what: &str, n: usize, rounds: usize) {
                 "MB",
                 after.into_iter().fold(0.0, f64::max),
             ));
+        }
+        if fleet {
+            let one = fleet::drain(n, 1);
+            let three = fleet::drain(n, 3);
+            row.push(("drain: 1 node process, 2 executions", "j/s", one));
+            row.push(("drain: 3 node processes on one file, 2 each", "j/s", three));
+            row.push(("  (its rate / 1 node process)", "x", three / one));
         }
         if sql {
             let rate = engine_sql(n, 256);
@@ -915,7 +927,7 @@ fn main() {
         !cfg!(debug_assertions)
     );
     println!("{:<52} {:>14} {:>10}", "workload", "figure", "vs floor");
-    if all || ["floor", "drain", "sql"].contains(&a.what.as_str()) {
+    if all || ["floor", "drain", "fleet", "sql"].contains(&a.what.as_str()) {
         throughput(&a.what, a.n, rounds);
     }
     if a.what == "profile" {

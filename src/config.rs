@@ -114,6 +114,17 @@ pub struct NodeSection {
     /// How long running jobs may finish at shutdown before they are returned to the queue,
     /// milliseconds. Default: 10000.
     pub shutdown_grace: u64,
+    /// How often the node writes its heartbeat, milliseconds: it proves the node holds its
+    /// name, renews the leases of the runs it holds, and sweeps the nodes sharing the catalog
+    /// whose heartbeat stopped. Default: 5000.
+    pub heartbeat_interval: u64,
+    /// How long the node's heartbeat and the leases of its runs hold without a new heartbeat,
+    /// milliseconds; 0 = six heartbeat intervals. A node whose heartbeat is older than its TTL
+    /// is dead: another node sharing the catalog fences it and returns its runs to the queue
+    /// once their leases (claim + job timeout + TTL, renewed by each heartbeat) expired. At
+    /// least three heartbeat intervals (a node starts nothing two intervals after its last
+    /// heartbeat). Default: 0.
+    pub lease_ttl: u64,
 }
 
 impl Default for NodeSection {
@@ -123,6 +134,8 @@ impl Default for NodeSection {
             data_dir: "jobvisor-data".into(),
             timezone: String::new(),
             shutdown_grace: 10_000,
+            heartbeat_interval: 5_000,
+            lease_ttl: 0,
         }
     }
 }
@@ -471,6 +484,25 @@ impl NodeConfig {
                 reason: format!("must be at least 100 ms, got {}", self.health.interval),
             });
         }
+        if self.node.heartbeat_interval < 100 {
+            return Err(ConfigError::Invalid {
+                key: "node.heartbeat_interval",
+                reason: format!(
+                    "must be at least 100 ms, got {}",
+                    self.node.heartbeat_interval
+                ),
+            });
+        }
+        if self.cadence().is_none() {
+            return Err(ConfigError::Invalid {
+                key: "node.lease_ttl",
+                reason: format!(
+                    "must be 0 or at least three heartbeat intervals ({} ms), got {}",
+                    3 * self.node.heartbeat_interval,
+                    self.node.lease_ttl
+                ),
+            });
+        }
         if !self.node.timezone.is_empty() && self.node.timezone.parse::<chrono_tz::Tz>().is_err() {
             return Err(ConfigError::Invalid {
                 key: "node.timezone",
@@ -490,6 +522,13 @@ impl NodeConfig {
             });
         }
         Ok(())
+    }
+
+    /// The node's heartbeat and lease timing (`None` when the two settings do not fit
+    /// together: `validate` refuses them).
+    pub fn cadence(&self) -> Option<crate::lease::Cadence> {
+        let ms = |v: u64| i64::try_from(v).unwrap_or(i64::MAX);
+        crate::lease::Cadence::new(ms(self.node.heartbeat_interval), ms(self.node.lease_ttl))
     }
 
     /// The catalog database path.
@@ -683,5 +722,30 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("node.timezone"), "{err}");
+    }
+
+    /// A lease TTL the tenure would outlive (a stopped node could start runs a sweep gave
+    /// away) is a configuration error naming the key; 0 is six heartbeats.
+    #[test]
+    fn a_lease_ttl_below_three_heartbeats_is_refused() {
+        let err = load(
+            None,
+            env(&[
+                ("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "1000"),
+                ("JOBVISOR__NODE__LEASE_TTL", "2500"),
+            ]),
+            &Overrides::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("node.lease_ttl"), "{err}");
+        assert!(err.contains("3000 ms"), "{err}");
+        let cfg = load(
+            None,
+            env(&[("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "250")]),
+            &Overrides::default(),
+        )
+        .unwrap();
+        assert_eq!(cfg.cadence().unwrap().ttl_ms(), 1500);
     }
 }

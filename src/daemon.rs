@@ -86,7 +86,9 @@ impl DaemonError {
             DaemonError::Ops(e) => e.kind(),
             DaemonError::Engine(e) => match e {
                 EngineError::NodeHeld { .. } => Kind::Unavailable,
-                EngineError::Seed(SeedError::Invalid { .. }) => Kind::Config,
+                EngineError::Seed(SeedError::Invalid { .. }) | EngineError::Config(_) => {
+                    Kind::Config
+                }
                 EngineError::Seed(SeedError::Read { .. }) => Kind::NoInput,
                 EngineError::Catalog(c) => catalog_kind(c),
                 EngineError::Stopped => Kind::Storage,

@@ -6,8 +6,13 @@
 //! mean execution time of its runs. A completion rate would measure the supply instead (while
 //! batches are small, runs arrive slowly and the rate stays low, which keeps batches small).
 //!
+//! [`Cadence`] is the timing of a node's hold on its name and its runs in a shared catalog:
+//! how often it proves it is alive (its heartbeat), how long its leases hold without one (the
+//! lease TTL), and the thresholds derived from them.
+//!
 //! Invariant: reads no clock (durations are arguments) and imports neither actix nor rusqlite;
-//! a size is never below the processor's free instances nor above `max`.
+//! a size is never below the processor's free instances nor above `max`; a process's tenure
+//! lapses before its leases can expire (`valid_for < ttl`).
 
 /// Sizes claim batches from the measured execution time.
 #[derive(Debug, Clone)]
@@ -74,9 +79,99 @@ impl ClaimSizer {
     }
 }
 
+/// How often a node heartbeats and how long its leases hold, ms.
+///
+/// A heartbeat renews the node's name and the leases of its running runs to `now + ttl`; a
+/// claim's lease is `now + timeout + ttl`. A node whose heartbeat is older than its TTL is
+/// dead: any other node sharing the catalog fences it and returns its runs whose leases
+/// expired to the queue (a sweep, at every heartbeat). A process starts and claims nothing once
+/// its last confirmed heartbeat is older than [`Cadence::valid_for_ms`] (two heartbeats), which
+/// the TTL must exceed: a process that was only stopped then starts none of the runs a sweep
+/// may have given away meanwhile.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cadence {
+    heartbeat_ms: i64,
+    ttl_ms: i64,
+}
+
+impl Cadence {
+    /// The default heartbeat interval.
+    pub const DEFAULT_HEARTBEAT_MS: i64 = 5_000;
+    /// The default TTL, in heartbeat intervals (30 s at the default heartbeat: a dead node's
+    /// runs are back in the queue within about 35 s, as the reliability plan proposes).
+    pub const TTL_HEARTBEATS: i64 = 6;
+    /// The shortest TTL allowed, in heartbeat intervals: above the tenure's two.
+    pub const MIN_TTL_HEARTBEATS: i64 = 3;
+
+    /// A cadence of `heartbeat_ms` with a TTL of `ttl_ms` (0: [`Cadence::TTL_HEARTBEATS`]
+    /// heartbeats); `None` when the TTL is not above the tenure's validity
+    /// ([`Cadence::MIN_TTL_HEARTBEATS`] heartbeats at least) or the heartbeat is not positive.
+    pub fn new(heartbeat_ms: i64, ttl_ms: i64) -> Option<Self> {
+        let ttl_ms = if ttl_ms == 0 {
+            heartbeat_ms.saturating_mul(Self::TTL_HEARTBEATS)
+        } else {
+            ttl_ms
+        };
+        (heartbeat_ms > 0 && ttl_ms >= heartbeat_ms.saturating_mul(Self::MIN_TTL_HEARTBEATS))
+            .then_some(Self {
+                heartbeat_ms,
+                ttl_ms,
+            })
+    }
+
+    /// How often the node heartbeats (and sweeps), ms.
+    pub fn heartbeat_ms(&self) -> i64 {
+        self.heartbeat_ms
+    }
+
+    /// How long the node's heartbeat and its runs' leases hold without a new heartbeat, ms.
+    pub fn ttl_ms(&self) -> i64 {
+        self.ttl_ms
+    }
+
+    /// A holder of the node name whose heartbeat is older than this may be replaced by a
+    /// process of the same name (once watched for [`Cadence::watch_for_ms`]): three heartbeats.
+    pub fn stale_after_ms(&self) -> i64 {
+        3 * self.heartbeat_ms
+    }
+
+    /// How long a confirmed heartbeat lets the process claim and start runs: two heartbeats,
+    /// below the TTL and below what a taker of its name waits.
+    pub fn valid_for_ms(&self) -> i64 {
+        2 * self.heartbeat_ms
+    }
+
+    /// How long a taker watches a stale holder that may be alive: a heartbeat and a margin.
+    pub fn watch_for_ms(&self) -> i64 {
+        self.heartbeat_ms + 1_000
+    }
+}
+
+impl Default for Cadence {
+    fn default() -> Self {
+        Self {
+            heartbeat_ms: Self::DEFAULT_HEARTBEAT_MS,
+            ttl_ms: Self::DEFAULT_HEARTBEAT_MS * Self::TTL_HEARTBEATS,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The TTL defaults to six heartbeats, and one the tenure would outlive is refused: a
+    /// stopped process must stop starting runs before a sweep may give them away.
+    #[test]
+    fn a_lease_ttl_must_outlast_the_tenure() {
+        let c = Cadence::new(5_000, 0).unwrap();
+        assert_eq!((c.heartbeat_ms(), c.ttl_ms()), (5_000, 30_000));
+        assert_eq!(c, Cadence::default());
+        assert!(c.valid_for_ms() < c.ttl_ms());
+        assert_eq!(Cadence::new(500, 1_500).unwrap().ttl_ms(), 1_500);
+        assert_eq!(Cadence::new(500, 1_499), None);
+        assert_eq!(Cadence::new(0, 0), None);
+    }
 
     #[test]
     fn slow_start_doubles_up_to_the_rate_cap() {

@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use super::{NOOP, catalog_text, fresh_dir, median, node_config, prepare};
 
 /// A node process and what it printed.
-struct Node {
+pub struct Node {
     child: Child,
     base: String,
     token: String,
@@ -43,6 +43,13 @@ pub fn node_main(args: Vec<String>) -> ! {
 fn start(dir: &Path, jobs: &str) -> Node {
     let cfg = node_config(dir, Durability::Normal);
     prepare(dir, &cfg, &catalog_text(2, jobs));
+    spawn(&cfg, "bench", &[])
+}
+
+/// Starts `jobvisor run` as node `name` on `cfg`'s catalog (this executable re-run, so the
+/// benchmark builds no other binary), with `env` set, and waits for its banner. The token is
+/// the one a first start on a catalog without users prints (empty for the nodes after it).
+pub fn spawn(cfg: &jobvisor::config::NodeConfig, name: &str, env: &[(&str, &str)]) -> Node {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "api-node",
@@ -52,9 +59,10 @@ fn start(dir: &Path, jobs: &str) -> Node {
             "--bind",
             "127.0.0.1:0",
         ])
-        .args(["--node-name", "bench", "--data-dir", &cfg.node.data_dir])
+        .args(["--node-name", name, "--data-dir", &cfg.node.data_dir])
         .env("JOBVISOR__POLICY__PRIORITY_FLOOR", "-1000000000")
         .env("JOBVISOR_LOG", "warn")
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
@@ -75,7 +83,7 @@ fn start(dir: &Path, jobs: &str) -> Node {
     Node {
         child,
         base: base.expect("the node printed its address"),
-        token: token.expect("a first start prints a token"),
+        token: token.unwrap_or_default(),
     }
 }
 

@@ -74,10 +74,13 @@ const SELECT_VIEWS: &str = "SELECT j.job_id, j.job_name, j.priority, j.required,
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
     LEFT JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1
     WHERE j.status = 1 AND p.status = 1
+      -- A processor that names its nodes: the others neither run nor activate its jobs.
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
     ORDER BY j.priority DESC, j.job_id";
 
-/// Every enabled job on an enabled processor (local or remote), with its activation on
-/// `node_id`.
+/// Every enabled job on an enabled processor (local or remote) that `node_id` may run, with
+/// its activation on `node_id`.
 pub fn job_activations(
     conn: &Connection,
     node_id: i64,

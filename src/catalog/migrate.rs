@@ -17,7 +17,8 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
-/// Every migration, in order. A test checks this list against the `migrations/` folder.
+/// Every migration, in order of increasing numbers. A test checks this list against the
+/// `migrations/` folder. Numbers may skip one that another branch adds (merges renumber).
 pub const MIGRATIONS: &[Migration] = &[
     Migration {
         version: 1,
@@ -98,6 +99,22 @@ pub const MIGRATIONS: &[Migration] = &[
         version: 16,
         name: "0016_custom_job_type.sql",
         sql: include_str!("../../migrations/0016_custom_job_type.sql"),
+    },
+    // 0015 and 0016 are being added on other branches; the merge renumbers if needed.
+    Migration {
+        version: 17,
+        name: "0017_claim_tokens.sql",
+        sql: include_str!("../../migrations/0017_claim_tokens.sql"),
+    },
+    Migration {
+        version: 18,
+        name: "0018_node_leases.sql",
+        sql: include_str!("../../migrations/0018_node_leases.sql"),
+    },
+    Migration {
+        version: 19,
+        name: "0019_processor_nodes.sql",
+        sql: include_str!("../../migrations/0019_processor_nodes.sql"),
     },
 ];
 

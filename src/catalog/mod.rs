@@ -1028,12 +1028,13 @@ fn import_in(
 }
 
 const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
-    (processor_name, instances, max_instances, ip_address, port, rpc_user, rpc_password, status)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+    (processor_name, instances, max_instances, ip_address, port, rpc_user, rpc_password, status,
+     nodes)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
     ON CONFLICT (processor_name) DO UPDATE SET
         instances = excluded.instances, max_instances = excluded.max_instances,
         ip_address = excluded.ip_address, port = excluded.port, rpc_user = excluded.rpc_user,
-        rpc_password = excluded.rpc_password, status = excluded.status";
+        rpc_password = excluded.rpc_password, status = excluded.status, nodes = excluded.nodes";
 
 fn upsert_processor(
     tx: &Transaction<'_>,
@@ -1050,7 +1051,9 @@ fn upsert_processor(
             p.port,
             p.rpc_user,
             p.rpc_password,
-            p.enabled
+            p.enabled,
+            // Any node: NULL, so that the runtime's filter is one test on most catalogs.
+            (!p.nodes.is_empty()).then(|| Json::from(p.nodes.clone()).to_string())
         ],
     )?;
     Ok(())
@@ -1194,7 +1197,7 @@ fn upsert_job(tx: &Transaction<'_>, name: &str, j: &JobDef) -> Result<(), Catalo
 }
 
 const SELECT_PROCESSORS: &str = "SELECT processor_name, instances, max_instances, ip_address,
-    port, rpc_user, rpc_password, status FROM job_processor";
+    port, rpc_user, rpc_password, status, nodes FROM job_processor";
 const SELECT_OBJECTS: &str = "SELECT object_name, object_type, conn_string, object_key,
     object_name_field, id_length, search_prefix, time_to_live, allow_prune, allow_list,
     description, status FROM object";
@@ -1226,6 +1229,10 @@ pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorD
             rpc_user: r.get(5)?,
             rpc_password: r.get(6)?,
             enabled: r.get::<_, i64>(7)? == 1,
+            nodes: r
+                .get::<_, Option<String>>(8)?
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default(),
         },
     ))
 }
@@ -1469,6 +1476,8 @@ pub struct AuditRow {
     pub detail: Option<String>,
 }
 
+#[cfg(test)]
+mod fleet_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

@@ -7,6 +7,12 @@
 //! while its process exists (stopped, or on another host) is watched for a heartbeat interval
 //! first ([`Registration::Watch`]), and taken only if its heartbeat did not move meanwhile.
 //!
+//! Nodes sharing a catalog watch each other: every heartbeat also renews the leases of the
+//! runs the node holds running, and a node whose heartbeat is older than the lease TTL it
+//! stated is dead — another node's [`sweep`] fences it (bumps its generation, so that its
+//! process, if it was only stopped, finds itself fenced at its next heartbeat and stops) and
+//! recovers its runs whose leases expired, by the same rules as a restart's recovery.
+//!
 //! Recovery counts what it can attribute: a run is marked *suspect* when its node died while it
 //! was claimed; a suspect is marked *executing* in the catalog before it starts; each node death
 //! during a suspect's execution counts as an attempt, and after `min(max_attempts, 3)` of them
@@ -31,6 +37,9 @@ pub struct NodeHolder {
     pub heartbeat_at: i64,
     /// The generation it holds the name under.
     pub generation: i64,
+    /// The node whose sweep fenced this generation, when one did (its heartbeat had stopped
+    /// for longer than its lease TTL).
+    pub fenced_by: Option<String>,
 }
 
 /// A node name held by this process: its row and the generation its heartbeats must carry.
@@ -65,15 +74,18 @@ pub struct Applicant<'a> {
     pub pid: i64,
     /// This build's version.
     pub version: &'a str,
+    /// How long its heartbeat and its runs' leases hold without a new heartbeat, ms: other
+    /// nodes judge it dead by this TTL, not by their own.
+    pub lease_ttl_ms: i64,
 }
 
-const SELECT_NODE: &str =
-    "SELECT node_id, pid, host, heartbeat_at, generation FROM node WHERE node_name = ?1";
-const INSERT_NODE: &str =
-    "INSERT INTO node (node_name, host, pid, version, started_at, heartbeat_at, generation)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?5, 1)";
+const SELECT_NODE: &str = "SELECT node_id, pid, host, heartbeat_at, generation, fenced_by
+    FROM node WHERE node_name = ?1";
+const INSERT_NODE: &str = "INSERT INTO node (node_name, host, pid, version, started_at,
+    heartbeat_at, generation, lease_ttl) VALUES (?1, ?2, ?3, ?4, ?5, ?5, 1, ?6)";
 const TAKE_NODE: &str = "UPDATE node SET host = ?2, pid = ?3, version = ?4, started_at = ?5,
-    heartbeat_at = ?5, status = 1, generation = generation + 1 WHERE node_id = ?1";
+    heartbeat_at = ?5, status = 1, generation = generation + 1, lease_ttl = ?6,
+    fenced_at = NULL, fenced_by = NULL WHERE node_id = ?1";
 
 /// Asks for `who.name`. Taken at once when the name is new, released, held by this pid, or held
 /// by a process of this host that no longer exists; refused while its holder's heartbeat is
@@ -87,16 +99,37 @@ pub fn register_node(
     is_alive: impl Fn(i64) -> bool,
     watched: Option<&NodeHolder>,
 ) -> Result<Registration, CatalogError> {
-    type NodeRow = (i64, Option<i64>, Option<String>, Option<i64>, i64);
+    type NodeRow = (
+        i64,
+        Option<i64>,
+        Option<String>,
+        Option<i64>,
+        i64,
+        Option<String>,
+    );
     let row: Option<NodeRow> = conn
         .query_row(SELECT_NODE, [who.name], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
         })
         .optional()?;
     let take = |node_id: i64| -> Result<Registration, CatalogError> {
         conn.execute(
             TAKE_NODE,
-            params![node_id, who.host, who.pid, who.version, now],
+            params![
+                node_id,
+                who.host,
+                who.pid,
+                who.version,
+                now,
+                who.lease_ttl_ms
+            ],
         )?;
         let generation = conn.query_row(
             "SELECT generation FROM node WHERE node_id = ?1",
@@ -108,10 +141,17 @@ pub fn register_node(
             generation,
         }))
     };
-    let Some((node_id, held_pid, held_host, heartbeat, generation)) = row else {
+    let Some((node_id, held_pid, held_host, heartbeat, generation, fenced_by)) = row else {
         conn.execute(
             INSERT_NODE,
-            params![who.name, who.host, who.pid, who.version, now],
+            params![
+                who.name,
+                who.host,
+                who.pid,
+                who.version,
+                now,
+                who.lease_ttl_ms
+            ],
         )?;
         return Ok(Registration::Taken(NodeLease {
             node_id: conn.last_insert_rowid(),
@@ -127,6 +167,7 @@ pub fn register_node(
         host,
         heartbeat_at,
         generation,
+        fenced_by,
     };
     let here = holder.host == who.host;
     if here && (holder.pid == who.pid || !is_alive(holder.pid)) {
@@ -143,12 +184,29 @@ pub fn register_node(
     }
 }
 
+const HEARTBEAT: &str = "UPDATE node SET heartbeat_at = ?3 WHERE node_id = ?1 AND generation = ?2";
+// Running runs are few: their partial index, scanned whole, finds the node's.
+const RENEW_LEASES: &str = "UPDATE job_run INDEXED BY job_run_running_job_idx
+    SET lease_until = ?2 WHERE status = 'running' AND node_id = ?1
+      AND (lease_until IS NULL OR lease_until < ?2)";
+
 /// Refreshes the node's heartbeat if this process still holds the name under `lease`'s
-/// generation; false when another process took it.
-pub fn heartbeat(conn: &Connection, lease: NodeLease, now: i64) -> Result<bool, CatalogError> {
-    let changed = conn
-        .prepare_cached("UPDATE node SET heartbeat_at = ?3 WHERE node_id = ?1 AND generation = ?2")?
-        .execute(params![lease.node_id, lease.generation, now])?;
+/// generation, and extends the lease of every run it holds running to at least
+/// `now + ttl_ms`, so that a long run (one without a timeout) keeps its lease while its node
+/// lives. False when another process took the name or a sweep fenced it: nothing is renewed.
+pub fn heartbeat(
+    conn: &Connection,
+    lease: NodeLease,
+    now: i64,
+    ttl_ms: i64,
+) -> Result<bool, CatalogError> {
+    let changed =
+        conn.prepare_cached(HEARTBEAT)?
+            .execute(params![lease.node_id, lease.generation, now])?;
+    if changed == 1 {
+        conn.prepare_cached(RENEW_LEASES)?
+            .execute(params![lease.node_id, now.saturating_add(ttl_ms)])?;
+    }
     Ok(changed == 1)
 }
 
@@ -171,22 +229,31 @@ pub fn check_fence(conn: &Connection, lease: NodeLease) -> Result<(), CatalogErr
 
 /// Who holds the name of `node_id` now.
 pub fn holder(conn: &Connection, node_id: i64) -> Result<Option<NodeHolder>, CatalogError> {
-    type Row = (Option<i64>, Option<String>, Option<i64>, i64);
+    type Row = (
+        Option<i64>,
+        Option<String>,
+        Option<i64>,
+        i64,
+        Option<String>,
+    );
     let row: Option<Row> = conn
         .query_row(
-            "SELECT pid, host, heartbeat_at, generation FROM node WHERE node_id = ?1",
+            "SELECT pid, host, heartbeat_at, generation, fenced_by FROM node WHERE node_id = ?1",
             [node_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)),
+            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
         )
         .optional()?;
-    Ok(row.and_then(|(pid, host, heartbeat_at, generation)| {
-        Some(NodeHolder {
-            pid: pid?,
-            host: host?,
-            heartbeat_at: heartbeat_at?,
-            generation,
-        })
-    }))
+    Ok(
+        row.and_then(|(pid, host, heartbeat_at, generation, fenced_by)| {
+            Some(NodeHolder {
+                pid: pid?,
+                host: host?,
+                heartbeat_at: heartbeat_at?,
+                generation,
+                fenced_by,
+            })
+        }),
+    )
 }
 
 /// Releases the node name at a clean shutdown (only if this process still holds it).
@@ -213,13 +280,22 @@ pub struct Recovery {
     pub cancelled: Vec<i64>,
 }
 
-// Running runs are few: the partial index of running runs, scanned whole, finds a node's.
+impl Recovery {
+    /// Whether it changed no run.
+    pub fn is_empty(&self) -> bool {
+        self.requeued.is_empty() && self.quarantined.is_empty() && self.cancelled.is_empty()
+    }
+}
+
+// Running runs are few: the partial index of running runs, scanned whole, finds a node's (all
+// of them, or with ?3 those whose lease ended before it).
 const SELECT_LEFT_RUNNING: &str = "SELECT r.run_id, r.suspect, r.crashes,
     min(max(j.max_attempts, 1), ?2), r.cancel_requested
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
     WHERE r.status = 'running' AND r.node_id = ?1
       -- A run waiting for its children executes nowhere: its tree ends it.
-      AND r.own_status IS NULL ORDER BY r.run_id";
+      AND r.own_status IS NULL
+      AND (?3 IS NULL OR coalesce(r.lease_until, 0) < ?3) ORDER BY r.run_id";
 const REQUEUE_SUSPECT: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
     crashes = ?2, attempt = attempt + ?3 WHERE run_id = ?1";
@@ -238,9 +314,22 @@ pub fn recover_node_runs(
     node_id: i64,
     now: i64,
 ) -> Result<Recovery, CatalogError> {
+    let recovery = recover_runs(conn, node_id, now, None)?;
+    conn.execute(RECOUNT_IN_PROGRESS, [])?;
+    Ok(recovery)
+}
+
+/// Recovers `node_id`'s running runs (with `expired_by`, only those whose lease ended before
+/// it) by [`recover_node_runs`]' rules; the caller recounts `in_progress`.
+fn recover_runs(
+    conn: &Connection,
+    node_id: i64,
+    now: i64,
+    expired_by: Option<i64>,
+) -> Result<Recovery, CatalogError> {
     let left: Vec<(i64, i64, i64, i64, bool)> = conn
         .prepare_cached(SELECT_LEFT_RUNNING)?
-        .query_map(params![node_id, CRASH_LIMIT], |r| {
+        .query_map(params![node_id, CRASH_LIMIT, expired_by], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
         })?
         .collect::<Result<_, _>>()?;
@@ -265,8 +354,117 @@ pub fn recover_node_runs(
             recovery.requeued.push(run_id);
         }
     }
-    conn.execute(RECOUNT_IN_PROGRESS, [])?;
     Ok(recovery)
+}
+
+/// A node a sweep found dead, and what the sweep did about it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Swept {
+    /// `node.node_id`.
+    pub node_id: i64,
+    /// Its name.
+    pub name: String,
+    /// Its process as last registered (`None`: it released its name at a clean stop).
+    pub pid: Option<i64>,
+    /// Its host, likewise.
+    pub host: Option<String>,
+    /// Epoch ms of its last heartbeat (`None`: released).
+    pub heartbeat_at: Option<i64>,
+    /// The lease TTL it stated, ms.
+    pub lease_ttl: i64,
+    /// The generation this sweep fenced (its process's); `None` when it was fenced before or
+    /// had released its name.
+    pub fenced: Option<i64>,
+    /// Its runs whose leases expired: requeued, quarantined or recorded cancelled.
+    pub recovery: Recovery,
+}
+
+// Dead: its heartbeat is older than the TTL it stated (or it released its name). Swept when a
+// process may still hold its name (not fenced yet), or when runs of it have leases that
+// expired; the runs' partial index is scanned once for all nodes.
+const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heartbeat_at,
+    n.lease_ttl, n.generation, n.pid IS NOT NULL AND n.fenced_at IS NULL
+    FROM node n WHERE n.node_id <> ?1
+      AND (n.heartbeat_at IS NULL OR n.heartbeat_at + n.lease_ttl < ?2)
+      AND ((n.pid IS NOT NULL AND n.fenced_at IS NULL) OR n.node_id IN (
+          SELECT r.node_id FROM job_run r INDEXED BY job_run_running_job_idx
+          WHERE r.status = 'running' AND coalesce(r.lease_until, 0) < ?2))
+    ORDER BY n.node_id";
+const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = ?3,
+    fenced_by = ?4 WHERE node_id = ?1 AND generation = ?2";
+
+/// One sweep by the node `fence` holds (it must still hold its name, else
+/// [`CatalogError::Fenced`]), in the caller's transaction: every other node whose heartbeat is
+/// older than its lease TTL is dead — it is fenced if a process may still hold its name (a new
+/// generation: a process that was only stopped finds at its next heartbeat that it lost the
+/// name, and stops), and its runs whose leases expired are recovered by
+/// [`recover_node_runs`]' rules (requeued as suspects, quarantined after their crashes,
+/// cancelled when an operator asked). Each swept node gets an audit row naming the sweeper
+/// (`node:<name>`, action `node.sweep`) with the runs. Several nodes may sweep at once: the
+/// write lock serializes them, and a later one finds nothing left to do.
+pub fn sweep(conn: &Connection, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
+    check_fence(conn, fence)?;
+    // Each dead node as it stands, with the generation to fence and whether to fence it.
+    let dead: Vec<(Swept, i64, bool)> = conn
+        .prepare_cached(SELECT_DEAD)?
+        .query_map(params![fence.node_id, now], |r| {
+            let node = Swept {
+                node_id: r.get(0)?,
+                name: r.get(1)?,
+                pid: r.get(2)?,
+                host: r.get(3)?,
+                heartbeat_at: r.get(4)?,
+                lease_ttl: r.get(5)?,
+                fenced: None,
+                recovery: Recovery::default(),
+            };
+            Ok((node, r.get(6)?, r.get(7)?))
+        })?
+        .collect::<Result<_, _>>()?;
+    if dead.is_empty() {
+        return Ok(Vec::new());
+    }
+    let sweeper: String = conn.query_row(
+        "SELECT node_name FROM node WHERE node_id = ?1",
+        [fence.node_id],
+        |r| r.get(0),
+    )?;
+    let mut swept = Vec::with_capacity(dead.len());
+    for (mut node, generation, to_fence) in dead {
+        if to_fence {
+            let changed = conn.prepare_cached(FENCE_NODE)?.execute(params![
+                node.node_id,
+                generation,
+                now,
+                sweeper
+            ])?;
+            node.fenced = (changed == 1).then_some(generation);
+        }
+        node.recovery = recover_runs(conn, node.node_id, now, Some(now))?;
+        let detail = serde_json::json!({
+            "pid": node.pid,
+            "host": node.host,
+            "heartbeat_at": node.heartbeat_at,
+            "lease_ttl_ms": node.lease_ttl,
+            "fenced_generation": node.fenced,
+            "requeued": node.recovery.requeued,
+            "quarantined": node.recovery.quarantined,
+            "cancelled": node.recovery.cancelled,
+        });
+        super::audit_at(
+            conn,
+            now,
+            &format!("node:{sweeper}"),
+            "node.sweep",
+            &node.name,
+            Some(&detail),
+        )?;
+        swept.push(node);
+    }
+    if swept.iter().any(|s| !s.recovery.is_empty()) {
+        conn.execute(RECOUNT_IN_PROGRESS, [])?;
+    }
+    Ok(swept)
 }
 
 /// Marks a claimed suspect run as executing, just before it starts (see module docs); false

@@ -9,8 +9,8 @@ use serde::Serialize;
 
 use super::{Catalog, CatalogError};
 
-const SELECT_NODES: &str = "SELECT node_name, host, pid, version, started_at, heartbeat_at, status
-    FROM node ORDER BY node_name";
+const SELECT_NODES: &str = "SELECT node_name, host, pid, version, started_at, heartbeat_at,
+    lease_ttl, fenced_at, fenced_by, stale_completions FROM node ORDER BY node_name";
 const SELECT_STAT_TYPES: &str = "SELECT t.stat_type, t.unit,
     (SELECT max(s.sampled_at) FROM stat s WHERE s.stat_type_id = t.stat_type_id)
     FROM stat_type t ORDER BY t.stat_type";
@@ -43,6 +43,14 @@ pub struct NodeRow {
     pub started_at: Option<i64>,
     /// Epoch ms of its last heartbeat (none once it stopped).
     pub heartbeat_at: Option<i64>,
+    /// The lease TTL it stated, ms: its heartbeat older than this, it is dead.
+    pub lease_ttl: i64,
+    /// Epoch ms another node's sweep fenced it (cleared when a process takes the name).
+    pub fenced_at: Option<i64>,
+    /// The node that fenced it.
+    pub fenced_by: Option<String>,
+    /// Its completions rejected for a stale claim token.
+    pub stale_completions: i64,
 }
 
 /// A kind of stat, and its unit.
@@ -112,6 +120,10 @@ impl Catalog {
                 version: r.get(3)?,
                 started_at: r.get(4)?,
                 heartbeat_at: r.get(5)?,
+                lease_ttl: r.get(6)?,
+                fenced_at: r.get(7)?,
+                fenced_by: r.get(8)?,
+                stale_completions: r.get(9)?,
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)

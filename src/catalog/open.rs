@@ -211,7 +211,7 @@ pub(super) fn pending_migrations(conn: &Connection, path: &Path) -> Result<usize
             reason: format!(
                 "written by a newer jobvisor (schema migration {newest}; this build knows \
                  1–{}): use that version",
-                MIGRATIONS.len()
+                MIGRATIONS.last().map_or(0, |m| m.version)
             ),
         });
     }

@@ -84,10 +84,14 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
      WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL), a.stretch
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
     JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
-    WHERE j.status = 1 AND p.status = 1";
+    WHERE j.status = 1 AND p.status = 1
+      -- A processor that names its nodes: only they schedule its jobs (migration 19).
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))";
 
-/// Every enabled job on an enabled processor that is active on `node_id`, with its scheduling
-/// history (a job on a remote processor is scheduled here and runs as a call to that node).
+/// Every enabled job on an enabled processor that `node_id` may run and on which the job is
+/// active, with its scheduling history (a job on a remote processor is scheduled here and runs
+/// as a call to that node).
 pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
     let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
     let rows = stmt.query_map([node_id], |r| {
@@ -141,14 +145,21 @@ pub struct LocalProcessor {
     pub remote: bool,
 }
 
-/// Every enabled processor, local and remote.
-pub fn load_local_processors(conn: &Connection) -> Result<Vec<LocalProcessor>, CatalogError> {
+/// Every enabled processor, local and remote, that `node_id` may run: those that name no
+/// nodes, and those that name it.
+pub fn load_local_processors(
+    conn: &Connection,
+    node_id: i64,
+) -> Result<Vec<LocalProcessor>, CatalogError> {
     let mut stmt = conn.prepare_cached(
         "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
                 ip_address IS NOT NULL
-         FROM job_processor WHERE status = 1 ORDER BY processor_name",
+         FROM job_processor p WHERE status = 1
+           AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+                JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
+         ORDER BY processor_name",
     )?;
-    let rows = stmt.query_map([], |r| {
+    let rows = stmt.query_map([node_id], |r| {
         Ok(LocalProcessor {
             processor_id: r.get(0)?,
             name: r.get(1)?,
@@ -401,6 +412,32 @@ const MARK_JOB_BEGIN: &str =
     "UPDATE job SET in_progress = in_progress + ?2, last_date_begin = ?3 WHERE job_id = ?1";
 const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
     WHERE status = 'queued' AND processor_id = ?1 AND run_after > ?2";
+
+const NEXT_TOKEN: &str =
+    "SELECT CAST(value AS INTEGER) + 1 FROM catalog_meta WHERE key = 'claim_token'";
+const SPEND_TOKENS: &str = "UPDATE catalog_meta SET value = CAST(value AS INTEGER) + ?1
+    WHERE key = 'claim_token'";
+
+/// The first claim token not handed out yet, from the catalog's counter (migration 0017), for
+/// a claim in this transaction; [`spend_tokens`] then takes the ones it used. Inside one write
+/// transaction no other claim can come between the two, so no two claims of any processes
+/// sharing the file get the same token, and a completion carrying an old claim's token never
+/// matches a new claim.
+pub fn next_token(conn: &Connection) -> Result<i64, CatalogError> {
+    Ok(conn
+        .prepare_cached(NEXT_TOKEN)?
+        .query_row([], |r| r.get(0))?)
+}
+
+/// Takes `used` tokens from the counter, after a claim that used them. A claim that took no
+/// run writes nothing: an empty claim must not be a change, or every node that notices a
+/// change (`PRAGMA data_version`) would claim again, and so on forever.
+pub fn spend_tokens(conn: &Connection, used: usize) -> Result<(), CatalogError> {
+    if used > 0 {
+        conn.prepare_cached(SPEND_TOKENS)?.execute([used as i64])?;
+    }
+    Ok(())
+}
 
 /// How often the cached candidate query was re-prepared on `conn` (tests: it must not be).
 #[cfg(test)]

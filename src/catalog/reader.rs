@@ -79,15 +79,15 @@ impl Reader {
         })
     }
 
-    /// The enabled processors (local and remote: the node runs both), and the instances the
-    /// policy set for them on `node_id`.
+    /// The enabled processors `node_id` may run (local and remote: the node runs both), and
+    /// the instances the policy set for them on it.
     pub fn local_processors(
         &self,
         node_id: i64,
     ) -> Result<(Vec<LocalProcessor>, HashMap<i64, u32>), CatalogError> {
         self.read("reading the processors", |c| {
             Ok((
-                queue::load_local_processors(c)?,
+                queue::load_local_processors(c, node_id)?,
                 activation::instances(c, node_id)?,
             ))
         })

@@ -156,6 +156,7 @@ fn migration_list_matches_the_folder() {
     files.sort();
     let listed: Vec<&str> = MIGRATIONS.iter().map(|m| m.name).collect();
     assert_eq!(files, listed);
+    // Numbered 1, 2, 3, … with no gap, each named after its number.
     for (i, m) in MIGRATIONS.iter().enumerate() {
         assert_eq!(m.version, i as i64 + 1);
         assert!(m.name.starts_with(&format!("{:04}_", m.version)));
@@ -237,7 +238,8 @@ fn upgrades_a_v1_fixture_in_place() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    assert_eq!(versions, (1..=MIGRATIONS.len() as i64).collect::<Vec<_>>());
+    let known: Vec<i64> = MIGRATIONS.iter().map(|m| m.version).collect();
+    assert_eq!(versions, known);
     // The later migration's table exists and the old data is intact.
     read.execute(
         "INSERT INTO job_activation (job_id, node_id) VALUES (1, 1)",
@@ -436,6 +438,7 @@ payload = { function = "f" }
             host,
             pid,
             version: "v",
+            lease_ttl_ms: 30_000,
         };
         match node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap() {
             node::Registration::Taken(lease) => lease.node_id,
@@ -741,6 +744,7 @@ payload = { function = "f" }
             host,
             pid,
             version: "v",
+            lease_ttl_ms: 30_000,
         }
     }
 
@@ -784,7 +788,7 @@ payload = { function = "f" }
                 panic!("a stale holder that may be alive is watched ({host})")
             };
             // It moved while watched: alive, refused.
-            node::heartbeat(conn, FIRST, 1).unwrap();
+            node::heartbeat(conn, FIRST, 1, 30_000).unwrap();
             let again = node::register_node(
                 conn,
                 &applicant(99, host),
@@ -798,7 +802,7 @@ payload = { function = "f" }
                 "{host}"
             );
             // Reset the heartbeat for the next host.
-            node::heartbeat(conn, FIRST, 0).unwrap();
+            node::heartbeat(conn, FIRST, 0, 30_000).unwrap();
         }
         let first = node::register_node(conn, &applicant(99, "h"), 60_000, 15_000, |_| true, None);
         let node::Registration::Watch(seen) = first.unwrap() else {
@@ -825,13 +829,13 @@ payload = { function = "f" }
             node_id,
             generation: 1,
         };
-        assert!(node::heartbeat(conn, old, 10).unwrap());
+        assert!(node::heartbeat(conn, old, 10, 30_000).unwrap());
         node::check_fence(conn, old).unwrap();
         let took = node::register_node(conn, &applicant(99, "h"), 20, 15_000, |_| false, None);
         let node::Registration::Taken(new) = took.unwrap() else {
             panic!("taken")
         };
-        assert!(!node::heartbeat(conn, old, 30).unwrap());
+        assert!(!node::heartbeat(conn, old, 30, 30_000).unwrap());
         assert!(matches!(
             node::check_fence(conn, old),
             Err(CatalogError::Fenced { generation: 1, .. })
@@ -842,7 +846,7 @@ payload = { function = "f" }
             (holder.pid, holder.heartbeat_at, holder.generation),
             (99, 20, 2)
         );
-        assert!(node::heartbeat(conn, new, 40).unwrap());
+        assert!(node::heartbeat(conn, new, 40, 30_000).unwrap());
     }
 
     /// Issue 12, defect 1: recovery blames a node death only on runs marked executing (a

@@ -72,6 +72,7 @@ impl World {
             host: "h",
             pid: 1,
             version: "v",
+            lease_ttl_ms: 30_000,
         };
         let node = match node::register_node(conn, &who, 0, 15_000, |_| true, None).unwrap() {
             node::Registration::Taken(lease) => lease.node_id,

@@ -9,7 +9,7 @@
 use serde_json::Value as Json;
 
 use super::activation::{self, DecisionContext, JobActivation, NewDecision};
-use super::node::{self, NodeHolder, NodeLease};
+use super::node::{self, NodeHolder, NodeLease, Swept};
 use super::queue::{self, Claim, Completion, NewRun, Recorded, StatSample};
 use super::slots::{self, Decided, DueJob};
 use super::tree::{self, Queued};
@@ -31,10 +31,9 @@ pub struct ClaimRequest {
     pub limit: usize,
     /// Epoch ms now.
     pub now: i64,
-    /// How long the claim holds before another node may take the runs back, ms.
+    /// How long past the job's timeout the claim holds, unless renewed by the node's
+    /// heartbeats, before another node may take the runs back, ms (the lease TTL).
     pub lease_ms: i64,
-    /// The first of `limit` fencing tokens for the claimed runs.
-    pub first_token: i64,
     /// Writes are paused: runs of jobs that write data objects stay queued.
     pub writes_paused: bool,
 }
@@ -163,21 +162,25 @@ pub struct DecidedStep {
 
 impl DbWriter {
     /// Claims up to `limit` queued runs for a processor, if the claimer still holds its node
-    /// name (else [`CatalogError::Fenced`]).
+    /// name (else [`CatalogError::Fenced`]); each claimed run gets a claim token no other
+    /// claim of any process got.
     pub async fn claim(&self, r: ClaimRequest) -> Result<Claim, CatalogError> {
         self.call("claiming runs", move |c| {
             // The fencing token first: a process that lost its name claims nothing.
             node::check_fence(c, r.fence)?;
-            queue::claim(
+            let first_token = queue::next_token(c)?;
+            let claim = queue::claim(
                 c,
                 r.processor_id,
                 r.node_id,
                 r.limit,
                 r.now,
                 r.lease_ms,
-                r.first_token,
+                first_token,
                 r.writes_paused,
-            )
+            )?;
+            queue::spend_tokens(c, claim.runs.len())?;
+            Ok(claim)
         })
         .await
     }
@@ -384,21 +387,31 @@ impl DbWriter {
         .await
     }
 
-    /// Renews the node's tenure: `Ok(None)` when it still holds its name, else who holds it
-    /// now (`Some(None)` when nobody can be named).
+    /// Renews the node's tenure and the leases of the runs it holds running (to `now +
+    /// ttl_ms`): `Ok(None)` when it still holds its name, else who holds it now (`Some(None)`
+    /// when nobody can be named; the holder's `fenced_by` names the node whose sweep fenced it).
     pub async fn heartbeat(
         &self,
         lease: NodeLease,
         now: i64,
+        ttl_ms: i64,
     ) -> Result<Option<Option<NodeHolder>>, CatalogError> {
         self.call("renewing the node's heartbeat", move |c| {
-            if node::heartbeat(c, lease, now)? {
+            if node::heartbeat(c, lease, now, ttl_ms)? {
                 Ok(None)
             } else {
                 Ok(Some(node::holder(c, lease.node_id)?))
             }
         })
         .await
+    }
+
+    /// Sweeps the nodes sharing the catalog whose heartbeat is older than their lease TTL:
+    /// fences them and recovers their runs whose leases expired ([`node::sweep`]); the node
+    /// `fence` holds must still hold its name (else [`CatalogError::Fenced`]).
+    pub async fn sweep(&self, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
+        self.call("sweeping dead nodes", move |c| node::sweep(c, fence, now))
+            .await
     }
 
     /// Gives the node name up at a clean stop (if this process still holds it).

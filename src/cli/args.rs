@@ -27,7 +27,7 @@ pub struct Cli {
     pub node: Option<String>,
     /// Talk to a running node's API instead of opening a catalog (`http://host:port`; the
     /// token in JOBVISOR_TOKEN): jobs (list, show, add, edit, remove, run, enable, disable,
-    /// pin, next), runs, decisions.
+    /// pin, next), runs, decisions, nodes.
     #[arg(long, global = true, value_name = "URL", env = "JOBVISOR_URL")]
     pub url: Option<String>,
     /// What to do.
@@ -93,6 +93,10 @@ pub enum Command {
     /// List, show, cancel and retry runs.
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// The nodes sharing the catalog: name, state (alive, dead, fenced, stopped), host, pid,
+    /// version, start, heartbeat age, lease TTL, stale completions.
+    #[command(subcommand)]
+    Nodes(NodesCommand),
     /// API users: list, add (argon2id password, a role), passwd, remove.
     #[command(subcommand)]
     Users(super::accounts::UsersCommand),
@@ -356,6 +360,10 @@ pub struct ProcessorFields {
     /// Upper bound for self-tuning ("" clears it).
     #[arg(long)]
     pub max_instances: Option<String>,
+    /// The nodes that may run it, by name, comma-separated ("" lets any node run it). Not
+    /// `--node`: that global flag names the node the command acts as.
+    #[arg(long, value_name = "NAMES")]
+    pub nodes: Option<String>,
     /// The remote node's address (a remote processor; "" makes it local).
     #[arg(long)]
     pub ip_address: Option<String>,
@@ -433,6 +441,15 @@ pub struct ObjectFields {
     /// Enabled.
     #[arg(long)]
     pub enabled: Option<bool>,
+}
+
+/// `nodes …`.
+#[derive(Debug, Subcommand)]
+pub enum NodesCommand {
+    /// List them: alive (heartbeat younger than its lease TTL), dead (older: killed, stopped
+    /// or cut off), fenced (another node swept it and returned its runs to the queue) or
+    /// stopped (it released its name).
+    List,
 }
 
 /// `runs …`.

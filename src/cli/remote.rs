@@ -1,6 +1,6 @@
 //! `--url`: the CLI as a client of a running node's API, so an operator can manage a remote
 //! node: `jobs` (list, show, add, edit, remove, run, enable, disable, pin, next), `runs`
-//! (list, show, cancel, retry) and `decisions` become requests (the token comes from
+//! (list, show, cancel, retry), `decisions` and `nodes list` become requests (the token comes from
 //! `JOBVISOR_TOKEN`), and the answers print as tables or, with `--json`, as the API's JSON.
 //!
 //! Invariant: the token is read from the environment only (never a flag, which `ps` shows);
@@ -8,12 +8,13 @@
 
 use serde_json::{Value as Json, json};
 
-use super::args::{Command, JobsCommand, RunsCommand};
+use super::args::{Command, JobsCommand, NodesCommand, RunsCommand};
 use super::{
     Cli, EXIT_DATA, EXIT_FAILURE, EXIT_NO_INPUT, EXIT_TEMPFAIL, EXIT_USAGE, Failure, render,
 };
 use crate::http::bodies::job_body;
 use crate::ops::decisions::DecisionView;
+use crate::ops::node::NodeView;
 
 /// The environment variable holding the API token.
 pub const TOKEN_ENV: &str = "JOBVISOR_TOKEN";
@@ -177,6 +178,7 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
         Command::Decisions { limit, all_nodes } => get(format!(
             "/api/v1/decisions?limit={limit}&all_nodes={all_nodes}"
         )),
+        Command::Nodes(NodesCommand::List) => get("/api/v1/nodes".into()),
         other => return Err(unsupported(&format!("`{}`", command_name(other)))),
     })
 }
@@ -372,6 +374,15 @@ pub fn run(cli: &Cli, url: &str) -> Result<(), Failure> {
                 )
             })?;
             render::tree(&t);
+        }
+        Command::Nodes(NodesCommand::List) => {
+            let rows: Vec<NodeView> = serde_json::from_value(body).map_err(|e| {
+                Failure::new(
+                    EXIT_FAILURE,
+                    format!("the node's answer is not the API's node list: {e}"),
+                )
+            })?;
+            render::nodes(&rows);
         }
         Command::Jobs(JobsCommand::Run { name, .. }) => {
             println!("run {} of `{name}` queued", text(&body["run_ids"][0]));

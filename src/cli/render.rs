@@ -120,6 +120,45 @@ pub fn decisions(rows: &[DecisionView]) {
     table(&headers, rows);
 }
 
+/// The nodes sharing a catalog as a table: one renderer for the local `nodes list` and the
+/// remote one (`--url`, from the API's JSON).
+pub fn nodes(rows: &[crate::ops::node::NodeView]) {
+    let headers = [
+        "NAME",
+        "STATE",
+        "HOST",
+        "PID",
+        "VERSION",
+        "STARTED",
+        "HEARTBEAT",
+        "LEASE TTL",
+        "STALE",
+        "FENCED BY",
+    ];
+    let rows = rows
+        .iter()
+        .map(|n| {
+            vec![
+                n.name.clone(),
+                n.state.as_str().into(),
+                n.host.clone().unwrap_or_else(|| "-".into()),
+                n.pid.map_or("-".into(), |p| p.to_string()),
+                n.version.clone().unwrap_or_else(|| "-".into()),
+                time(n.started_at),
+                n.heartbeat_age_ms
+                    .map_or("-".into(), |ms| format!("{} ago", duration(Some(ms)))),
+                duration(Some(n.lease_ttl_ms)),
+                n.stale_completions.to_string(),
+                match (&n.fenced_by, n.fenced_at) {
+                    (Some(by), at) => format!("{by} at {}", time(at)),
+                    _ => "-".into(),
+                },
+            ]
+        })
+        .collect();
+    table(&headers, rows);
+}
+
 /// A decision's readings for people: `cpu 97.1% (critical: > 97%), memory 22.9 GiB (ok: >=
 /// 200 MiB)`; rows logged before evidence had units and thresholds: `cpu 97.0 %, memory 22.9
 /// GiB`.

@@ -232,6 +232,10 @@ pub struct ProcessorFields {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<i64>)]
     pub max_instances: Option<Option<i64>>,
+    /// The nodes that may run it, by name; `[]` (or `null`): any node sharing the catalog.
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<Vec<String>>)]
+    pub nodes: Option<Option<Vec<String>>>,
     /// The remote node's address (a remote processor); `null` makes it local.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
@@ -260,6 +264,7 @@ impl ProcessorFields {
         ProcessorPatch {
             instances: self.instances,
             max_instances: self.max_instances,
+            nodes: self.nodes.clone().map(Option::unwrap_or_default),
             ip_address: self.ip_address.clone(),
             port: self.port,
             rpc_user: self.rpc_user.clone(),

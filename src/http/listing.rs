@@ -305,11 +305,14 @@ async fn list_decisions(
     ))
 }
 
-/// Nodes sharing this catalog.
+/// Nodes sharing this catalog: name, host, pid, version, start, heartbeat and its age, lease
+/// TTL, and whether each is alive, dead (its heartbeat older than its TTL), fenced (swept by
+/// another node) or stopped.
 #[utoipa::path(tag = "node", responses((status = 200, body = Vec<NodeView>)))]
 #[get("/api/v1/nodes")]
 async fn list_nodes(state: State) -> Result<web::Json<Vec<NodeView>>, ApiError> {
-    Ok(web::Json(state.read(|ops| ops.nodes()).await?))
+    let now = crate::catalog::now_ms();
+    Ok(web::Json(state.read(move |ops| ops.nodes(now)).await?))
 }
 
 /// The kinds of stats recorded.

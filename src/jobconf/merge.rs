@@ -70,7 +70,7 @@ macro_rules! keep_unnamed {
 
 fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &BTreeSet<String>) {
     keep_unnamed!(named, new, old, [
-        "instances" => instances, "max_instances" => max_instances,
+        "instances" => instances, "max_instances" => max_instances, "nodes" => nodes,
         "ip_address" => ip_address, "port" => port, "rpc_user" => rpc_user,
         "rpc_password" => rpc_password, "enabled" => enabled,
     ]);

@@ -94,6 +94,9 @@ pub struct ProcessorDef {
     pub instances: i64,
     /// Upper bound for the self-tuning policy; `None` = `instances`.
     pub max_instances: Option<i64>,
+    /// The nodes that may run it, by name (sorted); empty: any node sharing the catalog. A
+    /// node starts only the processors it may run, and schedules and claims only their jobs.
+    pub nodes: Vec<String>,
     /// Set for a remote processor (another node).
     pub ip_address: Option<String>,
     /// The remote node's API port.
@@ -152,6 +155,7 @@ impl std::fmt::Debug for ProcessorDef {
         f.debug_struct("ProcessorDef")
             .field("instances", &shown.instances)
             .field("max_instances", &shown.max_instances)
+            .field("nodes", &shown.nodes)
             .field("ip_address", &shown.ip_address)
             .field("port", &shown.port)
             .field("rpc_user", &shown.rpc_user)
@@ -166,6 +170,7 @@ impl Default for ProcessorDef {
         Self {
             instances: 1,
             max_instances: None,
+            nodes: Vec::new(),
             ip_address: None,
             port: None,
             rpc_user: None,
@@ -458,6 +463,22 @@ fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
             "max_instances",
             format!("{max} is below instances = {}", proc.instances),
         );
+    }
+    for (i, node) in proc.nodes.iter().enumerate() {
+        let problem = if node.trim().is_empty() {
+            Some("a node name is empty".to_string())
+        } else if node.trim() != node {
+            Some(format!("`{node}` has spaces around it"))
+        } else if node.contains(',') {
+            Some(format!("`{node}`: a node name cannot contain a comma"))
+        } else if proc.nodes[..i].contains(node) {
+            Some(format!("`{node}` is named twice"))
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            p.push(s, name, "nodes", problem);
+        }
     }
     if let Some(port) = proc.port
         && !(1..=65535).contains(&port)

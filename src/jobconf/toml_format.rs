@@ -180,6 +180,11 @@ fn read_processor(r: &mut Reader<'_>) -> ProcessorDef {
     ProcessorDef {
         instances: r.int("instances").unwrap_or(1),
         max_instances: r.int("max_instances"),
+        nodes: {
+            let mut nodes = r.string_list("nodes").unwrap_or_default();
+            nodes.sort();
+            nodes
+        },
         ip_address: r.string("ip_address"),
         port: r.int("port"),
         rpc_user: r.string("rpc_user"),
@@ -550,6 +555,10 @@ pub fn render(file: &CatalogFile) -> Result<String, String> {
         let mut e = Entry::new(&mut out, "processor", name);
         e.int_if("instances", p.instances, true);
         e.opt_int("max_instances", p.max_instances);
+        if !p.nodes.is_empty() {
+            let list = Value::Array(p.nodes.iter().cloned().map(Value::String).collect());
+            e.raw("nodes", &list);
+        }
         e.opt_str("ip_address", &p.ip_address);
         e.opt_int("port", p.port);
         e.opt_str("rpc_user", &p.rpc_user);

@@ -2,13 +2,13 @@
 //! [`Engine`] handle, so a face inside the node process needs no catalog lock for them), the
 //! nodes sharing the catalog, groups, and stats as bounded time series.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value as Json;
 use utoipa::ToSchema;
 
 use super::view::Time;
 use super::{OpError, Ops};
-use crate::catalog::observe::SeriesFilter;
+use crate::catalog::observe::{NodeRow, SeriesFilter};
 use crate::runtime::{Engine, EngineError};
 
 /// The most runs one trigger request may queue.
@@ -125,11 +125,51 @@ pub async fn set_paused(engine: &Engine, paused: bool) -> Result<(bool, NodeStat
     Ok((before, status(engine).await?))
 }
 
+/// Where a node sharing the catalog stands, from its row and the time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    /// Its heartbeat is younger than its lease TTL.
+    Alive,
+    /// Its heartbeat is older than its lease TTL (killed, stopped or cut off) and no sweep
+    /// fenced it yet (no other node is alive to sweep it).
+    Dead,
+    /// Another node's sweep fenced it after its heartbeat stopped: its runs went back to the
+    /// queue, and its process, if it still runs, stops at its next heartbeat.
+    Fenced,
+    /// It released its name at a clean stop.
+    Stopped,
+}
+
+impl NodeState {
+    /// The state of a node whose row says `row`, at `now` (epoch ms).
+    pub fn of(row: &NodeRow, now: i64) -> Self {
+        match (row.pid, row.heartbeat_at) {
+            (None, _) | (_, None) => NodeState::Stopped,
+            _ if row.fenced_at.is_some() => NodeState::Fenced,
+            (_, Some(at)) if now - at > row.lease_ttl => NodeState::Dead,
+            _ => NodeState::Alive,
+        }
+    }
+
+    /// The spelling in tables and JSON.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NodeState::Alive => "alive",
+            NodeState::Dead => "dead",
+            NodeState::Fenced => "fenced",
+            NodeState::Stopped => "stopped",
+        }
+    }
+}
+
 /// A node sharing the catalog.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct NodeView {
     /// Its name.
     pub name: String,
+    /// alive, dead, fenced or stopped.
+    pub state: NodeState,
     /// Its host.
     pub host: Option<String>,
     /// Its process id while it runs.
@@ -140,6 +180,17 @@ pub struct NodeView {
     pub started_at: Option<Time>,
     /// Its last heartbeat (none once it stopped).
     pub heartbeat_at: Option<Time>,
+    /// How long ago its last heartbeat was, ms, when this view was made.
+    pub heartbeat_age_ms: Option<i64>,
+    /// The lease TTL it stated, ms.
+    pub lease_ttl_ms: i64,
+    /// When another node's sweep fenced it.
+    pub fenced_at: Option<Time>,
+    /// The node that fenced it.
+    pub fenced_by: Option<String>,
+    /// Its completions rejected for a stale claim token (late ones, after its runs were given
+    /// to another node).
+    pub stale_completions: i64,
 }
 
 /// A job group.
@@ -301,18 +352,24 @@ impl Ops {
         })
     }
 
-    /// Every node sharing the catalog.
-    pub fn nodes(&self) -> Result<Vec<NodeView>, OpError> {
+    /// Every node sharing the catalog, and where each stands at `now` (epoch ms).
+    pub fn nodes(&self, now: i64) -> Result<Vec<NodeView>, OpError> {
         let rows = self.catalog.nodes().map_err(self.within("listing nodes"))?;
         Ok(rows
             .into_iter()
             .map(|n| NodeView {
+                state: NodeState::of(&n, now),
+                heartbeat_age_ms: n.heartbeat_at.map(|at| (now - at).max(0)),
                 name: n.name,
                 host: n.host,
                 pid: n.pid,
                 version: n.version,
                 started_at: Time::opt(n.started_at),
                 heartbeat_at: Time::opt(n.heartbeat_at),
+                lease_ttl_ms: n.lease_ttl,
+                fenced_at: Time::opt(n.fenced_at),
+                fenced_by: n.fenced_by,
+                stale_completions: n.stale_completions,
             })
             .collect())
     }

@@ -99,6 +99,11 @@ pub struct DecisionQuery {
     pub limit: i64,
 }
 
+/// A node whose heartbeat is older than this looks silent on the overview: three of the
+/// default heartbeats (`node.heartbeat_interval`, 5 s), before a sweep (`node.lease_ttl`, six)
+/// gives its runs to other nodes.
+pub const SILENT_MS: i64 = 15_000;
+
 impl Ops {
     /// Runs finished per `step` ms over `[from, to)`, by outcome.
     pub fn throughput(&self, from: i64, to: i64, step: i64) -> Result<ThroughputView, OpError> {
@@ -145,9 +150,9 @@ impl Ops {
     }
 
     /// Runs that look stuck at `now`: past their timeout, or on a node silent for longer than
-    /// a node name is held ([`crate::runtime::tenure::STALE_AFTER`]).
+    /// [`SILENT_MS`].
     pub fn stuck(&self, now: i64) -> Result<StuckView, OpError> {
-        let silent = crate::runtime::tenure::STALE_AFTER.as_millis() as i64;
+        let silent = SILENT_MS;
         let (running, overdue, oldest) = self
             .catalog
             .stuck_runs(now, now - silent, now - OVERDUE_MS, 50)

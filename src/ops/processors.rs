@@ -18,6 +18,8 @@ pub struct ProcessorView {
     pub instances: i64,
     /// Upper bound for the self-tuning policy.
     pub max_instances: Option<i64>,
+    /// The nodes that may run it; empty: any node sharing the catalog.
+    pub nodes: Vec<String>,
     /// `host:port` of the remote node; `None` for a local processor.
     pub remote: Option<String>,
     /// User on the remote node.
@@ -54,6 +56,8 @@ pub struct ProcessorPatch {
     pub instances: Option<i64>,
     /// Upper bound for self-tuning.
     pub max_instances: Option<Option<i64>>,
+    /// The nodes that may run it (empty: any node).
+    pub nodes: Option<Vec<String>>,
     /// The remote node's address.
     pub ip_address: Option<Option<String>>,
     /// The remote node's API port.
@@ -76,6 +80,12 @@ impl ProcessorPatch {
         }
         set(&mut p.instances, &self.instances);
         set(&mut p.max_instances, &self.max_instances);
+        if let Some(nodes) = &self.nodes {
+            // Stored sorted, as a file is read: a patch and an import of the same list agree.
+            let mut nodes = nodes.clone();
+            nodes.sort();
+            p.nodes = nodes;
+        }
         set(&mut p.ip_address, &self.ip_address);
         set(&mut p.port, &self.port);
         set(&mut p.rpc_user, &self.rpc_user);
@@ -103,6 +113,7 @@ impl Ops {
                     remote: def.address(),
                     rpc_password: def.redacted().rpc_password,
                     rpc_user: def.rpc_user,
+                    nodes: def.nodes,
                     name: r.name,
                     instances: r.instances,
                     max_instances: r.max_instances,

@@ -79,6 +79,9 @@ pub enum EngineError {
         /// How long ago it last proved alive.
         age_ms: i64,
     },
+    /// The configuration does not hold together (a value no serde type refuses).
+    #[error(transparent)]
+    Config(#[from] crate::config::ConfigError),
     /// The engine's actors are gone.
     #[error("the engine is not running")]
     Stopped,
@@ -182,13 +185,18 @@ impl EngineBuilder {
         let node_name = cfg.node_name();
         let host = sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into());
         let pid = i64::from(std::process::id());
+        let cadence = cfg.cadence().ok_or(crate::config::ConfigError::Invalid {
+            key: "node.lease_ttl",
+            reason: "must be 0 or at least three heartbeat intervals".into(),
+        })?;
         let who = crate::catalog::node::Applicant {
             name: &node_name,
             host: &host,
             pid,
             version: env!("CARGO_PKG_VERSION"),
+            lease_ttl_ms: cadence.ttl_ms(),
         };
-        let lease = tenure::take_name(&mut catalog, &who, &*self.clock)?;
+        let lease = tenure::take_name(&mut catalog, &who, &*self.clock, cadence)?;
         let node_id = lease.node_id;
         let written = catalog
             .written_objects()
@@ -281,7 +289,7 @@ impl EngineBuilder {
         ));
         let supervisor = sup_ctx.run(
             supervisor::Supervisor::new(
-                Arc::new(tenure::Tenure::new(lease)),
+                Arc::new(tenure::Tenure::new(lease, cadence)),
                 reader.clone(),
                 catalog_writer,
                 env,

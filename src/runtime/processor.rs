@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
@@ -63,6 +63,15 @@ pub struct SetInstances(pub usize);
 #[derive(Message)]
 #[rtype(result = "()")]
 pub struct Drain(pub Duration);
+
+/// The node lost its name (another process took it, or another node's sweep fenced it): claim
+/// and start nothing more, forget the claimed runs not started (another node has them now),
+/// and answer once the completions of the runs that finished have been offered to the catalog
+/// — each rejected by its stale claim token, and counted — or after the duration, whichever
+/// comes first. Runs still executing are left to end with the process.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Fence(pub Duration);
 
 /// Pause (true) or resume (false) jobs that write data objects, except maintenance jobs.
 #[derive(Message)]
@@ -141,8 +150,6 @@ pub struct ProcessorConfig {
     pub node_id: i64,
     /// How long past its timeout a claimed run's lease lasts, ms.
     pub lease_ms: i64,
-    /// Source of claim tokens, shared by the node's processors.
-    pub tokens: Arc<AtomicI64>,
     /// The node's hold on its name: nothing is claimed or started while it is not valid.
     pub tenure: Arc<Tenure>,
     /// Shared by the node's processors: one suspect run executes at a time.
@@ -203,6 +210,8 @@ pub struct Processor {
     claiming: bool,
     paused: bool,
     draining: bool,
+    /// The node lost its name: nothing claimed is ours any more.
+    fenced: bool,
     interrupting: bool,
     wake_again: bool,
     timer: Option<SpawnHandle>,
@@ -261,6 +270,7 @@ impl Processor {
             claiming: false,
             paused: false,
             draining: false,
+            fenced: false,
             interrupting: false,
             wake_again: false,
             timer: None,
@@ -346,7 +356,6 @@ impl Processor {
             self.cfg.lease_ms,
             self.writes_paused,
         );
-        let first_token = self.cfg.tokens.fetch_add(limit as i64, Ordering::Relaxed);
         let now = self.now();
         let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
         let claim = async move {
@@ -358,7 +367,6 @@ impl Processor {
                     limit,
                     now,
                     lease_ms: lease,
-                    first_token,
                     writes_paused: paused,
                 })
                 .await
@@ -377,6 +385,10 @@ impl Processor {
         ctx: &mut Context<Self>,
     ) {
         self.claiming = false;
+        if self.fenced {
+            // Claimed before the name was lost: another node has these runs now.
+            return;
+        }
         let claim = match result {
             Ok(claim) => claim,
             Err(CatalogError::Fenced { .. }) => {
@@ -961,6 +973,29 @@ impl Handler<CancelRuns> for Processor {
             }
         }
         self.flush(ctx);
+    }
+}
+
+impl Handler<Fence> for Processor {
+    type Result = ResponseFuture<()>;
+
+    fn handle(&mut self, msg: Fence, ctx: &mut Context<Self>) -> ResponseFuture<()> {
+        self.fenced = true;
+        self.paused = true;
+        self.draining = true;
+        if let Some(h) = self.timer.take() {
+            ctx.cancel_future(h);
+        }
+        // Not started, so not executed here: forgotten, not reported (a report would only be
+        // rejected as stale).
+        self.local.clear();
+        let (tx, rx) = oneshot::channel();
+        self.drained.push(tx);
+        self.flush(ctx);
+        self.check_drained();
+        Box::pin(async move {
+            let _ = tokio::time::timeout(msg.0, rx).await;
+        })
     }
 }
 

@@ -4,13 +4,13 @@
 //! backoff before it claims, a restarted writer reopens its connection), keeps the
 //! node's heartbeat, receives health reports, and drains everything at shutdown.
 //!
-//! Invariant: a processor exists for every enabled processor row (a remote one's executions
-//! are calls to its node) and for no other; at shutdown, processors stop claiming before
+//! Invariant: a processor exists for every enabled processor row this node may run (one that
+//! names no nodes, or names this one; a remote one's executions are calls to its node) and for
+//! no other; at shutdown, processors stop claiming before
 //! anything else stops, and the node name is released last.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -19,15 +19,15 @@ use serde::Serialize;
 use super::events::{Event, EventBus};
 use super::health::HealthReport;
 use super::processor::{
-    self, CancelRuns, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances,
-    SetPaused, SetWritesPaused, SuspectGate, TakeUtilization, Utilization,
+    self, CancelRuns, Drain, Fence, GetStatus, Processor, ProcessorConfig, ProcessorStatus,
+    SetInstances, SetPaused, SetWritesPaused, SuspectGate, TakeUtilization, Utilization, Wake,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
 use super::tuning::{self, StatsBook};
 use crate::catalog::CatalogError;
 use crate::catalog::activation::{DecisionContext, JobActivation};
-use crate::catalog::node::NodeHolder;
+use crate::catalog::node::{NodeHolder, Swept};
 use crate::catalog::queue::{LocalProcessor, StatSample};
 use crate::catalog::reader::Reader;
 use crate::catalog::verbs::{ActivationChange, DecidedStep};
@@ -36,8 +36,9 @@ use crate::executor::ExecEnv;
 use crate::model::{ActivationState, Pin};
 use crate::policy::{Action, Cause, Decision, JobView, Policy, PolicyConfig, ProcessorView};
 
-/// How often the node's heartbeat is written.
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// How long a node that lost its name waits for its processors to offer the completions of
+/// runs that finished (each rejected by its stale claim token, and counted) before it stops.
+const FENCED_GRACE: Duration = Duration::from_secs(1);
 
 /// Most decision batches kept while their write fails (the disk is full); older ones go.
 const MAX_UNRECORDED: usize = 64;
@@ -91,7 +92,6 @@ pub struct Supervisor {
     env: ExecEnv,
     scheduler: Addr<Scheduler>,
     processors: HashMap<i64, (LocalProcessor, Addr<Processor>)>,
-    tokens: Arc<AtomicI64>,
     lease_ms: i64,
     last_health: Option<HealthReport>,
     paused: bool,
@@ -126,10 +126,9 @@ impl Supervisor {
         scheduler: Addr<Scheduler>,
         policy: PolicyConfig,
     ) -> Self {
-        // Claim tokens grow with time across restarts, and with each claim within one.
-        let tokens = Arc::new(AtomicI64::new(env.clock.now_ms() << 10));
         Self {
             node_id: tenure.lease().node_id,
+            lease_ms: tenure.cadence().ttl_ms(),
             tenure,
             suspects: Arc::new(SuspectGate::default()),
             reader,
@@ -137,8 +136,6 @@ impl Supervisor {
             env,
             scheduler,
             processors: HashMap::new(),
-            tokens,
-            lease_ms: 60_000,
             last_health: None,
             paused: false,
             stopping: false,
@@ -655,7 +652,6 @@ impl Supervisor {
             instances: instances.max(1) as usize,
             node_id: self.node_id,
             lease_ms: self.lease_ms,
-            tokens: self.tokens.clone(),
             tenure: self.tenure.clone(),
             suspects: self.suspects.clone(),
             events: self.events.clone(),
@@ -676,46 +672,114 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.activate_minimum(ctx);
         self.sync_processors(ctx);
-        ctx.run_interval(HEARTBEAT, |act, ctx| act.heartbeat(ctx));
+        let every = Duration::from_millis(self.tenure.cadence().heartbeat_ms() as u64);
+        ctx.run_interval(every, |act, ctx| act.heartbeat(ctx));
     }
 }
 
 impl Supervisor {
-    /// Writes the heartbeat under this process's generation: it renews the tenure, or finds
-    /// that another process took the name.
+    /// Writes the heartbeat under this process's generation: it renews the tenure and the
+    /// leases of the runs the node holds, or finds that another process took the name (or a
+    /// sweep fenced it). A confirmed heartbeat is followed by a sweep of the dead nodes.
     fn heartbeat(&mut self, ctx: &mut Context<Self>) {
         if self.tenure.is_lost() {
             return;
         }
         let (writer, lease, mark) = (self.writer.clone(), self.tenure.lease(), self.tenure.mark());
-        let now = self.now();
-        let beat = async move { writer.heartbeat(lease, now).await };
+        let (now, ttl) = (self.now(), self.tenure.cadence().ttl_ms());
+        let beat = async move { writer.heartbeat(lease, now, ttl).await };
         ctx.spawn(
             beat.into_actor(self)
-                .map(move |result, act, _| match result {
-                    Ok(None) => act.tenure.confirm(mark),
-                    Ok(Some(taker)) => act.fenced(taker),
+                .map(move |result, act, ctx| match result {
+                    Ok(None) => {
+                        act.tenure.confirm(mark);
+                        act.sweep(ctx);
+                    }
+                    Ok(Some(taker)) => act.fenced(taker, ctx),
                     Err(e) => super::log_write_error("heartbeat", &e),
                 }),
         );
     }
 
-    /// Another process took the node name: stop claiming and starting at once, and stop the
-    /// node without touching the runs (they are the taker's now).
-    fn fenced(&mut self, taker: Option<NodeHolder>) {
+    /// Sweeps the nodes sharing the catalog whose heartbeat stopped for longer than their
+    /// lease TTL: fences them and returns their runs whose leases expired to the queue, then
+    /// wakes this node's processors to claim them.
+    fn sweep(&mut self, ctx: &mut Context<Self>) {
+        if self.stopping {
+            return;
+        }
+        let (writer, fence, now) = (self.writer.clone(), self.tenure.lease(), self.now());
+        let sweep = async move { writer.sweep(fence, now).await };
+        ctx.spawn(
+            sweep
+                .into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok(swept) => act.on_swept(&swept, now),
+                    // This node lost its name meanwhile: its next heartbeat says so.
+                    Err(CatalogError::Fenced { .. }) => {}
+                    Err(e) => super::log_write_error("sweeping dead nodes", &e),
+                }),
+        );
+    }
+
+    fn on_swept(&mut self, swept: &[Swept], now: i64) {
+        for s in swept {
+            super::tenure::log_sweep(s, now);
+        }
+        if swept.iter().any(|s| !s.recovery.requeued.is_empty()) {
+            for (_, addr) in self.processors.values() {
+                addr.do_send(Wake);
+            }
+        }
+    }
+
+    /// Another process took the node name, or another node's sweep fenced this one: stop
+    /// claiming and starting at once, give the processors a moment to offer the completions
+    /// of runs that finished (each is rejected by its stale claim token and counted: the runs
+    /// are another node's now), and stop the node without requeueing anything.
+    fn fenced(&mut self, holder: Option<NodeHolder>, ctx: &mut Context<Self>) {
         self.tenure.lose();
         self.stopping = true;
         self.scheduler.do_send(PauseSchedules(true));
-        for (_, addr) in self.processors.values() {
-            addr.do_send(SetPaused(true));
-        }
-        let by = taker.map_or_else(
-            || "another process".to_string(),
-            |t| format!("pid {} on host {}", t.pid, t.host),
+        let offered: Vec<_> = self
+            .processors
+            .values()
+            .map(|(_, addr)| addr.send(Fence(FENCED_GRACE)))
+            .collect();
+        let ttl = self.tenure.cadence().ttl_ms();
+        let reason = match holder {
+            Some(NodeHolder {
+                fenced_by: Some(by),
+                ..
+            }) => format!(
+                "node `{by}` fenced this node: its heartbeat was older than its lease TTL of \
+                 {ttl} ms (this process was stopped or cut off), and its runs went back to the \
+                 queue: stopping; completions of runs that finished meanwhile were rejected \
+                 by their stale claim tokens"
+            ),
+            other => {
+                let by = other.map_or_else(
+                    || "another process".to_string(),
+                    |t| format!("pid {} on host {}", t.pid, t.host),
+                );
+                format!(
+                    "the node name was taken by {by} while this process did not renew it \
+                     (stopped or cut off past its heartbeats): stopping without requeueing its \
+                     runs; completions of runs that finished meanwhile were rejected by their \
+                     stale claim tokens"
+                )
+            }
+        };
+        let fatal = self.env.fatal.clone();
+        ctx.spawn(
+            async move {
+                for offer in offered {
+                    let _ = offer.await;
+                }
+                fatal.raise(reason);
+            }
+            .into_actor(self),
         );
-        self.env.fatal.raise(format!(
-            "the node name was taken by {by} while this process did not renew it (stopped or cut              off past its heartbeats): stopping without recording or requeueing its runs"
-        ));
     }
 }
 

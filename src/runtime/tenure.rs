@@ -5,9 +5,11 @@
 //!
 //! Why a tenure and not only the catalog's generation check: runs claimed before a process was
 //! stopped (SIGSTOP, a frozen VM) sit in its processors' buffers; when it continues, it could
-//! start them before its next heartbeat finds that the name was taken. So a process starts
-//! nothing once its last confirmed heartbeat is older than [`VALID_FOR`], which is shorter than
-//! the time a taker waits (the stale threshold, then a watched heartbeat interval).
+//! start them before its next heartbeat finds that the name was taken, or that another node
+//! swept it. So a process starts nothing once its last confirmed heartbeat is older than
+//! [`Cadence::valid_for_ms`] (two heartbeats), which is shorter than the time a taker waits (the
+//! stale threshold, then a watched heartbeat interval) and than the lease TTL after which a
+//! sweep may give its runs away.
 //!
 //! Invariant: a process claims and starts runs only while its tenure is valid; once another
 //! process took its name it never becomes valid again.
@@ -16,25 +18,16 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::EngineError;
-use super::supervisor::HEARTBEAT;
 use crate::catalog::Catalog;
 use crate::catalog::node::{self, Applicant, NodeHolder, NodeLease, Registration};
 use crate::executor::Clock;
-
-/// A holder whose heartbeat is older than this is stale.
-pub const STALE_AFTER: Duration = Duration::from_secs(3 * HEARTBEAT.as_secs());
-
-/// How long a confirmed heartbeat lets this process claim and start runs: two heartbeats, well
-/// below what a taker waits (`STALE_AFTER` plus a watched heartbeat interval).
-pub const VALID_FOR: Duration = Duration::from_secs(2 * HEARTBEAT.as_secs());
-
-/// How long a taker watches a stale holder that may be alive: a heartbeat interval and a margin.
-const WATCH_FOR: Duration = Duration::from_secs(HEARTBEAT.as_secs() + 1);
+use crate::lease::Cadence;
 
 /// This process's hold on its node name, as its heartbeats last confirmed it.
 #[derive(Debug)]
 pub struct Tenure {
     lease: NodeLease,
+    cadence: Cadence,
     origin: Instant,
     /// When the latest confirmed heartbeat was sent, ms after `origin`.
     confirmed_ms: AtomicI64,
@@ -42,10 +35,11 @@ pub struct Tenure {
 }
 
 impl Tenure {
-    /// A tenure just taken (registration is a confirmation).
-    pub fn new(lease: NodeLease) -> Self {
+    /// A tenure just taken (registration is a confirmation), renewed at `cadence`.
+    pub fn new(lease: NodeLease, cadence: Cadence) -> Self {
         Self {
             lease,
+            cadence,
             origin: Instant::now(),
             confirmed_ms: AtomicI64::new(0),
             lost: AtomicBool::new(false),
@@ -55,6 +49,11 @@ impl Tenure {
     /// The lease heartbeats and claims carry.
     pub fn lease(&self) -> NodeLease {
         self.lease
+    }
+
+    /// How often it is renewed, and how long its leases hold.
+    pub fn cadence(&self) -> Cadence {
+        self.cadence
     }
 
     /// A reading to take just before sending a heartbeat, and to confirm with once it landed.
@@ -80,8 +79,7 @@ impl Tenure {
     /// Whether this process may claim and start runs now.
     pub fn is_valid(&self) -> bool {
         !self.is_lost()
-            && self.mark() - self.confirmed_ms.load(Ordering::Acquire)
-                < VALID_FOR.as_millis() as i64
+            && self.mark() - self.confirmed_ms.load(Ordering::Acquire) < self.cadence.valid_for_ms()
     }
 }
 
@@ -92,11 +90,13 @@ pub fn take_name(
     catalog: &mut Catalog,
     who: &Applicant<'_>,
     clock: &dyn Clock,
+    cadence: Cadence,
 ) -> Result<NodeLease, EngineError> {
     let mut watched: Option<NodeHolder> = None;
+    let watch_for = Duration::from_millis(cadence.watch_for_ms() as u64);
     loop {
         let now = clock.now_ms();
-        let stale = STALE_AFTER.as_millis() as i64;
+        let stale = cadence.stale_after_ms();
         let path = catalog.path().to_path_buf();
         let taken = catalog
             .try_take_node_name(who, now, stale, is_alive, watched.as_ref())
@@ -131,9 +131,9 @@ pub fn take_name(
                     host = %holder.host,
                     heartbeat_age_ms = now - holder.heartbeat_at,
                     "the node name's holder stopped its heartbeat but may be alive; watching it for {:?}",
-                    WATCH_FOR
+                    watch_for
                 );
-                std::thread::sleep(WATCH_FOR);
+                std::thread::sleep(watch_for);
                 watched = Some(holder);
             }
         }
@@ -159,6 +159,48 @@ fn log_recovery(r: &node::Recovery) {
     }
     for (run, crashes) in &r.quarantined {
         tracing::error!(
+            run,
+            crashes,
+            "run quarantined (dead): the node died while it ran {crashes} times"
+        );
+    }
+}
+
+/// Says what a sweep did to a dead node: which node, how long its heartbeat had stopped,
+/// whether it was fenced, and the runs it returned to the queue (a long list is cut; the audit
+/// row has them all), quarantined or recorded cancelled.
+pub(super) fn log_sweep(s: &node::Swept, now: i64) {
+    const SHOWN: usize = 50;
+    let silent_ms = s.heartbeat_at.map(|at| now - at);
+    let ids: Vec<i64> = s.recovery.requeued.iter().copied().take(SHOWN).collect();
+    let more = if s.recovery.requeued.len() > SHOWN {
+        " …"
+    } else {
+        ""
+    };
+    tracing::warn!(
+        dead_node = %s.name,
+        pid = ?s.pid,
+        host = ?s.host,
+        heartbeat_age_ms = ?silent_ms,
+        lease_ttl_ms = s.lease_ttl,
+        fenced_generation = ?s.fenced,
+        requeued = s.recovery.requeued.len(),
+        "swept node `{}`: its heartbeat stopped for longer than its lease TTL{}; runs whose leases \
+         expired returned to the queue: {ids:?}{more}",
+        s.name,
+        if s.fenced.is_some() { ", so it was fenced" } else { "" },
+    );
+    if !s.recovery.cancelled.is_empty() {
+        tracing::info!(
+            dead_node = %s.name,
+            runs = ?s.recovery.cancelled,
+            "runs of a swept node that an operator had asked to cancel were recorded cancelled"
+        );
+    }
+    for (run, crashes) in &s.recovery.quarantined {
+        tracing::error!(
+            dead_node = %s.name,
             run,
             crashes,
             "run quarantined (dead): the node died while it ran {crashes} times"

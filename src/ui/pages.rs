@@ -756,20 +756,16 @@ pub(super) async fn nodes(
     ui: web::Data<Ui>,
     session: Session,
 ) -> Result<HttpResponse, UiError> {
-    let list = api.read(|ops| ops.nodes()).await?;
-    let fmt = fmt(&api).await;
     let now = crate::catalog::now_ms();
+    let list = api.read(move |ops| ops.nodes(now)).await?;
+    let fmt = fmt(&api).await;
     let me = api.engine.node_name().to_string();
     let rows = list
         .into_iter()
         .map(|n| {
-            let age = n.heartbeat_at.map(|t| now - t.ms());
+            let age = n.heartbeat_age_ms;
             NodeRow {
-                state: match age {
-                    None => "stopped",
-                    Some(a) if a < 60_000 => "alive",
-                    Some(_) => "silent",
-                },
+                state: n.state.as_str(),
                 heartbeat: match age {
                     Some(a) => format!(
                         "{} ({} ago)",

@@ -2,8 +2,9 @@
 //! through crashes (1, `crash`), a poison job (2, `poison`), a full disk (3, `disk`), clock
 //! jumps (4, `clock`), corrupt or foreign files — refused by every command, and a catalog
 //! damaged under a running node (5, `files`) —, a stopped process whose name is taken
-//! (6, `fence`), proptest targets for the parsers (7, `fuzz`, with its corpus in `corpus/`), and
-//! kills during an inbox's stream of files (8, `inbox`). A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! (6, `fence`), proptest targets for the parsers (7, `fuzz`, with its corpus in `corpus/`),
+//! kills during an inbox's stream of files (8, `inbox`), and three nodes on one SQLite file — a
+//! drain, a node killed, a node stopped past its lease, a per-second job (9, `fleet`). A binary of its own, and its scenarios one at a time (`serial`), so that no
 //! other test's load changes their timing.
 //!
 //! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery
@@ -18,6 +19,7 @@ mod crash;
 mod disk;
 mod fence;
 mod files;
+mod fleet;
 mod fuzz;
 mod inbox;
 mod poison;

@@ -290,6 +290,24 @@ const BROKEN: &[(&str, &str, &str, &str)] = &[
         "backoff_max = 10",
         "below backoff_base",
     ),
+    (
+        "a processor's empty node name",
+        "[processor.pinned]\nnodes = [\"a\", \"\"]\n",
+        "nodes = [",
+        "a node name is empty",
+    ),
+    (
+        "a processor's node named twice",
+        "[processor.pinned]\nnodes = [\"a\", \"b\", \"a\"]\n",
+        "nodes = [",
+        "`a` is named twice",
+    ),
+    (
+        "a processor's nodes not a list",
+        "[processor.pinned]\nnodes = \"a\"\n",
+        "nodes = ",
+        "a list of strings",
+    ),
 ];
 
 /// The 1-based number of the first line containing `needle`, searching from `from`.
@@ -398,7 +416,7 @@ fn import_export_import_round_trips_exactly() {
     let file = ws.write(
         "rich.conf",
         &format!(
-            "{BASE}[job.rich]\ntype = \"command\"\nprocessor = \"main\"\ngroup = \"reporting\"\ndescription = \"all fields\"\npriority = -3\nrequired = true\nenabled = false\ntimeout = 2500\nrun_at = \"03:30\"\nrun_date = \"#last_day_of_month#\"\ntimezone = \"Europe/Paris\"\nmisfire_policy = \"all\"\nmisfire_window = 600000\nmax_catchup = 3\noverlap_policy = \"allow\"\nmax_overlap = 2\nmax_attempts = 5\nbackoff_base = 200\nbackoff_max = 9000\nobjects = [\"data\"]\npayload = {{ argv = [\"echo\", \"hi\"], env = {{ A = \"1\" }}, limits = [1, 2.5, true] }}\n\n[job.always]\ntype = \"url\"\nprocessor = \"main\"\nrun_always = true\nrun_delay = 200\npayload = {{ url = \"https://example.invalid/x\", method = \"POST\" }}\n\n[job.cronned]\ntype = \"rpc\"\nprocessor = \"remote\"\ncron = \"*/15 * * * * *\"\npayload = {{ method = \"ping\" }}\n"
+            "{BASE}[job.rich]\ntype = \"command\"\nprocessor = \"main\"\ngroup = \"reporting\"\ndescription = \"all fields\"\npriority = -3\nrequired = true\nenabled = false\ntimeout = 2500\nrun_at = \"03:30\"\nrun_date = \"#last_day_of_month#\"\ntimezone = \"Europe/Paris\"\nmisfire_policy = \"all\"\nmisfire_window = 600000\nmax_catchup = 3\noverlap_policy = \"allow\"\nmax_overlap = 2\nmax_attempts = 5\nbackoff_base = 200\nbackoff_max = 9000\nobjects = [\"data\"]\npayload = {{ argv = [\"echo\", \"hi\"], env = {{ A = \"1\" }}, limits = [1, 2.5, true] }}\n\n[job.always]\ntype = \"url\"\nprocessor = \"main\"\nrun_always = true\nrun_delay = 200\npayload = {{ url = \"https://example.invalid/x\", method = \"POST\" }}\n\n[job.cronned]\ntype = \"rpc\"\nprocessor = \"remote\"\ncron = \"*/15 * * * * *\"\npayload = {{ method = \"ping\" }}\n\n[processor.pinned]\nnodes = [\"b\", \"a\"]\n"
         ),
     );
     ws.ok(&["import", &file.display().to_string()]);
@@ -412,6 +430,8 @@ fn import_export_import_round_trips_exactly() {
     let report = ws.ok(&["import", &exported.display().to_string()]);
     assert!(report.contains("0 created, 0 updated"), "{report}");
     assert!(first.contains("[job.rich]") && first.contains("misfire_policy = \"all\""));
+    // A processor's nodes, sorted.
+    assert!(first.contains("nodes = [\"a\", \"b\"]"), "{first}");
 }
 
 /// A millix job.json: 4 processors (one with 2 instances), 5 objects, 10 function jobs.

@@ -8,6 +8,7 @@ mod cli;
 mod embed_example;
 mod embedding;
 mod engine;
+mod fleet;
 mod inbox;
 mod metrics;
 mod openapi;

@@ -1,0 +1,231 @@
+//! Nodes sharing one catalog (issue 16): `jobvisor nodes list` (and `/api/v1/nodes`) says where
+//! each stands; a processor that names its nodes runs only on them.
+
+use std::collections::BTreeMap;
+use std::process::Command;
+
+use serde_json::json;
+
+use crate::support::{Node, Workspace, api, queue_runs, runs_of, text, wait_for};
+
+/// `jobvisor nodes list --json` rows by name.
+fn listed(ws: &Workspace) -> std::collections::HashMap<String, serde_json::Value> {
+    let rows: Vec<serde_json::Value> =
+        serde_json::from_str(&ws.ok(&["--json", "nodes", "list"])).unwrap();
+    rows.into_iter()
+        .map(|r| (r["name"].as_str().unwrap().to_string(), r))
+        .collect()
+}
+
+/// Issue 16, build 5: three nodes on one catalog with a short heartbeat; one stops cleanly,
+/// one is killed. The list shows the survivor alive with a fresh heartbeat, the clean one
+/// stopped, and the killed one fenced by the survivor's sweep once its TTL passed — locally, as
+/// JSON, through the API and through `--url`.
+#[test]
+fn nodes_list_shows_each_node_alive_stopped_or_fenced_with_its_heartbeat_age() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    ws.set_node_env("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "200");
+    ws.set_node_env("JOBVISOR__NODE__LEASE_TTL", "800");
+    let a = ws.start_node("a");
+    let b = ws.start_node("b");
+    let c = ws.start_node("c");
+    let token = a.token.clone().unwrap();
+    let c_pid = c.child.id() as i64;
+    let all = listed(&ws);
+    for name in ["a", "b", "c"] {
+        assert_eq!(all[name]["state"], "alive", "{:?}", all[name]);
+        assert_eq!(all[name]["lease_ttl_ms"], 800);
+        assert!(all[name]["heartbeat_age_ms"].as_i64().unwrap() < 800);
+    }
+    assert_eq!(all["c"]["pid"], c_pid);
+    assert_eq!(b.stop(), Some(0));
+    c.crash();
+    let all = wait_for(20.0, "a to sweep c", || {
+        let all = listed(&ws);
+        (all["c"]["state"] == "fenced").then_some(all)
+    });
+    assert_eq!(all["a"]["state"], "alive");
+    assert_eq!(all["b"]["state"], "stopped");
+    assert_eq!(all["b"]["heartbeat_at"], serde_json::Value::Null);
+    assert_eq!(all["c"]["fenced_by"], "a");
+    assert!(all["c"]["heartbeat_age_ms"].as_i64().unwrap() > 800);
+    let table = ws.ok(&["nodes", "list"]);
+    let header = table.lines().next().unwrap();
+    for column in [
+        "NAME",
+        "STATE",
+        "HOST",
+        "PID",
+        "VERSION",
+        "STARTED",
+        "HEARTBEAT",
+    ] {
+        assert!(header.contains(column), "{table}");
+    }
+    let row_c = table.lines().find(|l| l.starts_with("c ")).unwrap();
+    assert!(
+        row_c.contains("fenced") && row_c.contains(" ago"),
+        "{table}"
+    );
+    let r = api(&a.api, Some(&token), "GET", "/api/v1/nodes", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let states: Vec<(String, String)> = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().into(),
+                n["state"].as_str().unwrap().into(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("a".into(), "alive".into()),
+            ("b".into(), "stopped".into()),
+            ("c".into(), "fenced".into())
+        ]
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+        .args(["--url", &a.api, "nodes", "list"])
+        .current_dir(dir.path())
+        .env_remove("JOBVISOR_CONFIG")
+        .env("JOBVISOR_TOKEN", &token)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let remote = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        remote
+            .lines()
+            .any(|l| l.starts_with("c ") && l.contains("fenced")),
+        "{remote}"
+    );
+    assert_eq!(a.stop(), Some(0));
+}
+
+/// The processors node `node` runs now (its status).
+fn running_processors(node: &Node, token: &str) -> Vec<String> {
+    let r = api(&node.api, Some(token), "GET", "/api/v1/node", None);
+    assert_eq!(r.status, 200, "{}", r.body);
+    let mut names: Vec<String> = r.json()["detail"]["processors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Succeeded runs of `job` by the node that ran them.
+fn ran_on(ws: &Workspace, job: &str) -> BTreeMap<String, usize> {
+    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .unwrap();
+    conn.prepare(
+        "SELECT n.node_name, count(*) FROM job_run r JOIN job j USING (job_id)
+         JOIN node n ON n.node_id = r.node_id
+         WHERE j.job_name = ?1 AND r.status = 'succeeded' GROUP BY n.node_name",
+    )
+    .unwrap()
+    .query_map([job], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))
+    .unwrap()
+    .map(Result::unwrap)
+    .collect()
+}
+
+/// Issue 16, build 4: a processor naming node `b` is started by `b` only, and its runs run on
+/// `b`; edited to name `a` while both run (`processors edit --nodes`), `b` drains it and `a`
+/// starts it, and the next runs run on `a`; the field shows in `processors list`, the API and
+/// the export, and clearing it (`null` through the API) lets both run it.
+#[test]
+fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let file = ws.write(
+        "pinned.conf",
+        "[processor.pinned]\ninstances = 2\nnodes = [\"b\"]\n\n[job.work]\ntype = \"function\"\n\
+         processor = \"pinned\"\noverlap_policy = \"allow\"\nmax_overlap = 1000\n\
+         payload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    let a = ws.start_node("a");
+    let b = ws.start_node("b");
+    let token = a.token.clone().unwrap();
+    assert!(!running_processors(&a, &token).contains(&"pinned".to_string()));
+    assert!(running_processors(&b, &token).contains(&"pinned".to_string()));
+    queue_runs(&ws.db(), "work", 50);
+    wait_for(30.0, "the runs on b", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 50).then_some(())
+    });
+    assert_eq!(ran_on(&ws, "work"), BTreeMap::from([("b".to_string(), 50)]));
+    // Moved to a while both run: each node notices the catalog change.
+    ws.ok(&["processors", "edit", "pinned", "--nodes", "a"]);
+    wait_for(20.0, "a to start the processor and b to drain it", || {
+        let (on_a, on_b) = (
+            running_processors(&a, &token),
+            running_processors(&b, &token),
+        );
+        (on_a.contains(&"pinned".to_string()) && !on_b.contains(&"pinned".to_string()))
+            .then_some(())
+    });
+    queue_runs(&ws.db(), "work", 50);
+    wait_for(30.0, "the next runs on a", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 100).then_some(())
+    });
+    assert_eq!(
+        ran_on(&ws, "work"),
+        BTreeMap::from([("a".to_string(), 50), ("b".to_string(), 50)])
+    );
+    assert_eq!(runs_of(&ws.db(), "work").len(), 100);
+    let listing = ws.ok(&["processors", "list"]);
+    assert!(
+        listing.lines().next().unwrap().contains("NODES"),
+        "{listing}"
+    );
+    let row = listing.lines().find(|l| l.starts_with("pinned")).unwrap();
+    assert!(row.split_whitespace().any(|c| c == "a"), "{listing}");
+    assert!(ws.ok(&["export"]).contains("nodes = [\"a\"]"));
+    let r = api(&a.api, Some(&token), "GET", "/api/v1/processors", None);
+    let pinned = r
+        .json()
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == "pinned")
+        .cloned();
+    assert_eq!(pinned.unwrap()["nodes"], json!(["a"]));
+    // A name that cannot be a node's is refused, naming the field.
+    let out = ws.run(&["processors", "edit", "pinned", "--nodes", "a,,b"]);
+    assert_eq!(out.status.code(), Some(65), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("nodes"),
+        "{}",
+        text(&out)
+    );
+    // Any node again.
+    let r = api(
+        &a.api,
+        Some(&token),
+        "PATCH",
+        "/api/v1/processors/pinned",
+        Some(&json!({ "nodes": null })),
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    wait_for(20.0, "both nodes to run the processor", || {
+        (running_processors(&a, &token).contains(&"pinned".to_string())
+            && running_processors(&b, &token).contains(&"pinned".to_string()))
+        .then_some(())
+    });
+    assert!(ws.ok(&["processors", "list"]).contains("any"));
+    assert_eq!(a.stop(), Some(0));
+    assert_eq!(b.stop(), Some(0));
+}
