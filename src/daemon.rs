@@ -210,8 +210,9 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     let addr = cfg.http.bind.clone();
     let (ops, admin_token) = api_ops(&cfg, &engine)?;
     let bound = listener.local_addr().ok().map(|a| a.ip());
+    let api_ops = std::sync::Arc::new(std::sync::Mutex::new(ops));
     let state = web::Data::new(crate::http::ApiState {
-        ops: std::sync::Arc::new(std::sync::Mutex::new(ops)),
+        ops: api_ops.clone(),
         engine: engine.clone(),
         auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
     });
@@ -267,7 +268,10 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         _ = signals.next() => {}
         reason = engine.fatal() => {
             // No graceful stop: requeueing and releasing the node name would write to a
-            // damaged file. The runs it left running are recovered once it is repaired.
+            // damaged file. The runs it left running are recovered once it is repaired. The
+            // API's own handle on the file, dropped when the server stops, checkpoints nothing
+            // into it either.
+            api_ops.lock().unwrap_or_else(|p| p.into_inner()).keep_bytes();
             handle.stop(false).await;
             return Err(DaemonError::Fatal(reason));
         }

@@ -304,6 +304,8 @@ pub struct Catalog {
     conn: Connection,
     pool: Pool<SqliteConnectionManager>,
     read_only: bool,
+    /// The file keeps its bytes from now on ([`Catalog::keep_bytes`]).
+    kept: bool,
 }
 
 /// Epoch milliseconds now (the catalog layer stamps audit rows; the pure core never reads a clock).
@@ -380,7 +382,22 @@ impl Catalog {
             conn,
             pool,
             read_only: access == Access::ReadOnly,
+            kept: false,
         })
+    }
+
+    /// From now on this handle copies nothing into the file: no [`Catalog::settle`], and no
+    /// checkpoint when its connection closes (SQLite runs one when the last connection to a WAL
+    /// database closes). For a file the node found damaged (issue 12, defect 3), whose other
+    /// writers already commit nothing.
+    pub fn keep_bytes(&mut self) {
+        self.kept = true;
+        if let Err(e) = self.conn.set_db_config(
+            rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+            true,
+        ) {
+            tracing::warn!("cannot keep a damaged file from a checkpoint at close: {e}");
+        }
     }
 
     /// Copies what the write-ahead log holds into the database file and empties the log, if no
@@ -389,7 +406,7 @@ impl Catalog {
     /// The read pool's connections may close on a background thread after this one, or not at
     /// all before the process exits, so the last close cannot be trusted to checkpoint.
     pub fn settle(&self) {
-        if self.read_only {
+        if self.read_only || self.kept {
             return;
         }
         let _ = self.conn.busy_timeout(Duration::ZERO);

@@ -153,8 +153,24 @@ impl Reader {
 
     /// `optimize`, `incremental_vacuum` and a TRUNCATE checkpoint, on a connection of the
     /// pool (a checkpoint cannot run inside the writer's transaction); what it did, as JSON.
+    /// They write to the file (the checkpoint into the main file itself), so they run as the
+    /// writer's transactions do, through [`Damage::unless_damaged`]: never once the file was
+    /// found damaged, and a finding made meanwhile waits for them to end.
     pub fn maintain(&self) -> Result<Json, CatalogError> {
-        self.read("maintaining the catalog", queue::maintain)
+        const DOING: &str = "maintaining the catalog";
+        let conn = self
+            .conn()
+            .map_err(|e| self.damage.check(&self.path, DOING, e))?;
+        // The corruption check comes after the guard is released: recording a finding waits
+        // for every write under way, this one included.
+        match self.damage.unless_damaged(|| queue::maintain(&conn)) {
+            Some(done) => done.map_err(|e| self.damage.check(&self.path, DOING, e)),
+            None => Err(self
+                .damage
+                .found()
+                .map(|f| f.error())
+                .unwrap_or_else(|| CatalogError::Refused("the catalog file is damaged".into()))),
+        }
     }
 
     /// Copies the catalog into a new database file at `target` (SQLite's online backup).
@@ -264,5 +280,58 @@ impl Watch {
     fn noticed(&self, e: CatalogError) {
         self.damage
             .check(&self.path, "watching the catalog for changes", e);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::Catalog;
+
+    /// Issue 12, defect 3 (fault scenario 5 saw the file change after the node said it
+    /// stops): `db_maintenance`'s writes (optimize, incremental vacuum, the TRUNCATE
+    /// checkpoint into the main file) run on a read connection, and must not run once a read
+    /// or the writer found the file damaged.
+    #[test]
+    fn maintenance_writes_nothing_into_a_file_found_damaged() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.db");
+        let settings = DbSettings::default();
+        let catalog = Catalog::open(&path, &settings).unwrap();
+        let (writer, reader) = catalog.into_node_handles(&settings);
+        // Something for the checkpoint to copy: a committed change still in the WAL.
+        let conn = Connection::open(&path).unwrap();
+        conn.execute_batch(
+            "PRAGMA wal_autocheckpoint = 0; CREATE TABLE t (v); INSERT INTO t VALUES (1);",
+        )
+        .unwrap();
+        let bytes = || {
+            let wal = crate::catalog::open::wal_path(&path);
+            (
+                std::fs::read(&path).unwrap(),
+                std::fs::read(wal).unwrap_or_default(),
+            )
+        };
+        let before = bytes();
+        assert!(!before.1.is_empty(), "the change is in the WAL");
+        let corrupt = CatalogError::Sqlite(rusqlite::Error::SqliteFailure(
+            rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CORRUPT),
+            None,
+        ));
+        writer
+            .damage()
+            .check(&path, "checking the catalog (quick_check)", corrupt);
+        let refused = reader.maintain().unwrap_err();
+        assert!(refused.is_damaged(), "{refused}");
+        assert!(
+            refused
+                .to_string()
+                .contains("found while checking the catalog"),
+            "{refused}"
+        );
+        assert!(
+            before == bytes(),
+            "maintenance changed a file found damaged"
+        );
     }
 }

@@ -128,6 +128,12 @@ impl Ops {
         &self.caller
     }
 
+    /// The catalog file was found damaged: this handle copies nothing more into it, not even
+    /// when it is dropped ([`Catalog::keep_bytes`]).
+    pub fn keep_bytes(&mut self) {
+        self.catalog.keep_bytes();
+    }
+
     /// Who asks from now on (a face that serves many users sets it per request).
     pub fn set_actor(&mut self, actor: &str) {
         if self.caller.actor != actor {
