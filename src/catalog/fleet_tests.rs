@@ -8,6 +8,7 @@ use serde_json::Value as Json;
 use super::node::{self, Applicant, NodeLease, Registration};
 use super::queue::{self, Completion, Outcome, Recorded};
 use super::verbs::ClaimRequest;
+use super::writer::tests::runtime;
 use super::*;
 use crate::jobconf::toml_format;
 use crate::model::RunStatus;
@@ -111,14 +112,6 @@ fn run_row(conn: &Connection, id: i64) -> (String, Option<i64>, Option<i64>, i64
         |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
     )
     .unwrap()
-}
-
-/// A runtime to await the writers' answers on (the catalog names no actor runtime).
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .build()
-        .unwrap()
 }
 
 /// Two processes on one file (each its own writer connection) claim in turns: no claim token

@@ -872,4 +872,4 @@ where
 
 #[cfg(test)]
 #[path = "writer_tests.rs"]
-mod tests;
+pub(in crate::catalog) mod tests;

@@ -3,8 +3,9 @@
 use super::*;
 use crate::catalog::DbSettings;
 
-/// A runtime to await the writer's answers on (the catalog names no actor runtime).
-fn runtime() -> tokio::runtime::Runtime {
+/// A runtime to await the writers' answers on (the catalog names no actor runtime); the
+/// catalog's other tests use it too.
+pub(in crate::catalog) fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .build()
