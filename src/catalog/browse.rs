@@ -10,7 +10,8 @@
 use rusqlite::{Connection, OptionalExtension as _, Row, params};
 
 use super::activation::DecisionRow;
-use super::{Catalog, CatalogError, JobRecord, SELECT_JOBS, job_record};
+use super::definitions::{SELECT_JOBS, job_record};
+use super::{Catalog, CatalogError, JobRecord};
 
 /// How a page of jobs is ordered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -273,8 +274,8 @@ impl Catalog {
     ) -> Result<std::collections::BTreeMap<String, crate::jobconf::ProcessorDef>, CatalogError>
     {
         let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(super::SELECT_PROCESSORS)?;
-        let rows = stmt.query_map([], super::processor_row)?;
+        let mut stmt = conn.prepare_cached(super::definitions::SELECT_PROCESSORS)?;
+        let rows = stmt.query_map([], super::definitions::processor_row)?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
 

@@ -6,9 +6,12 @@
 
 pub mod accounts;
 pub mod activation;
+mod audit;
 pub mod browse;
 pub mod damage;
+mod definitions;
 pub mod inbox;
+pub mod loads;
 pub mod migrate;
 pub mod node;
 pub mod objects;
@@ -22,26 +25,33 @@ pub mod slots;
 pub mod sql_job;
 pub mod stats;
 pub mod tree;
+pub mod upkeep;
 pub mod verbs;
 pub mod writer;
 
+pub use audit::{AuditRow, audit_field};
+use audit::{SELECT_AUDIT, audit_changes, removed_detail};
+pub(crate) use audit::{audit, audit_at};
+pub use definitions::{
+    ImportReport, JobRecord, NodeInstances, ObjectRow, ProcessorRow, object_conn_string,
+};
+use definitions::{
+    SELECT_JOB_ID, SELECT_JOBS, SELECT_OBJECT_ROWS, SELECT_PROCESSOR_ROWS, export_from, import_in,
+    job_record, upsert_job,
+};
 pub use open::Access;
 pub use runs::{CancelOutcome, RunFilter, RunRow};
 
-use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use r2d2::{Pool, PooledConnection};
 use r2d2_sqlite::SqliteConnectionManager;
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
-use serde::Serialize;
+use rusqlite::{Connection, OptionalExtension, Transaction, params};
 use serde_json::{Map as JsonMap, Value as Json};
 
 use crate::config::{DatabaseSection, Durability};
-use crate::jobconf::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef};
-use crate::model::{JobType, ObjectType};
-use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+use crate::jobconf::{CatalogFile, JobDef};
 
 /// Errors of the catalog layer.
 #[derive(Debug, thiserror::Error)]
@@ -463,8 +473,8 @@ impl Catalog {
     }
 
     /// The enabled objects jobs write to (each gets a writer of its own at start).
-    pub fn written_objects(&self) -> Result<Vec<queue::WrittenObject>, CatalogError> {
-        queue::load_written_objects(&*self.read()?)
+    pub fn written_objects(&self) -> Result<Vec<loads::WrittenObject>, CatalogError> {
+        loads::load_written_objects(&*self.read()?)
     }
 
     /// One try at taking the node name for `who`, in one transaction: when it is `Taken`, the
@@ -850,6 +860,31 @@ impl Catalog {
     }
 }
 
+const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
+    WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
+const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
+const DELETE_OBJECT: &str = "DELETE FROM object WHERE object_name = ?1";
+const DELETE_PROCESSOR: &str = "DELETE FROM job_processor WHERE processor_name = ?1";
+const DETACH_FROM_JOB: &str = "WITH gone(id) AS (SELECT r.run_id FROM job_run r
+        JOIN job j ON j.job_id = r.job_id WHERE j.job_name = ?1)
+    UPDATE job_run SET pid = CASE WHEN pid IN (SELECT id FROM gone) THEN NULL ELSE pid END,
+        stump = CASE WHEN stump IN (SELECT id FROM gone) THEN NULL ELSE stump END
+    WHERE pid IN (SELECT id FROM gone) OR stump IN (SELECT id FROM gone)";
+const FORGET_UNPINNED_ACTIVATION: &str = "DELETE FROM job_activation
+    WHERE pinned IS NULL AND job_id = (SELECT job_id FROM job WHERE job_name = ?1)";
+const SELECT_JOB_ENABLED: &str = "SELECT status = 1 FROM job WHERE job_name = ?1";
+const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2";
+const SELECT_OBJECT_USERS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
+    FROM job j WHERE EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id
+                             AND jo.object_id = o.object_id)
+       OR json_extract(j.job_payload, '$.object') = o.object_name)
+    FROM object o WHERE o.object_name = ?1";
+const SELECT_PROCESSOR_JOBS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
+    FROM job j WHERE j.processor_id = p.processor_id) FROM job_processor p
+    WHERE p.processor_name = ?1";
+const SELECT_WORKFLOWS: &str = "SELECT j.job_name, j.job_payload FROM job j
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE t.job_type = 'workflow'";
+
 pub(crate) fn not_found(kind: &'static str, name: &str) -> CatalogError {
     CatalogError::NotFound {
         kind,
@@ -860,639 +895,6 @@ pub(crate) fn not_found(kind: &'static str, name: &str) -> CatalogError {
 const SELECT_META: &str = "SELECT value FROM catalog_meta WHERE key = ?1";
 const UPSERT_META: &str = "INSERT INTO catalog_meta (key, value) VALUES (?1, ?2)
     ON CONFLICT (key) DO UPDATE SET value = excluded.value";
-const INSERT_AUDIT: &str =
-    "INSERT INTO audit (at, actor, action, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5)";
-const SELECT_AUDIT: &str =
-    "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
-
-/// At most this many entries' changes go into one audit row (a large import says how many it
-/// left out).
-const AUDIT_MAX_ENTRIES: usize = 200;
-
-/// Whether a field holds a secret, which an audit row shows as `***`.
-fn is_secret(field: &str) -> bool {
-    ["password", "secret", "token"]
-        .iter()
-        .any(|w| field.contains(w))
-}
-
-/// An audit row's detail for one field of one entry, in the shape of [`audit_changes`] (a pin,
-/// a pause): `change` is `unchanged` when the request changed nothing.
-pub fn audit_field(
-    section: &str,
-    name: &str,
-    field: &str,
-    before: Option<&str>,
-    after: Option<&str>,
-) -> Json {
-    serde_json::json!({ "changes": [{
-        "section": section,
-        "name": name,
-        "change": if before == after { "unchanged" } else { "updated" },
-        "fields": [{ "field": field, "before": before, "after": after }],
-    }]})
-}
-
-/// An audit row's detail: each changed entry's fields before and after (secrets as `***`).
-fn audit_changes(changes: Vec<crate::jobconf::merge::EntryChange>) -> Json {
-    let mut changed: Vec<_> = changes
-        .into_iter()
-        .filter(|c| c.change != "unchanged")
-        .map(|mut c| {
-            for f in c.fields.iter_mut().filter(|f| is_secret(&f.field)) {
-                f.before = f.before.as_ref().map(|_| "***".into());
-                f.after = f.after.as_ref().map(|_| "***".into());
-            }
-            c
-        })
-        .collect();
-    let left_out = changed.len().saturating_sub(AUDIT_MAX_ENTRIES);
-    changed.truncate(AUDIT_MAX_ENTRIES);
-    let mut detail = serde_json::json!({ "changes": changed });
-    if left_out > 0 {
-        detail["changes_left_out"] = left_out.into();
-    }
-    detail
-}
-
-/// The audit detail of a removal: the entry `take` moves from the catalog's file model into an
-/// empty one, every field with its value before and none after.
-fn removed_detail(
-    conn: &Connection,
-    take: impl FnOnce(&mut CatalogFile, &mut CatalogFile),
-) -> Result<Json, CatalogError> {
-    let (mut all, mut gone) = (export_from(conn)?, CatalogFile::default());
-    take(&mut all, &mut gone);
-    let changes = crate::jobconf::merge::described(&gone)
-        .into_iter()
-        .map(|mut c| {
-            c.change = "removed";
-            for f in &mut c.fields {
-                std::mem::swap(&mut f.before, &mut f.after);
-            }
-            c
-        })
-        .collect();
-    Ok(audit_changes(changes))
-}
-
-pub(crate) fn audit(
-    tx: &Connection,
-    actor: &str,
-    action: &str,
-    subject: &str,
-    detail: Option<&Json>,
-) -> Result<(), CatalogError> {
-    audit_at(tx, now_ms(), actor, action, subject, detail)
-}
-
-/// [`audit`] stamped `at` (ms): the runtime's verbs stamp their rows with its injected clock.
-pub(crate) fn audit_at(
-    tx: &Connection,
-    at: i64,
-    actor: &str,
-    action: &str,
-    subject: &str,
-    detail: Option<&Json>,
-) -> Result<(), CatalogError> {
-    let detail = detail.map(Json::to_string);
-    tx.execute(INSERT_AUDIT, params![at, actor, action, subject, detail])?;
-    Ok(())
-}
-
-/// What an import changed, per kind of entry.
-#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize)]
-pub struct ImportReport {
-    /// Entries that did not exist.
-    pub created: Vec<String>,
-    /// Entries that existed and differed.
-    pub updated: Vec<String>,
-    /// Entries that existed and were identical.
-    pub unchanged: usize,
-    /// Each entry's change, field by field.
-    pub changes: Vec<crate::jobconf::merge::EntryChange>,
-}
-
-fn import_in(
-    tx: &Transaction<'_>,
-    before: &CatalogFile,
-    file: &CatalogFile,
-    actor: &str,
-    action: &str,
-) -> Result<ImportReport, CatalogError> {
-    let mut report = ImportReport {
-        changes: crate::jobconf::merge::changes(before, file),
-        ..ImportReport::default()
-    };
-    let mut note = |kind: &str, name: &str, existed: bool, same: bool| {
-        if same {
-            report.unchanged += 1;
-        } else if existed {
-            report.updated.push(format!("{kind}.{name}"));
-        } else {
-            report.created.push(format!("{kind}.{name}"));
-        }
-        !same
-    };
-    // Order matters: jobs reference processors, groups and objects by name.
-    for (name, p) in &file.processors {
-        let old = before.processors.get(name);
-        if note("processor", name, old.is_some(), old == Some(p)) {
-            upsert_processor(tx, name, p)?;
-        }
-    }
-    for (name, o) in &file.objects {
-        let old = before.objects.get(name);
-        if note("object", name, old.is_some(), old == Some(o)) {
-            upsert_object(tx, name, o)?;
-        }
-    }
-    for (name, g) in &file.groups {
-        let old = before.groups.get(name);
-        if note("group", name, old.is_some(), old == Some(g)) {
-            tx.execute(
-                UPSERT_GROUP,
-                params![name, g.maintenance, g.description, g.enabled],
-            )?;
-        }
-    }
-    for (name, j) in &file.jobs {
-        let old = before.jobs.get(name);
-        if note("job", name, old.is_some(), old == Some(j)) {
-            upsert_job(tx, name, j)?;
-        }
-    }
-    // A created entry is shown with its values; an updated one with the fields that changed.
-    let described = crate::jobconf::merge::described(file);
-    let changes = report
-        .changes
-        .iter()
-        .map(|c| match c.change {
-            "created" => described
-                .iter()
-                .find(|d| d.section == c.section && d.name == c.name)
-                .unwrap_or(c)
-                .clone(),
-            _ => c.clone(),
-        })
-        .collect();
-    let mut detail = audit_changes(changes);
-    detail["created"] = report.created.len().into();
-    detail["updated"] = report.updated.len().into();
-    detail["unchanged"] = report.unchanged.into();
-    audit(tx, actor, action, "catalog", Some(&detail))?;
-    Ok(report)
-}
-
-const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
-    (processor_name, instances, max_instances, ip_address, port, rpc_user, rpc_password, status,
-     nodes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
-    ON CONFLICT (processor_name) DO UPDATE SET
-        instances = excluded.instances, max_instances = excluded.max_instances,
-        ip_address = excluded.ip_address, port = excluded.port, rpc_user = excluded.rpc_user,
-        rpc_password = excluded.rpc_password, status = excluded.status, nodes = excluded.nodes";
-
-fn upsert_processor(
-    tx: &Transaction<'_>,
-    name: &str,
-    p: &ProcessorDef,
-) -> Result<(), CatalogError> {
-    tx.execute(
-        UPSERT_PROCESSOR,
-        params![
-            name,
-            p.instances,
-            p.max_instances,
-            p.ip_address,
-            p.port,
-            p.rpc_user,
-            p.rpc_password,
-            p.enabled,
-            // Any node: NULL, so that the runtime's filter is one test on most catalogs.
-            (!p.nodes.is_empty()).then(|| Json::from(p.nodes.clone()).to_string())
-        ],
-    )?;
-    Ok(())
-}
-
-const UPSERT_OBJECT: &str = "INSERT INTO object
-    (object_name, object_type, conn_string, object_key, object_name_field, id_length,
-     search_prefix, time_to_live, allow_prune, allow_list, description, status)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-    ON CONFLICT (object_name) DO UPDATE SET
-        object_type = excluded.object_type, conn_string = excluded.conn_string,
-        object_key = excluded.object_key, object_name_field = excluded.object_name_field,
-        id_length = excluded.id_length, search_prefix = excluded.search_prefix,
-        time_to_live = excluded.time_to_live, allow_prune = excluded.allow_prune,
-        allow_list = excluded.allow_list, description = excluded.description,
-        status = excluded.status";
-
-fn upsert_object(tx: &Transaction<'_>, name: &str, o: &ObjectDef) -> Result<(), CatalogError> {
-    tx.execute(
-        UPSERT_OBJECT,
-        params![
-            name,
-            o.object_type.as_str(),
-            o.conn_string,
-            o.key_field,
-            o.name_field,
-            o.id_length,
-            o.search_prefix,
-            o.time_to_live,
-            o.allow_prune,
-            o.allow_list,
-            o.description,
-            o.enabled
-        ],
-    )?;
-    Ok(())
-}
-
-const UPSERT_GROUP: &str =
-    "INSERT INTO job_group (job_group_name, maintenance, description, status)
-    VALUES (?1, ?2, ?3, ?4)
-    ON CONFLICT (job_group_name) DO UPDATE SET
-        maintenance = excluded.maintenance, description = excluded.description,
-        status = excluded.status";
-
-// A changed definition clears `next_run_at`, so the scheduler recomputes it from the new fields.
-const UPSERT_JOB: &str = "INSERT INTO job
-    (job_name, processor_id, job_group_id, job_type_id, job_payload, description, priority,
-     timeout, run_always, run_delay, run_every, run_on_the, run_at, run_date, cron, timezone,
-     misfire_policy, misfire_window, max_catchup, overlap_policy, max_overlap, max_attempts,
-     backoff_base, backoff_max, required, status, stretch_max)
-    VALUES (?1,
-        (SELECT processor_id FROM job_processor WHERE processor_name = ?2),
-        (SELECT job_group_id FROM job_group WHERE job_group_name = ?3),
-        (SELECT job_type_id FROM job_type WHERE job_type = ?4),
-        ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-        ?23, ?24, ?25, ?26, ?27)
-    ON CONFLICT (job_name) DO UPDATE SET
-        processor_id = excluded.processor_id, job_group_id = excluded.job_group_id,
-        job_type_id = excluded.job_type_id, job_payload = excluded.job_payload,
-        description = excluded.description, priority = excluded.priority,
-        timeout = excluded.timeout, run_always = excluded.run_always,
-        run_delay = excluded.run_delay, run_every = excluded.run_every,
-        run_on_the = excluded.run_on_the, run_at = excluded.run_at, run_date = excluded.run_date,
-        cron = excluded.cron, timezone = excluded.timezone,
-        misfire_policy = excluded.misfire_policy, misfire_window = excluded.misfire_window,
-        max_catchup = excluded.max_catchup, overlap_policy = excluded.overlap_policy,
-        max_overlap = excluded.max_overlap, max_attempts = excluded.max_attempts,
-        backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
-        required = excluded.required, status = excluded.status,
-        stretch_max = excluded.stretch_max, next_run_at = NULL";
-const SELECT_JOB_ID: &str = "SELECT job_id FROM job WHERE job_name = ?1";
-const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
-const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
-    SELECT ?1, object_id FROM object WHERE object_name = ?2";
-const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2";
-const SELECT_JOB_ENABLED: &str = "SELECT status = 1 FROM job WHERE job_name = ?1";
-const FORGET_UNPINNED_ACTIVATION: &str = "DELETE FROM job_activation
-    WHERE pinned IS NULL AND job_id = (SELECT job_id FROM job WHERE job_name = ?1)";
-const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
-    WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
-const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
-const SELECT_WORKFLOWS: &str = "SELECT j.job_name, j.job_payload FROM job j
-    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE t.job_type = 'workflow'";
-const DETACH_FROM_JOB: &str = "WITH gone(id) AS (SELECT r.run_id FROM job_run r
-        JOIN job j ON j.job_id = r.job_id WHERE j.job_name = ?1)
-    UPDATE job_run SET pid = CASE WHEN pid IN (SELECT id FROM gone) THEN NULL ELSE pid END,
-        stump = CASE WHEN stump IN (SELECT id FROM gone) THEN NULL ELSE stump END
-    WHERE pid IN (SELECT id FROM gone) OR stump IN (SELECT id FROM gone)";
-const SELECT_PROCESSOR_JOBS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
-    FROM job j WHERE j.processor_id = p.processor_id) FROM job_processor p
-    WHERE p.processor_name = ?1";
-const DELETE_PROCESSOR: &str = "DELETE FROM job_processor WHERE processor_name = ?1";
-const SELECT_OBJECT_USERS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
-    FROM job j WHERE EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id
-                             AND jo.object_id = o.object_id)
-       OR json_extract(j.job_payload, '$.object') = o.object_name)
-    FROM object o WHERE o.object_name = ?1";
-const DELETE_OBJECT: &str = "DELETE FROM object WHERE object_name = ?1";
-
-fn upsert_job(tx: &Transaction<'_>, name: &str, j: &JobDef) -> Result<(), CatalogError> {
-    let s = &j.schedule;
-    tx.execute(
-        UPSERT_JOB,
-        params![
-            name,
-            j.processor,
-            j.group,
-            j.job_type.as_str(),
-            Json::Object(j.payload.clone()).to_string(),
-            j.description,
-            j.priority,
-            j.timeout,
-            s.run_always,
-            s.run_delay,
-            s.run_every,
-            s.run_on_the,
-            s.run_at,
-            s.run_date,
-            s.cron,
-            s.timezone,
-            j.misfire_policy.as_str(),
-            j.misfire_window,
-            j.max_catchup,
-            j.overlap_policy.as_str(),
-            j.max_overlap,
-            j.max_attempts,
-            j.backoff_base,
-            j.backoff_max,
-            j.required,
-            j.enabled,
-            j.stretch_max
-        ],
-    )?;
-    let job_id: i64 = tx.query_row(SELECT_JOB_ID, [name], |r| r.get(0))?;
-    tx.execute(DELETE_JOB_OBJECTS, [job_id])?;
-    for object in &j.objects {
-        tx.execute(INSERT_JOB_OBJECT, params![job_id, object])?;
-    }
-    Ok(())
-}
-
-const SELECT_PROCESSORS: &str = "SELECT processor_name, instances, max_instances, ip_address,
-    port, rpc_user, rpc_password, status, nodes FROM job_processor";
-const SELECT_OBJECTS: &str = "SELECT object_name, object_type, conn_string, object_key,
-    object_name_field, id_length, search_prefix, time_to_live, allow_prune, allow_list,
-    description, status FROM object";
-const SELECT_GROUPS: &str =
-    "SELECT job_group_name, maintenance, description, status FROM job_group";
-const SELECT_JOBS: &str = "SELECT j.job_name, t.job_type, p.processor_name, g.job_group_name,
-    j.job_payload, j.description, j.priority, j.timeout, j.run_always, j.run_delay, j.run_every,
-    j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone, j.misfire_policy, j.misfire_window,
-    j.max_catchup, j.overlap_policy, j.max_overlap, j.max_attempts, j.backoff_base,
-    j.backoff_max, j.status, j.required,
-    (SELECT group_concat(o.object_name, char(31)) FROM job_object jo
-        JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
-    j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
-    j.last_response, j.next_run_at, j.stretch_max
-    FROM job j
-    JOIN job_type t ON t.job_type_id = j.job_type_id
-    JOIN job_processor p ON p.processor_id = j.processor_id
-    LEFT JOIN job_group g ON g.job_group_id = j.job_group_id";
-
-/// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
-pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorDef)> {
-    Ok((
-        r.get(0)?,
-        ProcessorDef {
-            instances: r.get(1)?,
-            max_instances: r.get(2)?,
-            ip_address: r.get(3)?,
-            port: r.get(4)?,
-            rpc_user: r.get(5)?,
-            rpc_password: r.get(6)?,
-            enabled: r.get::<_, i64>(7)? == 1,
-            nodes: r
-                .get::<_, Option<String>>(8)?
-                .and_then(|text| serde_json::from_str(&text).ok())
-                .unwrap_or_default(),
-        },
-    ))
-}
-
-fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError> {
-    let mut file = CatalogFile::default();
-    let mut stmt = conn.prepare_cached(SELECT_PROCESSORS)?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let (name, def) = processor_row(r)?;
-        file.processors.insert(name, def);
-    }
-    let mut stmt = conn.prepare_cached(SELECT_OBJECTS)?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let object_type: String = r.get(1)?;
-        file.objects.insert(
-            r.get(0)?,
-            ObjectDef {
-                object_type: ObjectType::parse(&object_type)
-                    .ok_or_else(|| CatalogError::Corrupt(format!("object_type `{object_type}`")))?,
-                conn_string: r.get(2)?,
-                key_field: r.get(3)?,
-                name_field: r.get(4)?,
-                id_length: r.get(5)?,
-                search_prefix: r.get(6)?,
-                time_to_live: r.get(7)?,
-                allow_prune: r.get::<_, i64>(8)? == 1,
-                allow_list: r.get::<_, i64>(9)? == 1,
-                description: r.get(10)?,
-                enabled: r.get::<_, i64>(11)? == 1,
-            },
-        );
-    }
-    let mut stmt = conn.prepare_cached(SELECT_GROUPS)?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        file.groups.insert(
-            r.get(0)?,
-            GroupDef {
-                maintenance: r.get::<_, i64>(1)? == 1,
-                description: r.get(2)?,
-                enabled: r.get::<_, i64>(3)? == 1,
-            },
-        );
-    }
-    let mut stmt = conn.prepare_cached(SELECT_JOBS)?;
-    let records = stmt
-        .query_map([], job_record)?
-        .collect::<Result<Vec<_>, _>>()?;
-    for record in records {
-        let record = record?;
-        file.jobs.insert(record.name, record.def);
-    }
-    Ok(file)
-}
-
-/// A job as stored: its definition and the engine's bookkeeping (millix names).
-#[derive(Debug, Clone)]
-pub struct JobRecord {
-    /// `job_id`.
-    pub id: i64,
-    /// `job_name`.
-    pub name: String,
-    /// The definition.
-    pub def: JobDef,
-    /// Runs executing now.
-    pub in_progress: i64,
-    /// Epoch ms the last run began.
-    pub last_date_begin: Option<i64>,
-    /// Epoch ms the last run ended.
-    pub last_date_end: Option<i64>,
-    /// The last run's duration in ms.
-    pub last_elapse: Option<i64>,
-    /// The last run's result or error, abbreviated.
-    pub last_response: Option<String>,
-    /// Epoch ms of the next scheduled slot, when computed.
-    pub next_run_at: Option<i64>,
-}
-
-/// Reads one `SELECT_JOBS` row; the outer `Result` is SQLite's, the inner one is ours.
-fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> {
-    let name: String = r.get(0)?;
-    let job_type: String = r.get(1)?;
-    let payload: String = r.get(4)?;
-    let misfire: String = r.get(16)?;
-    let overlap: String = r.get(19)?;
-    let objects: Option<String> = r.get(26)?;
-    let corrupt = |what: String| Ok(Err(CatalogError::Corrupt(format!("job `{name}`: {what}"))));
-    let Some(job_type) = JobType::parse(&job_type) else {
-        return corrupt(format!("job type `{job_type}`"));
-    };
-    let Ok(Json::Object(payload)) = serde_json::from_str::<Json>(&payload) else {
-        return corrupt("payload is not a JSON object".into());
-    };
-    let (Some(misfire_policy), Some(overlap_policy)) = (
-        MisfirePolicy::parse(&misfire),
-        OverlapPolicy::parse(&overlap),
-    ) else {
-        return corrupt(format!("policies `{misfire}` / `{overlap}`"));
-    };
-    let objects: BTreeSet<String> = objects
-        .map(|s| s.split('\u{1f}').map(String::from).collect())
-        .unwrap_or_default();
-    let def = JobDef {
-        job_type,
-        processor: r.get(2)?,
-        group: r.get(3)?,
-        payload: payload as JsonMap<String, Json>,
-        description: r.get(5)?,
-        priority: r.get(6)?,
-        timeout: r.get(7)?,
-        schedule: ScheduleSpec {
-            run_always: r.get::<_, i64>(8)? == 1,
-            run_delay: r.get(9)?,
-            run_every: r.get(10)?,
-            run_on_the: r.get(11)?,
-            run_at: r.get(12)?,
-            run_date: r.get(13)?,
-            cron: r.get(14)?,
-            timezone: r.get(15)?,
-        },
-        misfire_policy,
-        misfire_window: r.get(17)?,
-        max_catchup: r.get(18)?,
-        overlap_policy,
-        max_overlap: r.get(20)?,
-        max_attempts: r.get(21)?,
-        backoff_base: r.get(22)?,
-        backoff_max: r.get(23)?,
-        enabled: r.get::<_, i64>(24)? == 1,
-        required: r.get::<_, i64>(25)? == 1,
-        objects: objects.into_iter().collect(),
-        stretch_max: r.get(34)?,
-    };
-    Ok(Ok(JobRecord {
-        name,
-        def,
-        id: r.get(27)?,
-        in_progress: r.get(28)?,
-        last_date_begin: r.get(29)?,
-        last_date_end: r.get(30)?,
-        last_elapse: r.get(31)?,
-        last_response: r.get(32)?,
-        next_run_at: r.get(33)?,
-    }))
-}
-
-const SELECT_PROCESSOR_ROWS: &str = "SELECT p.processor_name, p.instances, p.max_instances,
-    p.ip_address, p.status,
-    (SELECT count(*) FROM job j WHERE j.processor_id = p.processor_id),
-    (SELECT json_group_array(json_object('node', n.node_name, 'instances', a.instances,
-                                         'reason', a.reason, 'changed_at', a.changed_at))
-       FROM processor_activation a JOIN node n ON n.node_id = a.node_id
-       WHERE a.processor_id = p.processor_id)
-    FROM job_processor p ORDER BY p.processor_name";
-
-/// A processor as listed.
-#[derive(Debug, Clone, Serialize)]
-pub struct ProcessorRow {
-    /// Name.
-    pub name: String,
-    /// Concurrent executions.
-    pub instances: i64,
-    /// Upper bound for self-tuning.
-    pub max_instances: Option<i64>,
-    /// The remote node's address, if remote.
-    pub remote: Option<String>,
-    /// `status = 1`.
-    pub enabled: bool,
-    /// Jobs assigned.
-    pub jobs: i64,
-    /// The instances each node's policy runs (nodes that never changed them run `instances`).
-    pub running: Vec<NodeInstances>,
-}
-
-/// How many instances of a processor one node runs, as its policy last decided.
-#[derive(Debug, Clone, Serialize, serde::Deserialize)]
-pub struct NodeInstances {
-    /// The node.
-    pub node: String,
-    /// Instances it runs.
-    pub instances: i64,
-    /// Why, as the decision said.
-    pub reason: Option<String>,
-    /// When, epoch ms.
-    pub changed_at: Option<i64>,
-}
-
-const SELECT_OBJECT_CONN: &str =
-    "SELECT conn_string FROM object WHERE object_name = ?1 AND status = 1";
-
-/// An enabled object's `conn_string` (`Some(None)`: it has none), or `None` when there is no
-/// such enabled object.
-pub fn object_conn_string(
-    conn: &Connection,
-    name: &str,
-) -> Result<Option<Option<String>>, CatalogError> {
-    Ok(conn
-        .prepare_cached(SELECT_OBJECT_CONN)?
-        .query_row([name], |r| r.get(0))
-        .optional()?)
-}
-
-const SELECT_OBJECT_ROWS: &str = "SELECT o.object_name, o.object_type, o.conn_string,
-    o.time_to_live, o.allow_prune, o.status,
-    (SELECT count(*) FROM job_object jo WHERE jo.object_id = o.object_id)
-    FROM object o ORDER BY o.object_name";
-
-/// An object as listed.
-#[derive(Debug, Clone, Serialize)]
-pub struct ObjectRow {
-    /// Name.
-    pub name: String,
-    /// table, file or view.
-    pub object_type: String,
-    /// Where it lives.
-    pub conn_string: Option<String>,
-    /// Seconds before rows may be pruned.
-    pub time_to_live: Option<i64>,
-    /// Pruning allowed.
-    pub allow_prune: bool,
-    /// `status = 1`.
-    pub enabled: bool,
-    /// Jobs that write it.
-    pub writers: i64,
-}
-
-/// One audit entry.
-#[derive(Debug, Clone, Serialize)]
-pub struct AuditRow {
-    /// Epoch ms.
-    pub at: i64,
-    /// Who.
-    pub actor: String,
-    /// What.
-    pub action: String,
-    /// On what.
-    pub subject: Option<String>,
-    /// Details (JSON).
-    pub detail: Option<String>,
-}
-
 #[cfg(test)]
 mod fleet_tests;
 #[cfg(test)]

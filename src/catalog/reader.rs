@@ -18,7 +18,8 @@ use serde_json::Value as Json;
 
 use super::activation::{self, JobActivation};
 use super::damage::Damage;
-use super::queue::{self, LocalProcessor, PrunableObject, ScheduledJob};
+use super::loads::{self, LocalProcessor, ScheduledJob};
+use super::upkeep::{self, PrunableObject};
 use super::{CatalogError, DbSettings};
 
 /// The read pool of one catalog (shared by the node's actors, executors and built-ins).
@@ -87,7 +88,7 @@ impl Reader {
     ) -> Result<(Vec<LocalProcessor>, HashMap<i64, u32>), CatalogError> {
         self.read("reading the processors", |c| {
             Ok((
-                queue::load_local_processors(c, node_id)?,
+                loads::load_local_processors(c, node_id)?,
                 activation::instances(c, node_id)?,
             ))
         })
@@ -118,7 +119,7 @@ impl Reader {
 
     /// Every enabled object: name and `conn_string`.
     pub fn enabled_objects(&self) -> Result<Vec<(String, Option<String>)>, CatalogError> {
-        self.read("reading the objects", queue::all_objects)
+        self.read("reading the objects", upkeep::all_objects)
     }
 
     /// An object's `conn_string` (`None`: no such object; `Some(None)`: in the catalog).
@@ -129,18 +130,20 @@ impl Reader {
     /// The jobs `node_id` schedules.
     pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
         self.read("reading the scheduled jobs", |c| {
-            queue::load_scheduled(c, node_id)
+            loads::load_scheduled(c, node_id)
         })
     }
 
     /// Rows of catalog table `table`.
     pub fn count_rows(&self, table: &str) -> Result<i64, CatalogError> {
-        self.read("counting an object's rows", |c| queue::count_rows(c, table))
+        self.read("counting an object's rows", |c| {
+            upkeep::count_rows(c, table)
+        })
     }
 
     /// The objects whose old rows may be pruned.
     pub fn prunable_objects(&self) -> Result<Vec<PrunableObject>, CatalogError> {
-        self.read("reading the prunable objects", queue::prunable_objects)
+        self.read("reading the prunable objects", upkeep::prunable_objects)
     }
 
     /// `PRAGMA quick_check`: a damaged catalog is an error naming the file (and marks it
@@ -163,7 +166,7 @@ impl Reader {
             .map_err(|e| self.damage.check(&self.path, DOING, e))?;
         // The corruption check comes after the guard is released: recording a finding waits
         // for every write under way, this one included.
-        match self.damage.unless_damaged(|| queue::maintain(&conn)) {
+        match self.damage.unless_damaged(|| upkeep::maintain(&conn)) {
             Some(done) => done.map_err(|e| self.damage.check(&self.path, DOING, e)),
             None => Err(self
                 .damage
@@ -191,7 +194,7 @@ impl Reader {
 pub fn count_rows_in_file(path: &Path, table: &str) -> Result<i64, CatalogError> {
     let conn = Connection::open_with_flags(path, OpenFlags::SQLITE_OPEN_READ_ONLY)
         .map_err(|e| CatalogError::from(e).within(path, "opening an object's database"))?;
-    queue::count_rows(&conn, table)
+    upkeep::count_rows(&conn, table)
 }
 
 /// What changed since the last poll.
@@ -263,7 +266,7 @@ impl Watch {
             return Changed::Nothing;
         }
         self.data_version = version;
-        match queue::generation(&self.conn) {
+        match loads::generation(&self.conn) {
             Ok(generation) if generation != self.generation => {
                 self.generation = generation;
                 Changed::Generation

@@ -6,7 +6,8 @@
 
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{CatalogError, not_found, processor_row};
+use super::definitions::processor_row;
+use super::{CatalogError, not_found};
 use crate::jobconf::ProcessorDef;
 
 /// The columns of `SELECT_PROCESSORS`, for one row.

@@ -5,7 +5,8 @@ use rusqlite::{Connection, params};
 use super::migrate::{MIGRATIONS, Migration, apply};
 use super::*;
 use crate::jobconf::toml_format;
-use crate::model::{ActivationState, ObjectType, Pin, Role, RunStatus};
+use crate::model::{ActivationState, JobType, ObjectType, Pin, Role, RunStatus};
+use crate::schedule::{MisfirePolicy, OverlapPolicy};
 
 fn temp_catalog(settings: &DbSettings) -> (tempfile::TempDir, Catalog) {
     let dir = tempfile::tempdir().unwrap();
@@ -395,6 +396,7 @@ mod queue_verbs {
     use super::*;
     use crate::catalog::node;
     use crate::catalog::queue::{self, Completion, NewRun, Outcome, Recorded};
+    use crate::catalog::{loads, upkeep};
 
     const TWO_ON_ONE_OBJECT: &str = r#"
 [processor.p]
@@ -689,7 +691,7 @@ payload = { function = "f" }
             )
             .unwrap();
         }
-        assert_eq!(queue::prune_runs(conn, 100).unwrap(), 1);
+        assert_eq!(upkeep::prune_runs(conn, 100).unwrap(), 1);
         let ids = |conn: &Connection| run_column::<i64>(conn, "run_id");
         assert_eq!(ids(conn), [2, 3, 4, 5, 6]);
         // The retry ends: it and the run it retried go.
@@ -698,9 +700,9 @@ payload = { function = "f" }
             [],
         )
         .unwrap();
-        assert_eq!(queue::prune_runs(conn, 100).unwrap(), 2);
+        assert_eq!(upkeep::prune_runs(conn, 100).unwrap(), 2);
         assert_eq!(ids(conn), [2, 4, 6]);
-        assert_eq!(queue::prune_runs(conn, 5).unwrap(), 0);
+        assert_eq!(upkeep::prune_runs(conn, 5).unwrap(), 0);
     }
 
     /// The scheduler's per-job counts of runs in flight (running anywhere, slot runs queued: an
@@ -720,7 +722,7 @@ payload = { function = "f" }
         enqueue(conn, low, pid, 0, Some(60_000));
         let claim = queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
         assert_eq!(claim.runs[0].job_id, free);
-        let counts: Vec<(i64, i64, i64)> = queue::load_scheduled(conn, node)
+        let counts: Vec<(i64, i64, i64)> = loads::load_scheduled(conn, node)
             .unwrap()
             .iter()
             .filter(|j| j.job_id == free || j.job_id == low)

@@ -9,6 +9,7 @@ use serde_json::{Value as Json, json};
 
 use super::queue::{self, ClaimedRun, Completion, Outcome, Recorded};
 use super::tree::Queued;
+use super::upkeep;
 use super::*;
 use crate::jobconf::toml_format;
 use crate::model::RunStatus;
@@ -467,7 +468,7 @@ fn a_finished_tree_is_pruned_whole_and_a_running_one_not_at_all() {
             .unwrap()
     };
     let before = total(&mut w);
-    let pruned = queue::prune_runs(w.catalog.writer(), i64::MAX).unwrap();
+    let pruned = upkeep::prune_runs(w.catalog.writer(), i64::MAX).unwrap();
     assert_eq!(pruned, 6, "the finished workflow's root and its five steps");
     assert_eq!(total(&mut w), before - 6);
     assert_eq!(w.run(running).0, "running");

@@ -10,9 +10,10 @@ use serde_json::Value as Json;
 
 use super::activation::{self, DecisionContext, JobActivation, NewDecision};
 use super::node::{self, NodeHolder, NodeLease, Swept};
-use super::queue::{self, Claim, Completion, NewRun, Recorded, StatSample};
+use super::queue::{self, Claim, Completion, NewRun, Recorded};
 use super::slots::{self, Decided, DueJob};
 use super::tree::{self, Queued};
+use super::upkeep::{self, StatSample};
 use super::writer::DbWriter;
 use super::{CatalogError, audit_at};
 use crate::model::{ActivationState, RunStatus};
@@ -320,7 +321,7 @@ impl DbWriter {
         stats: Vec<StatSample>,
     ) -> Result<(), CatalogError> {
         self.call("recording statistics", move |c| {
-            queue::record_stats(c, node_id, at, &stats)
+            upkeep::record_stats(c, node_id, at, &stats)
         })
         .await
     }
@@ -333,7 +334,7 @@ impl DbWriter {
         stats: Vec<StatSample>,
     ) -> Result<(), CatalogError> {
         self.call_blocking("recording statistics", move |c| {
-            queue::record_stats(c, node_id, at, &stats)
+            upkeep::record_stats(c, node_id, at, &stats)
         })
     }
 
@@ -349,7 +350,7 @@ impl DbWriter {
         steps: Vec<DecidedStep>,
     ) -> Result<(), CatalogError> {
         self.call("recording a policy step", move |c| {
-            queue::record_stats(c, node_id, at, &stats)?;
+            upkeep::record_stats(c, node_id, at, &stats)?;
             for step in &steps {
                 for d in &step.decisions {
                     activation::apply_decision(c, node_id, d, &step.cx)?;
@@ -433,18 +434,22 @@ impl DbWriter {
     /// Fails runs still `running` past their timeout plus `grace_ms` (blocking).
     pub fn fail_stuck_runs(&self, now: i64, grace_ms: i64) -> Result<usize, CatalogError> {
         self.call_blocking("failing stuck runs", move |c| {
-            queue::fail_stuck_runs(c, now, grace_ms)
+            upkeep::fail_stuck_runs(c, now, grace_ms)
         })
     }
 
     /// Deletes finished runs older than `before` (blocking).
     pub fn prune_runs(&self, before: i64) -> Result<usize, CatalogError> {
-        self.call_blocking("pruning run history", move |c| queue::prune_runs(c, before))
+        self.call_blocking("pruning run history", move |c| {
+            upkeep::prune_runs(c, before)
+        })
     }
 
     /// Deletes statistics older than `before` (blocking).
     pub fn prune_stats(&self, before: i64) -> Result<usize, CatalogError> {
-        self.call_blocking("pruning statistics", move |c| queue::prune_stats(c, before))
+        self.call_blocking("pruning statistics", move |c| {
+            upkeep::prune_stats(c, before)
+        })
     }
 
     /// Deletes rows of `table` whose `time_field` is older than `before` (blocking).
@@ -455,7 +460,7 @@ impl DbWriter {
         before: i64,
     ) -> Result<usize, CatalogError> {
         self.call_blocking("pruning an object's rows", move |c| {
-            queue::prune_table(c, &table, &time_field, before)
+            upkeep::prune_table(c, &table, &time_field, before)
         })
     }
 }

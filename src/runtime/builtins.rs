@@ -11,8 +11,8 @@ use std::time::Duration;
 use serde_json::{Value as Json, json};
 
 use crate::catalog::CatalogError;
-use crate::catalog::queue::StatSample;
 use crate::catalog::reader::count_rows_in_file;
+use crate::catalog::upkeep::StatSample;
 use crate::executor::{FnContext, Registry};
 use crate::runtime::health::Sampler;
 

@@ -15,7 +15,7 @@ use actix::prelude::*;
 use serde::Serialize;
 use sysinfo::{Networks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
-use crate::catalog::queue::StatSample;
+use crate::catalog::upkeep::StatSample;
 use crate::executor::Clock;
 use crate::policy::Sample;
 

@@ -27,7 +27,7 @@ use super::Clock;
 use super::events::{Event, EventBus};
 use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
 use crate::catalog::CatalogError;
-use crate::catalog::queue::ScheduledJob;
+use crate::catalog::loads::ScheduledJob;
 use crate::catalog::reader::{Changed, Reader, Watch};
 use crate::catalog::slots::{Decided, DueJob};
 use crate::catalog::writer::DbWriter;

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 use super::health::HealthReport;
 use super::processor::Utilization;
 use crate::catalog::activation::{JobActivation, ScheduleKind};
-use crate::catalog::queue::{LocalProcessor, StatSample};
+use crate::catalog::loads::LocalProcessor;
+use crate::catalog::upkeep::StatSample;
 use crate::model::{ActivationState, Pin};
 use crate::policy::{JobView, ProcessorView};
 

@@ -1,0 +1,125 @@
+//! The audit trail: a row for every change to the catalog (who, what, on what, each changed
+//! field before and after — secrets as `***`).
+
+use rusqlite::{Connection, params};
+use serde::Serialize;
+use serde_json::Value as Json;
+
+use super::definitions::export_from;
+use super::{CatalogError, now_ms};
+use crate::jobconf::CatalogFile;
+
+pub(super) const INSERT_AUDIT: &str =
+    "INSERT INTO audit (at, actor, action, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5)";
+pub(super) const SELECT_AUDIT: &str =
+    "SELECT at, actor, action, subject, detail FROM audit ORDER BY audit_id DESC LIMIT ?1";
+
+/// At most this many entries' changes go into one audit row (a large import says how many it
+/// left out).
+pub(super) const AUDIT_MAX_ENTRIES: usize = 200;
+
+/// Whether a field holds a secret, which an audit row shows as `***`.
+pub(super) fn is_secret(field: &str) -> bool {
+    ["password", "secret", "token"]
+        .iter()
+        .any(|w| field.contains(w))
+}
+
+/// An audit row's detail for one field of one entry, in the shape of [`audit_changes`] (a pin,
+/// a pause): `change` is `unchanged` when the request changed nothing.
+pub fn audit_field(
+    section: &str,
+    name: &str,
+    field: &str,
+    before: Option<&str>,
+    after: Option<&str>,
+) -> Json {
+    serde_json::json!({ "changes": [{
+        "section": section,
+        "name": name,
+        "change": if before == after { "unchanged" } else { "updated" },
+        "fields": [{ "field": field, "before": before, "after": after }],
+    }]})
+}
+
+/// An audit row's detail: each changed entry's fields before and after (secrets as `***`).
+pub(super) fn audit_changes(changes: Vec<crate::jobconf::merge::EntryChange>) -> Json {
+    let mut changed: Vec<_> = changes
+        .into_iter()
+        .filter(|c| c.change != "unchanged")
+        .map(|mut c| {
+            for f in c.fields.iter_mut().filter(|f| is_secret(&f.field)) {
+                f.before = f.before.as_ref().map(|_| "***".into());
+                f.after = f.after.as_ref().map(|_| "***".into());
+            }
+            c
+        })
+        .collect();
+    let left_out = changed.len().saturating_sub(AUDIT_MAX_ENTRIES);
+    changed.truncate(AUDIT_MAX_ENTRIES);
+    let mut detail = serde_json::json!({ "changes": changed });
+    if left_out > 0 {
+        detail["changes_left_out"] = left_out.into();
+    }
+    detail
+}
+
+/// The audit detail of a removal: the entry `take` moves from the catalog's file model into an
+/// empty one, every field with its value before and none after.
+pub(super) fn removed_detail(
+    conn: &Connection,
+    take: impl FnOnce(&mut CatalogFile, &mut CatalogFile),
+) -> Result<Json, CatalogError> {
+    let (mut all, mut gone) = (export_from(conn)?, CatalogFile::default());
+    take(&mut all, &mut gone);
+    let changes = crate::jobconf::merge::described(&gone)
+        .into_iter()
+        .map(|mut c| {
+            c.change = "removed";
+            for f in &mut c.fields {
+                std::mem::swap(&mut f.before, &mut f.after);
+            }
+            c
+        })
+        .collect();
+    Ok(audit_changes(changes))
+}
+
+pub(crate) fn audit(
+    tx: &Connection,
+    actor: &str,
+    action: &str,
+    subject: &str,
+    detail: Option<&Json>,
+) -> Result<(), CatalogError> {
+    audit_at(tx, now_ms(), actor, action, subject, detail)
+}
+
+/// [`audit`] stamped `at` (ms): the runtime's verbs stamp their rows with its injected clock.
+pub(crate) fn audit_at(
+    tx: &Connection,
+    at: i64,
+    actor: &str,
+    action: &str,
+    subject: &str,
+    detail: Option<&Json>,
+) -> Result<(), CatalogError> {
+    let detail = detail.map(Json::to_string);
+    tx.execute(INSERT_AUDIT, params![at, actor, action, subject, detail])?;
+    Ok(())
+}
+
+/// One audit entry.
+#[derive(Debug, Clone, Serialize)]
+pub struct AuditRow {
+    /// Epoch ms.
+    pub at: i64,
+    /// Who.
+    pub actor: String,
+    /// What.
+    pub action: String,
+    /// On what.
+    pub subject: Option<String>,
+    /// Details (JSON).
+    pub detail: Option<String>,
+}

@@ -1,0 +1,186 @@
+//! What the runtime loads from the catalog to plan its work: the catalog generation, the
+//! scheduler's jobs, the processors this node starts and the objects that get a writer.
+//!
+//! Invariant: every function here takes a read connection (or the writer's), never opens one,
+//! and reads no clock.
+
+use rusqlite::Connection;
+
+use super::CatalogError;
+use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+
+/// The catalog generation: bumped by triggers on every definition change.
+pub fn generation(conn: &Connection) -> Result<i64, CatalogError> {
+    Ok(conn.query_row(
+        "SELECT CAST(value AS INTEGER) FROM catalog_meta WHERE key = 'generation'",
+        [],
+        |r| r.get(0),
+    )?)
+}
+
+/// A job as the scheduler needs it.
+#[derive(Debug, Clone)]
+pub struct ScheduledJob {
+    /// `job_id`.
+    pub job_id: i64,
+    /// `job_name`.
+    pub name: String,
+    /// Where its runs go.
+    pub processor_id: i64,
+    /// Copied onto each run for claim order.
+    pub priority: i64,
+    /// The schedule fields.
+    pub spec: ScheduleSpec,
+    /// Misfire policy.
+    pub misfire: MisfirePolicy,
+    /// Misfire window, ms.
+    pub misfire_window: i64,
+    /// Catch-up cap.
+    pub max_catchup: i64,
+    /// Overlap policy.
+    pub overlap: OverlapPolicy,
+    /// Concurrency cap for `allow`.
+    pub max_overlap: i64,
+    /// `max(scheduled_for)` of its first attempts.
+    pub last_slot: Option<i64>,
+    /// Epoch ms the job was created.
+    pub created_ms: i64,
+    /// Last run's begin and end.
+    pub last_begin: Option<i64>,
+    /// Last run's end.
+    pub last_end: Option<i64>,
+    /// Runs executing (on any node).
+    pub running: i64,
+    /// Slot runs queued (fired by a schedule on any node, not yet started).
+    pub queued: i64,
+    /// The factor this node stretched the job's period by (1: as scheduled).
+    pub stretch: u32,
+}
+
+const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
+    j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
+    j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
+    -- Retries carry no slot, so the unique (job_id, scheduled_for) index answers this.
+    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
+    j.create_date * 1000, j.last_date_begin, j.last_date_end,
+    (SELECT count(*) FROM job_run r INDEXED BY job_run_running_job_idx
+     WHERE r.job_id = j.job_id AND r.status = 'running'),
+    (SELECT count(*) FROM job_run r INDEXED BY job_run_queued_slot_idx
+     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL), a.stretch
+    FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
+    JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1 AND a.state = 'active'
+    WHERE j.status = 1 AND p.status = 1
+      -- A processor that names its nodes: only they schedule its jobs (migration 19).
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))";
+
+/// Every enabled job on an enabled processor that `node_id` may run and on which the job is
+/// active, with its scheduling history (a job on a remote processor is scheduled here and runs
+/// as a call to that node).
+pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
+    let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
+    let rows = stmt.query_map([node_id], |r| {
+        let misfire: String = r.get(12)?;
+        let overlap: String = r.get(15)?;
+        Ok(ScheduledJob {
+            job_id: r.get(0)?,
+            name: r.get(1)?,
+            processor_id: r.get(2)?,
+            priority: r.get(3)?,
+            spec: ScheduleSpec {
+                run_always: r.get::<_, i64>(4)? == 1,
+                run_delay: r.get(5)?,
+                run_every: r.get(6)?,
+                run_on_the: r.get(7)?,
+                run_at: r.get(8)?,
+                run_date: r.get(9)?,
+                cron: r.get(10)?,
+                timezone: r.get(11)?,
+            },
+            misfire: MisfirePolicy::parse(&misfire).unwrap_or_default(),
+            misfire_window: r.get(13)?,
+            max_catchup: r.get(14)?,
+            overlap: OverlapPolicy::parse(&overlap).unwrap_or_default(),
+            max_overlap: r.get(16)?,
+            last_slot: r.get(17)?,
+            created_ms: r.get(18)?,
+            last_begin: r.get(19)?,
+            last_end: r.get(20)?,
+            running: r.get(21)?,
+            queued: r.get(22)?,
+            stretch: r.get::<_, i64>(23)?.clamp(1, u32::MAX as i64) as u32,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A processor row the supervisor starts: its instances execute on this node — for a remote
+/// processor, each execution is a call to the remote node.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalProcessor {
+    /// `processor_id`.
+    pub processor_id: i64,
+    /// Name.
+    pub name: String,
+    /// Concurrent executions.
+    pub instances: i64,
+    /// Upper bound.
+    pub max_instances: i64,
+    /// The row names a remote node (`ip_address`): its runs are calls to that node's `/rpc`.
+    pub remote: bool,
+}
+
+/// Every enabled processor, local and remote, that `node_id` may run: those that name no
+/// nodes, and those that name it.
+pub fn load_local_processors(
+    conn: &Connection,
+    node_id: i64,
+) -> Result<Vec<LocalProcessor>, CatalogError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
+                ip_address IS NOT NULL
+         FROM job_processor p WHERE status = 1
+           AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
+                JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
+         ORDER BY processor_name",
+    )?;
+    let rows = stmt.query_map([node_id], |r| {
+        Ok(LocalProcessor {
+            processor_id: r.get(0)?,
+            name: r.get(1)?,
+            instances: r.get(2)?,
+            max_instances: r.get(3)?,
+            remote: r.get(4)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A data object that jobs write, with where it lives.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrittenObject {
+    /// `object_id`.
+    pub object_id: i64,
+    /// Name.
+    pub name: String,
+    /// `conn_string`: a SQLite path, or `catalog` / NULL for the catalog itself.
+    pub conn_string: Option<String>,
+}
+
+/// Every enabled object that at least one job writes, or that a sql job targets.
+pub fn load_written_objects(conn: &Connection) -> Result<Vec<WrittenObject>, CatalogError> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT o.object_id, o.object_name, o.conn_string FROM object o WHERE o.status = 1 AND (
+            EXISTS (SELECT 1 FROM job_object jo WHERE jo.object_id = o.object_id)
+            OR EXISTS (SELECT 1 FROM job j WHERE json_extract(j.job_payload, '$.object') = o.object_name))
+         ORDER BY o.object_name",
+    )?;
+    let rows = stmt.query_map([], |r| {
+        Ok(WrittenObject {
+            object_id: r.get(0)?,
+            name: r.get(1)?,
+            conn_string: r.get(2)?,
+        })
+    })?;
+    Ok(rows.collect::<Result<_, _>>()?)
+}
