@@ -228,6 +228,7 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     .run();
     let handle = server.handle();
     actix_rt::spawn(server);
+    actix_rt::spawn(release_freed_memory_now_and_then());
     // The banner is for whoever started the node; if they went away, the node goes on.
     let mut out = std::io::stdout().lock();
     let _ = writeln!(
@@ -296,6 +297,22 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     tracing::info!("stopped");
     Ok(())
 }
+
+/// Hands the memory the allocator holds freed back to the system: once the API's worker has
+/// started (building its routes and the first requests free more than an idle node keeps: 1.4
+/// MB of a 23 MB RSS), then every [`TRIM_EVERY`] (a burst of requests leaves the same).
+async fn release_freed_memory_now_and_then() {
+    actix_rt::time::sleep(Duration::from_secs(2)).await;
+    let mut every = actix_rt::time::interval(TRIM_EVERY);
+    loop {
+        every.tick().await;
+        crate::runtime::release_freed_memory();
+    }
+}
+
+/// How often a running node returns freed memory to the system (a trim of a few-MB heap takes
+/// well under a millisecond).
+const TRIM_EVERY: Duration = Duration::from_secs(30);
 
 /// SIGTERM and Ctrl-C, registered when created.
 struct Signals {
