@@ -4,18 +4,22 @@
 //! (per minute). While writes are paused (the disk is critical), the node records them once a
 //! minute instead of every sample: its own writes are part of the shortage.
 //!
+//! Also the activations it settles (pure): the start-up minimum and the jobs new to the node.
+//!
 //! Invariant: no actor, no SQL; plain data in, plain data out, so the Supervisor's handlers
 //! stay thin.
 
 use std::collections::{BTreeMap, HashMap};
 
+use super::events::Event;
 use super::health::HealthReport;
 use super::processor::Utilization;
 use crate::catalog::activation::{JobActivation, ScheduleKind};
 use crate::catalog::loads::LocalProcessor;
 use crate::catalog::upkeep::StatSample;
+use crate::catalog::verbs::{ActivationChange, DecidedStep};
 use crate::model::{ActivationState, Pin};
-use crate::policy::{JobView, ProcessorView};
+use crate::policy::{Cause, JobView, Policy, ProcessorView};
 
 /// How often statistics are recorded while writes are paused.
 pub const REDUCED_STATS_EVERY_MS: i64 = 60_000;
@@ -200,6 +204,107 @@ pub fn kinds_by_processor(jobs: &[JobActivation]) -> HashMap<i64, Vec<ScheduleKi
     by_processor
 }
 
+/// The start-up activation (pure): the policy's minimum active — each a decision, with its
+/// cause —, every other job standby with the reason.
+pub fn start_up(policy: &Policy, jobs: &[JobActivation]) -> Vec<ActivationChange> {
+    let views: Vec<JobView> = jobs.iter().map(job_view).collect();
+    let minimum = policy.initial_active(&views);
+    jobs.iter()
+        .map(|job| {
+            let (state, reason, decision) = if minimum.contains(&job.job_id) {
+                let (why, cause) = match (job.pin, job.required) {
+                    (Some(Pin::Active), _) => ("pinned active", Cause::Pin),
+                    (_, true) => ("start-up minimum: required", Cause::Minimum),
+                    _ => (
+                        "start-up minimum: priority at or above the floor",
+                        Cause::Minimum,
+                    ),
+                };
+                // The start-up activation is a decision like any later one.
+                (ActivationState::Active, why, Some(cause.as_str()))
+            } else if job.pin == Some(Pin::Inactive) {
+                (ActivationState::Standby, "pinned inactive", None)
+            } else {
+                (
+                    ActivationState::Standby,
+                    "standby: activated in priority order while the node is healthy",
+                    None,
+                )
+            };
+            ActivationChange {
+                job_id: job.job_id,
+                name: job.name.clone(),
+                state,
+                reason: reason.to_string(),
+                decision,
+            }
+        })
+        .collect()
+}
+
+/// Jobs new to the node (pure): active at once — a decision caused by the operator — while
+/// the node is healthy (a short disk holds back only jobs that write data), else standby with
+/// the pressure named. While writes are paused, a job admitted outside maintenance is
+/// `paused` rather than `active` (nothing but maintenance is claimed then), so that the
+/// resume names it and it runs at once.
+pub fn admit(
+    jobs: &[JobActivation],
+    others_ok: bool,
+    disk_short: bool,
+    writes_paused: bool,
+    pressure: &[String],
+) -> Vec<ActivationChange> {
+    jobs.iter()
+        .filter(|job| job.state.is_none())
+        .map(|job| {
+            let waits_for_disk = disk_short && job.writes_data && !job.maintenance;
+            let (state, reason, decision) = if others_ok && !waits_for_disk {
+                let reason = if writes_paused && !job.maintenance {
+                    "added or enabled by an operator while writes are paused: held (paused) \
+                     until they resume, then active at once"
+                } else if disk_short {
+                    "added or enabled by an operator while the node is healthy but for a short \
+                     disk, and it writes no data: active at once"
+                } else {
+                    "added or enabled by an operator while the node is healthy: active at once"
+                };
+                let state = if writes_paused && !job.maintenance {
+                    ActivationState::Paused
+                } else {
+                    ActivationState::Active
+                };
+                (state, reason.to_string(), Some(Cause::Operator.as_str()))
+            } else {
+                let reason = format!(
+                    "added or enabled while the node is under pressure ({}): standby until the \
+                     policy activates it, in priority order, once the node is healthy (pin it \
+                     active to run it regardless)",
+                    pressure.join(", ")
+                );
+                (ActivationState::Standby, reason, None)
+            };
+            ActivationChange {
+                job_id: job.job_id,
+                name: job.name.clone(),
+                state,
+                reason,
+                decision,
+            }
+        })
+        .collect()
+}
+
+/// A recorded step's decisions as the events an embedding application is told.
+pub fn decision_events(step: &DecidedStep) -> impl Iterator<Item = Event> + '_ {
+    step.decisions.iter().map(|d| Event::Decision {
+        action: d.action.as_str().to_string(),
+        subject: step.cx.subject_of(d),
+        reason: d.reason.clone(),
+        cause: d.cause.as_str().to_string(),
+        at: d.at,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -332,5 +437,51 @@ mod tests {
             "{:?}",
             sums(&rows)
         );
+    }
+
+    fn new_job(job_id: i64, name: &str, writes_data: bool, maintenance: bool) -> JobActivation {
+        JobActivation {
+            job_id,
+            name: name.into(),
+            priority: 0,
+            required: false,
+            pin: None,
+            state: None,
+            writes_data,
+            maintenance,
+            stretch: 1,
+            stretch_max: 1,
+            schedule_kind: ScheduleKind::Cron,
+            processor_id: 1,
+        }
+    }
+
+    /// Issue 18, point 4: a job added while writes are paused (a catalog write failed for a
+    /// full disk, the disk's level not short) is `paused`, not `active` — the node claims only
+    /// maintenance runs meanwhile — so it is listed as stopped and the resume lets it go;
+    /// maintenance is active at once.
+    #[test]
+    fn a_job_added_while_writes_are_paused_is_admitted_paused_and_maintenance_active() {
+        let jobs = [
+            new_job(1, "reader", false, false),
+            new_job(2, "writer", true, false),
+            new_job(3, "prune", true, true),
+        ];
+        let changes = admit(&jobs, true, false, true, &[]);
+        let states: Vec<(&str, ActivationState)> =
+            changes.iter().map(|c| (c.name.as_str(), c.state)).collect();
+        assert_eq!(
+            states,
+            [
+                ("reader", ActivationState::Paused),
+                ("writer", ActivationState::Paused),
+                ("prune", ActivationState::Active),
+            ]
+        );
+        assert!(changes[0].reason.contains("while writes are paused"));
+        assert!(changes.iter().all(|c| c.decision == Some("operator")));
+        // Writes not paused: active at once, as before.
+        let changes = admit(&jobs, true, false, false, &[]);
+        assert!(changes.iter().all(|c| c.state == ActivationState::Active));
     }
 }
