@@ -5,7 +5,7 @@
 //! RSS with the API up.
 
 use std::io::BufRead as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -46,19 +46,40 @@ fn start(dir: &Path, jobs: &str) -> Node {
     spawn(&cfg, "bench", &[])
 }
 
+/// The release `jobvisor` binary beside this example (`cargo build --release --bin jobvisor`),
+/// if there is one: the idle node's memory is the product binary's, linked with its code
+/// order (`link/jobvisor.order`). This executable carries the benchmark's own code, and its
+/// dependencies are built with the dev-dependencies' features, so the order's names miss.
+fn product_binary() -> Option<PathBuf> {
+    let exe = std::env::current_exe().ok()?;
+    let bin = exe.parent()?.parent()?.join("jobvisor");
+    bin.is_file().then_some(bin)
+}
+
 /// Starts `jobvisor run` as node `name` on `cfg`'s catalog (this executable re-run, so the
 /// benchmark builds no other binary), with `env` set, and waits for its banner. The token is
 /// the one a first start on a catalog without users prints (empty for the nodes after it).
 pub fn spawn(cfg: &jobvisor::config::NodeConfig, name: &str, env: &[(&str, &str)]) -> Node {
-    let mut child = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "api-node",
-            "--db",
-            &cfg.database.path,
-            "run",
-            "--bind",
-            "127.0.0.1:0",
-        ])
+    spawn_with(None, cfg, name, env)
+}
+
+/// [`spawn`] with `bin` as the node (the `jobvisor` binary) instead of this executable.
+fn spawn_with(
+    bin: Option<&Path>,
+    cfg: &jobvisor::config::NodeConfig,
+    name: &str,
+    env: &[(&str, &str)],
+) -> Node {
+    let mut command = match bin {
+        Some(bin) => Command::new(bin),
+        None => {
+            let mut c = Command::new(std::env::current_exe().unwrap());
+            c.arg("api-node");
+            c
+        }
+    };
+    let mut child = command
+        .args(["--db", &cfg.database.path, "run", "--bind", "127.0.0.1:0"])
         .args(["--node-name", name, "--data-dir", &cfg.node.data_dir])
         .env("JOBVISOR__POLICY__PRIORITY_FLOOR", "-1000000000")
         .env("JOBVISOR_LOG", "warn")
@@ -241,8 +262,13 @@ fn rss_of(pid: u32) -> f64 {
         / 1024.0
 }
 
+/// How long the idle node is watched: past the 30 s after which the read connections that the
+/// start and the first request opened close, and the node's heap trims every 30 s.
+const IDLE_SECS: u64 = 75;
+
 /// A node process with the API up and 1,000 recurring jobs, after one authenticated request
-/// (so the API's connection and worker are warm): CPU of one core over `secs`, and RSS.
+/// (so the API's connection and worker are warm): CPU of one core over `secs`, and RSS at the
+/// end of it.
 pub fn idle(jobs: usize, secs: u64) -> (f64, f64) {
     let dir = fresh_dir("api-idle");
     let mut text = String::new();
@@ -251,7 +277,9 @@ pub fn idle(jobs: usize, secs: u64) -> (f64, f64) {
             "[job.j{i}]\ntype = \"function\"\nprocessor = \"bench\"\ncron = \"0 0 1 1 *\"\npayload = {{ function = \"debug.noop\" }}\n"
         ));
     }
-    let node = start(&dir, &text);
+    let cfg = node_config(&dir, Durability::Normal);
+    prepare(&dir, &cfg, &catalog_text(2, &text));
+    let node = spawn_with(product_binary().as_deref(), &cfg, "bench", &[]);
     actix_rt::System::new().block_on(async {
         let c = client();
         let mut res = c
@@ -330,15 +358,19 @@ pub fn print(n: usize, rounds: usize) {
         "api: JSON-RPC function call (a run) round trip, p99",
         pct(&function, 0.99)
     );
-    let idle: Vec<(f64, f64)> = (0..rounds).map(|_| idle(1000, 30)).collect();
+    let idle: Vec<(f64, f64)> = (0..rounds).map(|_| idle(1000, IDLE_SECS)).collect();
     println!(
         "{:<52} {:>12.2} %",
-        "api: idle node with the API up, 30 s, CPU of one core",
+        "api: idle node with the API up, 75 s, CPU of one core",
         median(idle.iter().map(|r| r.0).collect())
     );
     println!(
         "{:<52} {:>11.1} MB",
-        "api: idle node with the API up, RSS",
+        if product_binary().is_some() {
+            "api: idle node with the API up, RSS, jobvisor bin"
+        } else {
+            "api: idle node, API up, RSS, this executable"
+        },
         median(idle.iter().map(|r| r.1).collect())
     );
 }
