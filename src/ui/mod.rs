@@ -19,6 +19,7 @@
 //! role logic of its own.
 
 pub mod assets;
+mod job_form;
 mod jobs;
 mod login;
 mod pages;
@@ -105,12 +106,12 @@ ui_routes! {
     get "/" => pages::overview;
     get "/charts" => pages::charts;
     get "/jobs" => jobs::list;
-    post "/jobs" => jobs::create;
-    get "/new-job" => jobs::new_form;
-    get "/schedule" => jobs::schedule_preview;
+    post "/jobs" => job_form::create;
+    get "/new-job" => job_form::new_form;
+    get "/schedule" => job_form::schedule_preview;
     get "/jobs/{name}" => jobs::detail;
-    post "/jobs/{name}" => jobs::update;
-    get "/jobs/{name}/edit" => jobs::edit_form;
+    post "/jobs/{name}" => job_form::update;
+    get "/jobs/{name}/edit" => job_form::edit_form;
     post "/jobs/{name}/enable" => jobs::enable;
     post "/jobs/{name}/disable" => jobs::disable;
     post "/jobs/{name}/pin" => jobs::pin;
