@@ -1,27 +1,28 @@
 //! One function per command: arguments → an operation of [`crate::ops`] → output.
-
-use std::path::Path;
+//! This file dispatches them and holds the catalog's entity commands (jobs, processors,
+//! objects, nodes); `files.rs` the catalog file and configuration commands, `runs.rs` runs and
+//! decisions, `accounts.rs` users and tokens, `stats.rs` stat series.
 
 use serde_json::{Map as JsonMap, Value as Json};
 
 use super::args::{
-    Cli, Command, Format, JobFields, JobsCommand, NodesCommand, ObjectFields, ObjectsCommand,
-    ProcessorFields, ProcessorsCommand, RunArgs, RunsCommand,
+    Cli, Command, JobFields, JobsCommand, NodesCommand, ObjectFields, ObjectsCommand,
+    ProcessorFields, ProcessorsCommand, RunArgs,
 };
-use super::{EXIT_CONFIG, EXIT_DATA, Failure, load_config, render};
+use super::files::{check, export, import, init, show_config};
+use super::runs::{decisions, runs};
+use super::{EXIT_DATA, Failure, load_config, render};
 use crate::catalog::{Access, ImportReport};
-use crate::config::{self, NodeConfig};
+use crate::config::NodeConfig;
 use crate::jobconf::{CatalogFile, toml_format};
-use crate::model::{JobType, ObjectType, Pin, RunStatus};
-use crate::ops::files::{self, Parsed};
+use crate::model::{JobType, ObjectType, Pin};
 use crate::ops::jobs::{Change, JobPatch, Saved};
 use crate::ops::objects::ObjectPatch;
 use crate::ops::processors::ProcessorPatch;
-use crate::ops::runs::{Cancelled, RunQuery};
 use crate::ops::{Caller, OpError, Opened, Ops, Warning};
 use crate::schedule::{MisfirePolicy, OverlapPolicy};
 
-type CliResult = Result<(), Failure>;
+pub(super) type CliResult = Result<(), Failure>;
 
 /// Runs one parsed command.
 pub fn run(cli: &Cli) -> CliResult {
@@ -82,12 +83,12 @@ pub fn run(cli: &Cli) -> CliResult {
     }
 }
 
-fn config_of(cli: &Cli) -> Result<NodeConfig, Failure> {
+pub(super) fn config_of(cli: &Cli) -> Result<NodeConfig, Failure> {
     load_config(cli, &RunArgs::default())
 }
 
 /// Opens the catalog for `access`, on behalf of the CLI user.
-fn open(cli: &Cli, access: Access) -> Result<(Ops, Opened), Failure> {
+pub(super) fn open(cli: &Cli, access: Access) -> Result<(Ops, Opened), Failure> {
     let cfg = config_of(cli)?;
     let caller = Caller {
         actor: "cli".into(),
@@ -100,7 +101,7 @@ fn open(cli: &Cli, access: Access) -> Result<(Ops, Opened), Failure> {
     ))
 }
 
-fn builtin_functions() -> Vec<String> {
+pub(super) fn builtin_functions() -> Vec<String> {
     crate::runtime::builtins::registry()
         .names()
         .map(String::from)
@@ -116,7 +117,7 @@ pub(super) fn writing(cli: &Cli) -> Result<Ops, Failure> {
 }
 
 /// Prints warnings on stderr, or refuses them with `--strict`.
-fn warn(warnings: &[Warning], strict: bool, json: bool) -> CliResult {
+pub(super) fn warn(warnings: &[Warning], strict: bool, json: bool) -> CliResult {
     if strict && !warnings.is_empty() {
         let first = &warnings[0];
         let mut f = Failure::new(
@@ -140,95 +141,7 @@ fn warn(warnings: &[Warning], strict: bool, json: bool) -> CliResult {
     Ok(())
 }
 
-fn parse(path: &Path, format: Format) -> Result<Parsed, Failure> {
-    let format = match format {
-        Format::Toml => files::Format::Toml,
-        Format::Millix => files::Format::Millix,
-    };
-    Ok(files::parse_file(path, format)?)
-}
-
-fn print_unmapped(parsed: &Parsed) {
-    for n in &parsed.unmapped {
-        eprintln!("{}", n.render(&format!("{} (not mapped)", parsed.name)));
-    }
-}
-
-fn summary(file: &CatalogFile) -> String {
-    format!(
-        "{} processor(s), {} object(s), {} group(s), {} job(s)",
-        file.processors.len(),
-        file.objects.len(),
-        file.groups.len(),
-        file.jobs.len()
-    )
-}
-
-fn check(cli: &Cli, path: &Path, format: Format, strict: bool) -> CliResult {
-    let parsed = parse(path, format)?;
-    print_unmapped(&parsed);
-    let known = builtin_functions().into_iter().collect();
-    let warnings = files::function_warnings(&parsed.file, &known);
-    warn(&warnings, strict, cli.json)?;
-    if cli.json {
-        render::json(&serde_json::json!({
-            "file": parsed.name,
-            "ok": true,
-            "processors": parsed.file.processors.len(),
-            "objects": parsed.file.objects.len(),
-            "groups": parsed.file.groups.len(),
-            "jobs": parsed.file.jobs.len(),
-            "not_mapped": parsed.unmapped.iter().map(|d| d.render(&parsed.name)).collect::<Vec<_>>(),
-            "warnings": warnings,
-        }));
-    } else {
-        println!("{}: ok: {}", parsed.name, summary(&parsed.file));
-    }
-    Ok(())
-}
-
-fn import(cli: &Cli, path: &Path, format: Format, strict: bool) -> CliResult {
-    let parsed = parse(path, format)?;
-    print_unmapped(&parsed);
-    if strict && !parsed.unmapped.is_empty() {
-        return Err(Failure::new(
-            EXIT_CONFIG,
-            format!(
-                "{}: {} item(s) cannot be mapped (--strict); nothing was changed",
-                parsed.name,
-                parsed.unmapped.len()
-            ),
-        ));
-    }
-    let known = builtin_functions().into_iter().collect();
-    warn(
-        &files::function_warnings(&parsed.file, &known),
-        strict,
-        true,
-    )?;
-    let (mut ops, _) = open(cli, Access::Create)?;
-    let imported = ops.import(&parsed)?;
-    if cli.json {
-        render::json(&imported);
-        return Ok(());
-    }
-    for w in &imported.warnings {
-        eprintln!("warning: {w}");
-    }
-    let r = &imported.report;
-    println!(
-        "{}: imported into {}: {} created, {} updated, {} unchanged",
-        imported.file,
-        imported.catalog,
-        r.created.len(),
-        r.updated.len(),
-        r.unchanged
-    );
-    print_changes(r);
-    Ok(())
-}
-
-fn print_changes(r: &ImportReport) {
+pub(super) fn print_changes(r: &ImportReport) {
     for c in r.changes.iter().filter(|c| c.change != "unchanged") {
         println!("  {} {} {}", c.change, c.section, c.name);
         for f in &c.fields {
@@ -242,120 +155,6 @@ fn print_changes(r: &ImportReport) {
     }
 }
 
-fn init(cli: &Cli) -> CliResult {
-    let (ops, opened) = open(cli, Access::Create)?;
-    let jobs = ops.jobs()?.len();
-    let path = ops.catalog().path().display().to_string();
-    if cli.json {
-        render::json(&serde_json::json!({
-            "catalog": path,
-            "seeded": opened == Opened::Seeded,
-            "jobs": jobs,
-        }));
-    } else if opened == Opened::Seeded {
-        println!("{path}: new catalog seeded with {jobs} job(s)");
-    } else {
-        println!("{path}: catalog exists ({jobs} job(s)); not re-seeded");
-    }
-    Ok(())
-}
-
-fn export(cli: &Cli, output: Option<&Path>) -> CliResult {
-    let text = reading(cli)?.export()?;
-    match output {
-        // The same entries as JSON: job.conf's tables as objects (`processor`, `job`, …).
-        None if cli.json => render::json(&toml_as_json(&text)?),
-        None => print!("{text}"),
-        Some(path) => {
-            let tmp = path.with_extension("tmp");
-            let write = std::fs::write(&tmp, &text).and_then(|()| std::fs::rename(&tmp, path));
-            if let Err(e) = write {
-                let _ = std::fs::remove_file(&tmp);
-                return Err(Failure::new(
-                    super::EXIT_FAILURE,
-                    format!("{}: cannot write: {e}", path.display()),
-                ));
-            }
-            if cli.json {
-                render::json(&serde_json::json!({ "exported": path.display().to_string() }));
-            }
-        }
-    }
-    Ok(())
-}
-
-/// TOML text this build wrote (an export, the defaults) as the same tree in JSON.
-fn toml_as_json(text: &str) -> Result<Json, Failure> {
-    let value: toml::Table = toml::from_str(text)
-        .map_err(|e| Failure::new(super::EXIT_FAILURE, format!("cannot read back TOML: {e}")))?;
-    serde_json::to_value(value).map_err(|e| Failure::new(super::EXIT_FAILURE, e.to_string()))
-}
-
-fn show_config(cli: &Cli, print_defaults: bool) -> CliResult {
-    if print_defaults {
-        if cli.json {
-            render::json(&NodeConfig::default());
-        } else {
-            print!("{}", config::DEFAULT_TOML);
-        }
-        return Ok(());
-    }
-    let mut cfg = config_of(cli)?;
-    // Show what the node would use, not the empty strings that mean "resolve at start".
-    cfg.node.name = cfg.node_name();
-    cfg.node.timezone = cfg.timezone().name().to_string();
-    cfg.database.path = cfg.db_path().display().to_string();
-    if cli.json {
-        render::json(&cfg);
-        return Ok(());
-    }
-    let effective = toml::Table::try_from(&cfg)
-        .map_err(|e| Failure::new(super::EXIT_FAILURE, e.to_string()))?;
-    print!("{}", annotated_config(&effective));
-    Ok(())
-}
-
-/// The effective configuration in the layout of `config/default.toml` — its comments give
-/// each key's unit and default — with each value replaced by the effective one, and a note
-/// where a value means something resolved later (the built-in seed) or is a size in bytes.
-fn annotated_config(effective: &toml::Table) -> String {
-    let mut out = String::new();
-    let mut section = String::new();
-    for line in config::DEFAULT_TOML.lines() {
-        let trimmed = line.trim();
-        if trimmed.starts_with('[') {
-            section = trimmed.trim_matches(|c| c == '[' || c == ']').to_string();
-        }
-        let key = (!trimmed.starts_with('#'))
-            .then(|| trimmed.split_once('='))
-            .flatten()
-            .map(|(k, _)| k.trim());
-        // Keys before the first [section] (the `inbox` list) are the file's own.
-        let value = key.and_then(|k| match section.as_str() {
-            "" => effective.get(k).map(|v| (k, v)),
-            _ => effective.get(&section)?.get(k).map(|v| (k, v)),
-        });
-        let Some((key, value)) = value else {
-            out.push_str(line);
-            out.push('\n');
-            continue;
-        };
-        let mut shown = format!("{key} = {value}");
-        match (key, value) {
-            ("seed", toml::Value::String(s)) if s.is_empty() => {
-                shown.push_str("  # the built-in config/job.conf")
-            }
-            (k, toml::Value::Integer(n)) if k.starts_with("memory_") => {
-                shown.push_str(&format!("  # {}", render::bytes(*n as f64)))
-            }
-            _ => {}
-        }
-        out.push_str(&shown);
-        out.push('\n');
-    }
-    out
-}
-
 fn json_object(flag: &str, text: &str) -> Result<JsonMap<String, Json>, Failure> {
     match serde_json::from_str::<Json>(text) {
         Ok(Json::Object(map)) => Ok(map),
@@ -366,7 +165,7 @@ fn json_object(flag: &str, text: &str) -> Result<JsonMap<String, Json>, Failure>
     }
 }
 
-fn parse_choice<T>(
+pub(super) fn parse_choice<T>(
     flag: &str,
     value: &str,
     parse: impl Fn(&str) -> Option<T>,
@@ -677,7 +476,7 @@ fn processor_patch(f: &ProcessorFields) -> Result<ProcessorPatch, Failure> {
 }
 
 /// A listing: JSON for scripts, an aligned table for people.
-fn list<T: serde::Serialize>(
+pub(super) fn list<T: serde::Serialize>(
     cli: &Cli,
     rows: &[T],
     headers: &[&str],
@@ -810,170 +609,4 @@ fn objects(cli: &Cli, cmd: &ObjectsCommand) -> CliResult {
         }
     }
     Ok(())
-}
-
-/// `--since`: a duration back from `now` (`90s`, `15m`, `2h`, `1d`) or a time (RFC 3339, or
-/// `YYYY-MM-DD[ HH:MM[:SS]]` local).
-pub fn parse_since(text: &str, now: i64) -> Result<i64, OpError> {
-    crate::ops::view::parse_instant("--since", text, now)
-}
-
-fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
-    match cmd {
-        RunsCommand::List {
-            job,
-            status,
-            since,
-            until,
-            before,
-            limit,
-        } => {
-            let status = status
-                .as_deref()
-                .map(|s| parse_choice("--status", s, RunStatus::parse, &RunStatus::expected()))
-                .transpose()?;
-            let now = crate::catalog::now_ms();
-            let instant = |flag: &str, text: &Option<String>| {
-                text.as_deref()
-                    .map(|s| crate::ops::view::parse_instant(flag, s, now))
-                    .transpose()
-            };
-            let query = RunQuery {
-                job: job.clone(),
-                status,
-                node: cli.node.clone(),
-                since: instant("--since", since)?,
-                until: instant("--until", until)?,
-                before: *before,
-                after: None,
-                limit: *limit,
-            };
-            let rows = reading(cli)?.runs(&query).map_err(|e| match e {
-                OpError::Invalid {
-                    field: Some(f),
-                    reason,
-                } if f == "limit" || f == "until" => OpError::invalid(format!("--{f}"), reason),
-                other => other,
-            })?;
-            let headers = [
-                "ID", "JOB", "STATUS", "ATTEMPT", "SLOT", "STARTED", "ELAPSED", "NODE", "ERROR",
-            ];
-            list(cli, &rows, &headers, |r| {
-                vec![
-                    r.id.to_string(),
-                    r.job.clone(),
-                    r.status.clone(),
-                    r.attempt.to_string(),
-                    render::time(r.scheduled_for),
-                    render::time(r.started_at),
-                    render::duration(r.elapsed_ms),
-                    r.node.clone().unwrap_or_else(|| "-".into()),
-                    r.error
-                        .as_deref()
-                        .map_or(String::new(), |e| render::abbreviate(e, 60)),
-                ]
-            });
-        }
-        RunsCommand::Show { id } => {
-            let r = reading(cli)?.run(*id)?;
-            if cli.json {
-                render::json(&r);
-                return Ok(());
-            }
-            let opt = |v: Option<i64>| v.map_or("-".into(), |v| v.to_string());
-            let mut status = r.status.clone();
-            if r.cancel_requested && r.status == "running" {
-                status.push_str(" (cancel requested)");
-            }
-            render::fields(&[
-                ("run", r.id.to_string()),
-                ("job", r.job.clone()),
-                ("status", status),
-                ("attempt", r.attempt.to_string()),
-                ("slot", render::time_long(r.scheduled_for)),
-                ("queued", render::time_long(Some(r.created_at))),
-                ("started", render::time_long(r.started_at)),
-                ("finished", render::time_long(r.finished_at)),
-                ("elapsed", render::duration(r.elapsed_ms)),
-                ("node", r.node.clone().unwrap_or_else(|| "-".into())),
-                ("parent run", opt(r.parent)),
-                ("root run", opt(r.root)),
-                ("retry of", opt(r.retry_of)),
-                ("params", render::value(r.params.as_ref())),
-                ("result", render::value(r.result.as_ref())),
-                ("error", r.error.clone().unwrap_or_else(|| "-".into())),
-                ("output", r.log.clone().unwrap_or_else(|| "-".into())),
-            ]);
-        }
-        RunsCommand::Tree { id } => {
-            let t = reading(cli)?.tree(*id)?;
-            if cli.json {
-                render::json(&t);
-            } else {
-                render::tree(&t);
-            }
-        }
-        RunsCommand::Cancel { id } => {
-            let outcome = writing(cli)?.cancel_run(*id)?;
-            if cli.json {
-                render::json(&serde_json::json!({ "run_id": id, "result": outcome }));
-            } else if outcome == Cancelled::Cancelled {
-                println!("run {id} cancelled (it had not started)");
-            } else {
-                println!(
-                    "run {id} is executing: its node was asked to cancel it (a command's process \
-                     group is killed); `jobvisor runs show {id}` shows when it is cancelled"
-                );
-            }
-        }
-        RunsCommand::Retry { id } => {
-            let new = writing(cli)?.retry_run(*id)?;
-            if cli.json {
-                render::json(&serde_json::json!({ "run_id": new, "retry_of": id }));
-            } else if new == *id {
-                println!(
-                    "workflow run {id} running again: its failed steps are queued, and the \
-                     steps after them follow (`jobvisor runs tree {id}`)"
-                );
-            } else {
-                println!("run {new} queued: a new attempt of run {id}");
-            }
-        }
-    }
-    Ok(())
-}
-
-fn decisions(cli: &Cli, limit: i64, all_nodes: bool) -> CliResult {
-    let rows = reading(cli)?
-        .decisions(limit, all_nodes)
-        .map_err(|e| match e {
-            OpError::Invalid {
-                field: Some(f),
-                reason,
-            } if f == "limit" => OpError::invalid("--limit", reason),
-            other => other,
-        })?;
-    if cli.json {
-        render::json(&rows);
-    } else {
-        render::decisions(&rows);
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn since_takes_durations_and_times() {
-        let now = 1_000_000_000_000;
-        assert_eq!(parse_since("90s", now).unwrap(), now - 90_000);
-        assert_eq!(parse_since("2h", now).unwrap(), now - 7_200_000);
-        assert_eq!(
-            parse_since("2026-12-01T08:00:00Z", now).unwrap(),
-            1_796_112_000_000
-        );
-        assert!(parse_since("yesterday", now).is_err());
-    }
 }

@@ -9,8 +9,10 @@
 mod accounts;
 mod args;
 mod commands;
+mod files;
 mod remote;
 mod render;
+mod runs;
 mod stats;
 
 use std::ffi::OsString;

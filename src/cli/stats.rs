@@ -2,7 +2,8 @@
 //! or one series over time — with values in their units (sizes, rates, durations, times).
 
 use super::args::Cli;
-use super::commands::{parse_since, reading};
+use super::commands::reading;
+use super::runs::parse_since;
 use super::{Failure, render};
 use crate::ops::OpError;
 use crate::ops::stats::StatView;
