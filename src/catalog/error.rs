@@ -1,4 +1,4 @@
-//! The catalog layer's one error type: what SQLite, the pool or the file system said, a refusal,
+//! The catalog layer's one error type: what SQLite, PostgreSQL, the pool or the file system said, a refusal,
 //! a missing entry — and, for a storage error, the file and what was being done.
 
 use std::path::{Path, PathBuf};
@@ -9,6 +9,9 @@ pub enum CatalogError {
     /// SQLite reported an error.
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL reported an error (a fleet's catalog, `catalog::postgres`).
+    #[error("postgres: {0}")]
+    Postgres(#[from] postgres::Error),
     /// The read pool could not hand out a connection.
     #[error("connection pool: {0}")]
     Pool(#[from] r2d2::Error),
@@ -139,7 +142,10 @@ impl CatalogError {
     pub fn is_storage(&self) -> bool {
         matches!(
             self,
-            CatalogError::Sqlite(_) | CatalogError::Pool(_) | CatalogError::Io { .. }
+            CatalogError::Sqlite(_)
+                | CatalogError::Postgres(_)
+                | CatalogError::Pool(_)
+                | CatalogError::Io { .. }
         )
     }
 

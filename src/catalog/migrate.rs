@@ -129,7 +129,7 @@ const INSERT_APPLIED: &str =
     "INSERT INTO schema_migration (version, name, checksum) VALUES (?1, ?2, ?3)";
 
 /// A stable checksum (FNV-1a 64) of a migration's text, to detect edited migrations.
-fn checksum(sql: &str) -> String {
+pub(crate) fn checksum(sql: &str) -> String {
     let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
     for byte in sql.bytes() {
         hash ^= u64::from(byte);

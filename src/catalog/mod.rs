@@ -18,6 +18,7 @@ pub mod node;
 pub mod objects;
 pub mod observe;
 pub mod open;
+pub mod postgres;
 pub mod queue;
 pub mod reader;
 pub mod remote;

@@ -379,6 +379,22 @@ pub struct Swept {
     pub recovery: Recovery,
 }
 
+impl Swept {
+    /// The `node.sweep` audit row's detail: the dead node as it stood, and its runs.
+    pub fn audit_detail(&self) -> serde_json::Value {
+        serde_json::json!({
+            "pid": self.pid,
+            "host": self.host,
+            "heartbeat_at": self.heartbeat_at,
+            "lease_ttl_ms": self.lease_ttl,
+            "fenced_generation": self.fenced,
+            "requeued": self.recovery.requeued,
+            "quarantined": self.recovery.quarantined,
+            "cancelled": self.recovery.cancelled,
+        })
+    }
+}
+
 // Dead: its heartbeat is older than the TTL it stated (or it released its name). Swept when a
 // process may still hold its name (not fenced yet), or when runs of it have leases that
 // expired; the runs' partial index is scanned once for all nodes.
@@ -441,16 +457,7 @@ pub fn sweep(conn: &Connection, fence: NodeLease, now: i64) -> Result<Vec<Swept>
             node.fenced = (changed == 1).then_some(generation);
         }
         node.recovery = recover_runs(conn, node.node_id, now, Some(now))?;
-        let detail = serde_json::json!({
-            "pid": node.pid,
-            "host": node.host,
-            "heartbeat_at": node.heartbeat_at,
-            "lease_ttl_ms": node.lease_ttl,
-            "fenced_generation": node.fenced,
-            "requeued": node.recovery.requeued,
-            "quarantined": node.recovery.quarantined,
-            "cancelled": node.recovery.cancelled,
-        });
+        let detail = node.audit_detail();
         super::audit_at(
             conn,
             now,

@@ -570,17 +570,40 @@ struct Finishing {
 /// What a batch of completions does to one job's row: runs no longer in progress, and the
 /// latest end (instant, elapsed, response) among them.
 #[derive(Default)]
-struct JobEnd {
-    ended: i64,
-    last: Option<(i64, i64, String)>,
+pub(crate) struct JobEnd {
+    /// Runs no longer in progress.
+    pub(crate) ended: i64,
+    /// The latest end: instant, elapsed, response.
+    pub(crate) last: Option<(i64, i64, String)>,
 }
 
 impl JobEnd {
-    fn finished(&mut self, at: i64, elapsed: i64, response: String) {
+    /// Counts one end, keeping the latest.
+    pub(crate) fn finished(&mut self, at: i64, elapsed: i64, response: String) {
         self.ended += 1;
         if self.last.as_ref().is_none_or(|(t, _, _)| at >= *t) {
             self.last = Some((at, elapsed, response));
         }
+    }
+}
+
+/// How a run that ended with `outcome` is recorded (status, result, error), both backends' one
+/// rule: a failure with attempts left is `failed` (its retry queued); without, `dead` when the
+/// job allowed more than one attempt. An interruption is requeued, never recorded.
+pub(crate) fn verdict(
+    outcome: &Outcome,
+    retried: bool,
+    max_attempts: i64,
+) -> (RunStatus, Option<String>, Option<String>) {
+    match outcome {
+        Outcome::Succeeded(v) => (RunStatus::Succeeded, Some(v.to_string()), None),
+        Outcome::Failed(e) | Outcome::TimedOut(e) if !retried && max_attempts > 1 => {
+            (RunStatus::Dead, None, Some(e.clone()))
+        }
+        Outcome::Failed(e) => (RunStatus::Failed, None, Some(e.clone())),
+        Outcome::TimedOut(e) => (RunStatus::TimedOut, None, Some(e.clone())),
+        Outcome::Cancelled(e) => (RunStatus::Cancelled, None, Some(e.clone())),
+        Outcome::Interrupted => unreachable!("an interruption is requeued, not recorded"),
     }
 }
 
@@ -710,16 +733,7 @@ fn complete_other(
         (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if attempt < max_attempts => Some(at),
         _ => None,
     };
-    let (status, result, error) = match &c.outcome {
-        Outcome::Succeeded(v) => (RunStatus::Succeeded, Some(v.to_string()), None),
-        Outcome::Failed(e) | Outcome::TimedOut(e) if retry.is_none() && max_attempts > 1 => {
-            (RunStatus::Dead, None, Some(e.clone()))
-        }
-        Outcome::Failed(e) => (RunStatus::Failed, None, Some(e.clone())),
-        Outcome::TimedOut(e) => (RunStatus::TimedOut, None, Some(e.clone())),
-        Outcome::Cancelled(e) => (RunStatus::Cancelled, None, Some(e.clone())),
-        Outcome::Interrupted => unreachable!("handled above"),
-    };
+    let (status, result, error) = verdict(&c.outcome, retry.is_some(), max_attempts);
     let response = result.as_deref().or(error.as_deref()).unwrap_or("");
     ends.entry(job_id)
         .or_default()

@@ -13,6 +13,7 @@ mod inbox;
 mod metrics;
 mod openapi;
 mod operator;
+mod postgres;
 mod remote;
 mod remote_cli;
 mod rpc;

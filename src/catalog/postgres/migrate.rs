@@ -1,0 +1,79 @@
+//! The PostgreSQL catalog's migrations: the numbered files of `migrations/postgres/`, compiled
+//! in, applied as on SQLite (each once, in order, with its row and checksum in
+//! `schema_migration`; an edited one is refused), under a transaction-scoped advisory lock so
+//! that nodes starting at once apply each migration once. A database that has migrations this
+//! build does not know (a newer jobvisor) is refused, not written.
+
+use postgres::Client;
+
+use crate::catalog::CatalogError;
+use crate::catalog::migrate::{Migration, checksum};
+
+/// Every PostgreSQL migration, in order. A test checks it against the folder.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_catalog.sql",
+    sql: include_str!("../../../migrations/postgres/0001_catalog.sql"),
+}];
+
+/// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).
+const MIGRATION_LOCK: i64 = 0x6a6f_6276_6973_6f72;
+
+const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (
+    version    bigint PRIMARY KEY,
+    name       text   NOT NULL,
+    checksum   text   NOT NULL,
+    applied_at bigint NOT NULL DEFAULT extract(epoch FROM now())::bigint
+)";
+
+/// Applies every pending migration in one transaction; returns how many were applied.
+pub fn migrate(client: &mut Client) -> Result<usize, CatalogError> {
+    apply(client, MIGRATIONS)
+}
+
+/// Applies the pending ones of `migrations`.
+pub(crate) fn apply(client: &mut Client, migrations: &[Migration]) -> Result<usize, CatalogError> {
+    let mut tx = client.transaction()?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
+    tx.batch_execute(CREATE_HISTORY)?;
+    let applied: Vec<(i64, String)> = tx
+        .query(
+            "SELECT version, checksum FROM schema_migration ORDER BY version",
+            &[],
+        )?
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let known = migrations.last().map_or(0, |m| m.version);
+    if let Some((v, _)) = applied.iter().find(|(v, _)| *v > known) {
+        return Err(CatalogError::Migration(format!(
+            "the database has migration {v}, newer than this build knows ({known}): it was \
+             made by a newer jobvisor; nothing was changed"
+        )));
+    }
+    let mut count = 0;
+    for m in migrations {
+        let sum = checksum(m.sql);
+        match applied.iter().find(|(v, _)| *v == m.version) {
+            Some((_, old)) if *old == sum => continue,
+            Some(_) => {
+                return Err(CatalogError::Migration(format!(
+                    "postgres migration {} was changed after it was applied to this database",
+                    m.name
+                )));
+            }
+            None => {
+                tx.batch_execute(m.sql).map_err(|e| {
+                    CatalogError::Migration(format!("postgres {} failed: {e}", m.name))
+                })?;
+                tx.execute(
+                    "INSERT INTO schema_migration (version, name, checksum) VALUES ($1, $2, $3)",
+                    &[&m.version, &m.name, &sum],
+                )?;
+                count += 1;
+            }
+        }
+    }
+    super::commit(tx)?;
+    Ok(count)
+}

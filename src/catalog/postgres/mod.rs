@@ -1,0 +1,417 @@
+//! The catalog on PostgreSQL, for a fleet whose nodes run on several hosts: its own schema
+//! (`migrations/postgres/`) and SQL behind the same verbs and types as the SQLite catalog's
+//! queue and node verbs (`NewRun`, `Claim`, `Completion`, `Recorded`, `NodeLease`, `Swept`).
+//! Claims take runs with `FOR UPDATE SKIP LOCKED`, so nodes claiming at once never wait on
+//! each other's runs; claim tokens come from a sequence; a job's row is locked while its runs
+//! are counted, so `forbid` and `max_overlap` hold across nodes, and a written object's row
+//! likewise. Definitions changed and runs queued are announced with NOTIFY
+//! (`jobvisor_catalog`, `jobvisor_queue`; [`PgCatalog::listen`]).
+//!
+//! Invariant: the synchronous `postgres::Client` lives on a thread of its own (`pg <label>`),
+//! never on an actix or tokio thread — calling or dropping it there aborts the process
+//! (reference/ecosystem.md, trap 3). Callers hand it closures ([`PgCatalog::call`], or
+//! [`PgCatalog::call_async`] from async code). When the server goes away the thread reconnects
+//! with backoff and runs the closure again: a transaction that failed before its commit left
+//! nothing; one whose commit went unanswered is undone or found again by its claim tokens
+//! (see `queue`), so a run is never lost or recorded twice across a reconnect.
+//!
+//! Not here yet (issue 16): the definitions' verbs (import, export, put_job, activation,
+//! decisions, accounts, stats), trees and workflows, and a node (`jobvisor run`) on this
+//! backend; each is refused where it would be reached.
+
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls};
+
+use super::CatalogError;
+
+pub mod migrate;
+pub mod node;
+pub mod queue;
+
+/// The first wait before reconnecting; each failed attempt doubles it up to [`BACKOFF_MAX`].
+const BACKOFF_START: Duration = Duration::from_millis(50);
+/// The longest wait between two connection attempts.
+const BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// Attempts at one closure whose transaction the server aborted for a conflict (deadlock,
+/// serialization) before the error is returned.
+const CONFLICT_RETRIES: u32 = 8;
+
+/// How the connection thread reaches the server.
+#[derive(Debug, Clone)]
+pub struct PgSettings {
+    /// `postgres://user@host:port/database`.
+    pub url: String,
+    /// How long a call waits for the server to come back before it fails with
+    /// [`CatalogError::Unavailable`]; meanwhile it is retried, not lost.
+    pub reconnect_for: Duration,
+}
+
+impl PgSettings {
+    /// Settings for `url` with the default reconnect window (60 s).
+    pub fn new(url: impl Into<String>) -> Self {
+        PgSettings {
+            url: url.into(),
+            reconnect_for: Duration::from_secs(60),
+        }
+    }
+}
+
+/// What the thread did to a call's transaction: how a closure learns whether it runs again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Attempt {
+    /// The first attempt.
+    First,
+    /// Again after the connection broke while the previous attempt's commit was unanswered:
+    /// it may have committed.
+    AfterUnansweredCommit,
+    /// Again after the previous attempt failed before its commit (nothing of it was kept).
+    AfterAbort,
+}
+
+type Work = Box<dyn FnOnce(&mut Conn) + Send>;
+
+/// The connection as closures see it: the client, and how this attempt came about.
+pub struct Conn {
+    client: Option<Client>,
+    settings: PgSettings,
+    /// Connections made so far (1 after the first; tests read it to see a reconnect).
+    pub connects: u64,
+}
+
+impl Conn {
+    /// The client, connecting (with backoff, for up to `reconnect_for`) if there is none.
+    fn client(&mut self) -> Result<&mut Client, CatalogError> {
+        if self.client.as_ref().is_some_and(Client::is_closed) {
+            self.drop_client();
+        }
+        if self.client.is_none() {
+            let deadline = Instant::now() + self.settings.reconnect_for;
+            let mut wait = BACKOFF_START;
+            let client = loop {
+                match Client::connect(&self.settings.url, NoTls) {
+                    Ok(c) => break c,
+                    Err(e) if Instant::now() + wait > deadline => {
+                        return Err(CatalogError::Unavailable(format!(
+                            "postgres: cannot reach {} for {:?}: {e}",
+                            redact(&self.settings.url),
+                            self.settings.reconnect_for
+                        )));
+                    }
+                    Err(e) => {
+                        tracing::warn!(url = %redact(&self.settings.url), "postgres: cannot connect ({e}); again in {wait:?}");
+                        thread::sleep(wait);
+                        wait = (wait * 2).min(BACKOFF_MAX);
+                    }
+                }
+            };
+            self.connects += 1;
+            self.client = Some(client);
+        }
+        Ok(self.client.as_mut().expect("connected above"))
+    }
+
+    fn drop_client(&mut self) {
+        // Dropped here, on the connection thread: never on an async one.
+        self.client = None;
+    }
+}
+
+/// Whether `e` says the connection is gone (as opposed to an error of the statement): closed,
+/// an IO error, or the server shutting down.
+fn connection_lost(e: &CatalogError) -> bool {
+    let CatalogError::Postgres(p) = e else {
+        return false;
+    };
+    if p.is_closed() {
+        return true;
+    }
+    if let Some(d) = p.as_db_error() {
+        // admin_shutdown, crash_shutdown, cannot_connect_now: the server is going away.
+        return matches!(d.code().code(), "57P01" | "57P02" | "57P03");
+    }
+    std::error::Error::source(p).is_some_and(|s| s.is::<std::io::Error>())
+}
+
+fn is_conflict_code(code: &str) -> bool {
+    // serialization_failure, deadlock_detected
+    matches!(code, "40001" | "40P01")
+}
+
+/// Whether the server aborted the transaction for a conflict with another: run it again.
+fn conflict(e: &CatalogError) -> bool {
+    matches!(e, CatalogError::Postgres(p) if p.code().is_some_and(|c| is_conflict_code(c.code())))
+}
+
+/// A URL with its password, if any, replaced by `***` (for logs and errors).
+pub fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    match rest.split_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+/// A handle on the PostgreSQL catalog: one connection, on its own thread, which runs the
+/// calls in the order they came. Cloning shares the thread; it stops when the last handle is
+/// dropped.
+#[derive(Clone)]
+pub struct PgCatalog {
+    tx: mpsc::Sender<Work>,
+    url: String,
+}
+
+impl std::fmt::Debug for PgCatalog {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PgCatalog")
+            .field("url", &redact(&self.url))
+            .finish()
+    }
+}
+
+impl PgCatalog {
+    /// Starts the connection thread for `settings`, connects, and brings the schema up to
+    /// date (`migrate`: several nodes starting at once apply each migration once).
+    pub fn open(settings: PgSettings, label: &str) -> Result<Self, CatalogError> {
+        let (tx, rx) = mpsc::channel::<Work>();
+        let url = settings.url.clone();
+        thread::Builder::new()
+            .name(format!("pg {label}"))
+            .spawn(move || {
+                let mut conn = Conn {
+                    client: None,
+                    settings,
+                    connects: 0,
+                };
+                for work in rx {
+                    work(&mut conn);
+                }
+            })
+            .map_err(|e| CatalogError::Unavailable(format!("cannot start a thread: {e}")))?;
+        let catalog = PgCatalog { tx, url };
+        catalog.call(|c, _| migrate::migrate(c))?;
+        Ok(catalog)
+    }
+
+    /// The server's URL, its password redacted.
+    pub fn url(&self) -> String {
+        redact(&self.url)
+    }
+
+    /// Runs `f` on the connection thread in a transaction of its own making, and waits for
+    /// its answer. Blocks: never call it on an actix or tokio thread (use [`Self::call_async`]).
+    /// `f` runs again when the connection broke (after reconnecting) or the server aborted
+    /// the transaction for a conflict; its [`Attempt`] says which.
+    pub fn call<T, F>(&self, f: F) -> Result<T, CatalogError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Client, Attempt) -> Result<T, CatalogError> + Send + 'static,
+    {
+        let (tx, rx) = mpsc::channel();
+        self.submit(f, move |r| {
+            let _ = tx.send(r);
+        })?;
+        rx.recv()
+            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?
+    }
+
+    /// [`Self::call`] for async code: the work runs on the connection thread and the caller
+    /// awaits its answer.
+    pub async fn call_async<T, F>(&self, f: F) -> Result<T, CatalogError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Client, Attempt) -> Result<T, CatalogError> + Send + 'static,
+    {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        self.submit(f, move |r| {
+            let _ = tx.send(r);
+        })?;
+        rx.await
+            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?
+    }
+
+    /// How many times the thread connected (1 until the server went away once).
+    pub fn connects(&self) -> Result<u64, CatalogError> {
+        let (tx, rx) = mpsc::channel();
+        self.tx
+            .send(Box::new(move |conn: &mut Conn| {
+                let _ = tx.send(conn.connects);
+            }))
+            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?;
+        rx.recv()
+            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))
+    }
+
+    fn submit<T, F>(
+        &self,
+        mut f: F,
+        answer: impl FnOnce(Result<T, CatalogError>) + Send + 'static,
+    ) -> Result<(), CatalogError>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Client, Attempt) -> Result<T, CatalogError> + Send + 'static,
+    {
+        let work: Work = Box::new(move |conn: &mut Conn| {
+            let deadline = Instant::now() + conn.settings.reconnect_for;
+            let mut attempt = Attempt::First;
+            let mut conflicts = 0;
+            let result = loop {
+                let client = match conn.client() {
+                    Ok(c) => c,
+                    Err(e) => break Err(e),
+                };
+                COMMIT_UNANSWERED.with(|c| c.set(false));
+                match f(client, attempt) {
+                    Ok(v) => break Ok(v),
+                    Err(e) if connection_lost(&e) && Instant::now() < deadline => {
+                        tracing::warn!("postgres: connection lost ({e}); reconnecting");
+                        attempt = commit_state();
+                        conn.drop_client();
+                    }
+                    Err(e) if conflict(&e) && conflicts < CONFLICT_RETRIES => {
+                        conflicts += 1;
+                        attempt = Attempt::AfterAbort;
+                    }
+                    Err(e) => break Err(e),
+                }
+            };
+            answer(result);
+        });
+        self.tx
+            .send(work)
+            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))
+    }
+}
+
+thread_local! {
+    /// Set by [`commit`] when the connection broke while a commit was unanswered, read (and
+    /// cleared) by the retry loop of the same thread.
+    static COMMIT_UNANSWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// How the attempt that just lost its connection ended, for the next one.
+fn commit_state() -> Attempt {
+    if COMMIT_UNANSWERED.with(|c| c.replace(false)) {
+        Attempt::AfterUnansweredCommit
+    } else {
+        Attempt::AfterAbort
+    }
+}
+
+/// Commits `tx`; when the connection breaks before the server answers, remembers that the
+/// commit may have happened (the next attempt is [`Attempt::AfterUnansweredCommit`]).
+pub fn commit(tx: postgres::Transaction<'_>) -> Result<(), CatalogError> {
+    tx.commit().map_err(|e| {
+        let e = CatalogError::Postgres(e);
+        if connection_lost(&e) {
+            COMMIT_UNANSWERED.with(|c| c.set(true));
+        }
+        e
+    })
+}
+
+/// Waits for NOTIFY on the catalog's channels on a connection of its own (thread
+/// `pg listen <label>`), calling `on_notice(channel, payload)` for each; reconnects with
+/// backoff and calls `on_notice("reconnected", "")` after a reconnect (notices may have been
+/// missed meanwhile: the caller re-reads). Stops when `on_notice` returns false.
+pub fn listen(
+    settings: PgSettings,
+    label: &str,
+    mut on_notice: impl FnMut(&str, &str) -> bool + Send + 'static,
+) -> Result<thread::JoinHandle<()>, CatalogError> {
+    thread::Builder::new()
+        .name(format!("pg listen {label}"))
+        .spawn(move || {
+            let mut conn = Conn {
+                client: None,
+                settings,
+                connects: 0,
+            };
+            loop {
+                let client = match conn.client() {
+                    Ok(c) => c,
+                    Err(e) => {
+                        tracing::warn!("postgres listen: {e}");
+                        thread::sleep(BACKOFF_MAX);
+                        continue;
+                    }
+                };
+                if let Err(e) =
+                    client.batch_execute("LISTEN jobvisor_catalog; LISTEN jobvisor_queue")
+                {
+                    tracing::warn!("postgres listen: {e}");
+                    conn.drop_client();
+                    continue;
+                }
+                if conn.connects > 1 && !on_notice("reconnected", "") {
+                    return;
+                }
+                let client = conn.client.as_mut().expect("connected above");
+                loop {
+                    use postgres::fallible_iterator::FallibleIterator;
+                    let next = client
+                        .notifications()
+                        .timeout_iter(Duration::from_secs(1))
+                        .next();
+                    match next {
+                        Ok(Some(n)) => {
+                            if !on_notice(n.channel(), n.payload()) {
+                                return;
+                            }
+                        }
+                        Ok(None) if !client.is_closed() => {
+                            if !on_notice("idle", "") {
+                                return;
+                            }
+                        }
+                        Ok(None) => break,
+                        Err(e) => {
+                            tracing::warn!("postgres listen: connection lost ({e})");
+                            break;
+                        }
+                    }
+                }
+                conn.drop_client();
+            }
+        })
+        .map_err(|e| CatalogError::Unavailable(format!("cannot start a thread: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migration_list_matches_the_folder() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations/postgres");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<&str> = migrate::MIGRATIONS.iter().map(|m| m.name).collect();
+        assert_eq!(files, listed);
+        for (i, m) in migrate::MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1);
+            assert!(m.name.starts_with(&format!("{:04}_", m.version)));
+        }
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(
+            redact("postgres://jv:secret@db:5432/fleet"),
+            "postgres://jv:***@db:5432/fleet"
+        );
+        assert_eq!(redact("postgres://jv@db/fleet"), "postgres://jv@db/fleet");
+        assert_eq!(redact("not a url"), "not a url");
+    }
+}

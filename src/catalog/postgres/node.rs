@@ -1,0 +1,299 @@
+//! The node registry on PostgreSQL, with the SQLite catalog's rules (`catalog::node`): a node
+//! name taken under a generation (the fencing token), heartbeats that renew the leases of the
+//! node's running runs, a check of the fence before a claim, and the sweep by which any live
+//! node fences a dead one (heartbeat older than the TTL it stated) and returns its expired
+//! runs to the queue — as suspects, the attempt counted when the run was surely executing,
+//! quarantined after `min(max_attempts, 3)` such deaths, recorded cancelled when an operator
+//! had asked. Sweepers lock the dead node's row (`SKIP LOCKED`), so two never sweep one node
+//! at once and a later one finds nothing left.
+
+use postgres::Client;
+
+use super::{PgCatalog, commit};
+use crate::catalog::CatalogError;
+use crate::catalog::node::{
+    Applicant, CRASH_LIMIT, NodeHolder, NodeLease, Recovery, Registration, Swept,
+};
+
+const SELECT_NODE: &str = "SELECT node_id, pid, host, heartbeat_at, generation, fenced_by
+    FROM node WHERE node_name = $1 FOR UPDATE";
+const INSERT_NODE: &str = "INSERT INTO node (node_name, host, pid, version, started_at,
+    heartbeat_at, generation, lease_ttl) VALUES ($1, $2, $3, $4, $5, $5, 1, $6)
+    ON CONFLICT (node_name) DO NOTHING RETURNING node_id";
+const TAKE_NODE: &str = "UPDATE node SET host = $2, pid = $3, version = $4, started_at = $5,
+    heartbeat_at = $5, status = 1, generation = generation + 1, lease_ttl = $6,
+    fenced_at = NULL, fenced_by = NULL WHERE node_id = $1 RETURNING generation";
+const HEARTBEAT: &str = "UPDATE node SET heartbeat_at = $3 WHERE node_id = $1 AND generation = $2";
+const RENEW_LEASES: &str = "UPDATE job_run SET lease_until = $2
+    WHERE status = 'running' AND node_id = $1 AND (lease_until IS NULL OR lease_until < $2)";
+const RELEASE: &str = "UPDATE node SET pid = NULL, heartbeat_at = NULL
+    WHERE node_id = $1 AND generation = $2";
+const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heartbeat_at,
+    n.lease_ttl, n.generation, n.pid IS NOT NULL AND n.fenced_at IS NULL
+    FROM node n WHERE n.node_id <> $1
+      AND (n.heartbeat_at IS NULL OR n.heartbeat_at + n.lease_ttl < $2)
+      AND ((n.pid IS NOT NULL AND n.fenced_at IS NULL) OR EXISTS (
+          SELECT 1 FROM job_run r WHERE r.status = 'running' AND r.node_id = n.node_id
+            AND coalesce(r.lease_until, 0) < $2))
+    ORDER BY n.node_id FOR UPDATE OF n SKIP LOCKED";
+const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = $3,
+    fenced_by = $4 WHERE node_id = $1 AND generation = $2";
+const SELECT_LEFT_RUNNING: &str = "SELECT r.run_id, r.job_id, r.suspect, r.crashes,
+    LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    WHERE r.status = 'running' AND r.node_id = $1 AND r.own_status IS NULL
+      AND coalesce(r.lease_until, 0) < $3 ORDER BY r.run_id FOR UPDATE OF r";
+const REQUEUE_SUSPECT: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
+    claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
+    crashes = $2, attempt = attempt + $3 WHERE run_id = $1";
+const CANCEL_LEFT: &str = "UPDATE job_run SET status = 'cancelled', node_id = NULL,
+    claim_token = NULL, lease_until = NULL, finished_at = $2,
+    error = 'cancelled by an operator; its node stopped before it could' WHERE run_id = $1";
+const QUARANTINE: &str = "UPDATE job_run SET status = 'dead', node_id = NULL, claim_token = NULL,
+    lease_until = NULL, suspect = 1, crashes = $2, finished_at = $3,
+    error = 'quarantined: the node died while it ran ' || $2::bigint::text || ' times'
+    WHERE run_id = $1";
+const RECOUNT_JOBS: &str = "UPDATE job j SET in_progress = (SELECT count(*) FROM job_run r
+    WHERE r.job_id = j.job_id AND r.status = 'running' AND r.own_status IS NULL)
+    WHERE j.job_id = ANY($1)";
+const AUDIT: &str =
+    "INSERT INTO audit (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)";
+
+/// Asks for `who.name`, by `catalog::node::register_node`'s rules.
+fn register(
+    client: &mut Client,
+    who: &Applicant<'_>,
+    now: i64,
+    stale_after_ms: i64,
+    is_alive: &dyn Fn(i64) -> bool,
+    watched: Option<&NodeHolder>,
+) -> Result<Registration, CatalogError> {
+    let mut tx = client.transaction()?;
+    let args = (who.host, who.pid, who.version, now, who.lease_ttl_ms);
+    if let Some(r) = tx.query_opt(
+        INSERT_NODE,
+        &[&who.name, &args.0, &args.1, &args.2, &args.3, &args.4],
+    )? {
+        commit(tx)?;
+        return Ok(Registration::Taken(NodeLease {
+            node_id: r.get(0),
+            generation: 1,
+        }));
+    }
+    let row = tx.query_one(SELECT_NODE, &[&who.name])?;
+    let node_id: i64 = row.get(0);
+    let take = |tx: postgres::Transaction<'_>| -> Result<Registration, CatalogError> {
+        let mut tx = tx;
+        let generation = tx
+            .query_one(
+                TAKE_NODE,
+                &[&node_id, &args.0, &args.1, &args.2, &args.3, &args.4],
+            )?
+            .get(0);
+        commit(tx)?;
+        Ok(Registration::Taken(NodeLease {
+            node_id,
+            generation,
+        }))
+    };
+    let (Some(pid), Some(host), Some(heartbeat_at)) = (
+        row.get::<_, Option<i64>>(1),
+        row.get::<_, Option<String>>(2),
+        row.get::<_, Option<i64>>(3),
+    ) else {
+        return take(tx);
+    };
+    let holder = NodeHolder {
+        pid,
+        host,
+        heartbeat_at,
+        generation: row.get(4),
+        fenced_by: row.get(5),
+    };
+    if holder.host == who.host && (holder.pid == who.pid || !is_alive(holder.pid)) {
+        return take(tx);
+    }
+    let answer = if now - holder.heartbeat_at < stale_after_ms {
+        Registration::Held(holder)
+    } else {
+        match watched {
+            Some(seen) if *seen == holder => return take(tx),
+            Some(_) => Registration::Held(holder),
+            None => Registration::Watch(holder),
+        }
+    };
+    commit(tx)?;
+    Ok(answer)
+}
+
+/// Fails with [`CatalogError::Fenced`] unless `lease` still holds its name.
+pub(super) fn check_fence(
+    tx: &mut postgres::Transaction<'_>,
+    lease: NodeLease,
+) -> Result<(), CatalogError> {
+    let generation: Option<i64> = tx
+        .query_opt(
+            "SELECT generation FROM node WHERE node_id = $1",
+            &[&lease.node_id],
+        )?
+        .map(|r| r.get(0));
+    if generation == Some(lease.generation) {
+        Ok(())
+    } else {
+        Err(CatalogError::Fenced {
+            node_id: lease.node_id,
+            generation: lease.generation,
+        })
+    }
+}
+
+/// One sweep by the node `fence` holds, by `catalog::node::sweep`'s rules.
+fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
+    let mut tx = client.transaction()?;
+    check_fence(&mut tx, fence)?;
+    let dead = tx.query(SELECT_DEAD, &[&fence.node_id, &now])?;
+    if dead.is_empty() {
+        commit(tx)?;
+        return Ok(Vec::new());
+    }
+    let sweeper: String = tx
+        .query_one(
+            "SELECT node_name FROM node WHERE node_id = $1",
+            &[&fence.node_id],
+        )?
+        .get(0);
+    let mut swept = Vec::with_capacity(dead.len());
+    let mut jobs = Vec::new();
+    for r in dead {
+        let mut node = Swept {
+            node_id: r.get(0),
+            name: r.get(1),
+            pid: r.get(2),
+            host: r.get(3),
+            heartbeat_at: r.get(4),
+            lease_ttl: r.get(5),
+            fenced: None,
+            recovery: Recovery::default(),
+        };
+        let generation: i64 = r.get(6);
+        if r.get::<_, bool>(7) {
+            let changed = tx.execute(FENCE_NODE, &[&node.node_id, &generation, &now, &sweeper])?;
+            node.fenced = (changed == 1).then_some(generation);
+        }
+        let left = tx.query(SELECT_LEFT_RUNNING, &[&node.node_id, &CRASH_LIMIT, &now])?;
+        for run in left {
+            let (run_id, job_id): (i64, i64) = (run.get(0), run.get(1));
+            let (suspect, crashes, limit): (i32, i64, i64) = (run.get(2), run.get(3), run.get(4));
+            jobs.push(job_id);
+            if run.get::<_, i32>(5) != 0 {
+                tx.execute(CANCEL_LEFT, &[&run_id, &now])?;
+                node.recovery.cancelled.push(run_id);
+                continue;
+            }
+            // Only a run marked executing (2) was surely executing when its node died.
+            let blamed = i64::from(suspect >= 2);
+            let crashes = crashes + blamed;
+            if blamed == 1 && crashes >= limit {
+                tx.execute(QUARANTINE, &[&run_id, &crashes, &now])?;
+                node.recovery.quarantined.push((run_id, crashes));
+            } else {
+                tx.execute(REQUEUE_SUSPECT, &[&run_id, &crashes, &blamed])?;
+                node.recovery.requeued.push(run_id);
+            }
+        }
+        let detail = node.audit_detail().to_string();
+        tx.execute(
+            AUDIT,
+            &[
+                &now,
+                &format!("node:{sweeper}"),
+                &"node.sweep",
+                &node.name,
+                &detail,
+            ],
+        )?;
+        swept.push(node);
+    }
+    if !jobs.is_empty() {
+        jobs.sort_unstable();
+        jobs.dedup();
+        tx.execute(RECOUNT_JOBS, &[&jobs])?;
+        // Idle processors on every node claim the requeued runs at once.
+        tx.execute("SELECT pg_notify('jobvisor_queue', 'requeued')", &[])?;
+    }
+    commit(tx)?;
+    Ok(swept)
+}
+
+impl PgCatalog {
+    /// Asks for a node name (see `catalog::node::register_node`); `is_alive` tells whether a
+    /// process of this host exists.
+    pub fn register_node(
+        &self,
+        name: String,
+        host: String,
+        pid: i64,
+        lease_ttl_ms: i64,
+        now: i64,
+        is_alive: fn(i64) -> bool,
+    ) -> Result<Registration, CatalogError> {
+        self.call(move |client, _| {
+            let who = Applicant {
+                name: &name,
+                host: &host,
+                pid,
+                version: env!("CARGO_PKG_VERSION"),
+                lease_ttl_ms,
+            };
+            register(client, &who, now, lease_ttl_ms, &is_alive, None)
+        })
+    }
+
+    /// Refreshes the node's heartbeat under `lease` and renews its running runs' leases to at
+    /// least `now + ttl_ms`; false when the name was taken or fenced (nothing renewed).
+    pub fn heartbeat(&self, lease: NodeLease, now: i64, ttl_ms: i64) -> Result<bool, CatalogError> {
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            let held = tx.execute(HEARTBEAT, &[&lease.node_id, &lease.generation, &now])? == 1;
+            if held {
+                tx.execute(RENEW_LEASES, &[&lease.node_id, &now.saturating_add(ttl_ms)])?;
+            }
+            commit(tx)?;
+            Ok(held)
+        })
+    }
+
+    /// Fails with [`CatalogError::Fenced`] unless `lease` still holds its name.
+    pub fn check_fence(&self, lease: NodeLease) -> Result<(), CatalogError> {
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            check_fence(&mut tx, lease)?;
+            commit(tx)
+        })
+    }
+
+    /// One sweep of the dead nodes by the node `fence` holds (see [`sweep`]).
+    pub fn sweep(&self, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
+        self.call(move |client, _| sweep(client, fence, now))
+    }
+
+    /// Gives the name up at a clean stop (its runs were returned by the drain).
+    pub fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
+        self.call(move |client, _| {
+            client.execute(RELEASE, &[&lease.node_id, &lease.generation])?;
+            Ok(())
+        })
+    }
+
+    /// The stale completions counted on a node.
+    pub fn stale_completions(&self, node_id: i64) -> Result<i64, CatalogError> {
+        self.call(move |client, _| {
+            Ok(client
+                .query_one(
+                    "SELECT stale_completions FROM node WHERE node_id = $1",
+                    &[&node_id],
+                )?
+                .get(0))
+        })
+    }
+}

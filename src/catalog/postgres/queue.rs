@@ -1,0 +1,660 @@
+//! The queue's verbs on PostgreSQL, with the SQLite catalog's semantics and types
+//! (`catalog::queue`): enqueue (a slot once across the fleet, by the unique `(job,
+//! scheduled_for)`), claim (priority, then age; `forbid` / `max_overlap` and per-object
+//! serialization across nodes; only maintenance jobs while writes are paused; scheduled slots
+//! only while the job is active on the claiming node), complete (only with the claim's token;
+//! a stale completion is counted on the node), and marking a suspect executing.
+//!
+//! Each verb is one transaction, run by the connection thread again after a lost connection
+//! (`Attempt`): a claim whose commit went unanswered first puts back the runs it may have
+//! claimed (found by their tokens, drawn from `claim_token_seq` before the commit), and a
+//! completion finds a run it already recorded by its token and reports it, uncounted.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+use postgres::{Client, Transaction};
+use serde_json::Value as Json;
+
+use super::{Attempt, PgCatalog, commit};
+use crate::catalog::CatalogError;
+use crate::catalog::node::NodeLease;
+use crate::catalog::queue::{
+    Claim, ClaimedRun, Completion, InFlight, JobEnd, NewRun, Outcome, Recorded, verdict,
+};
+use crate::model::{JobType, RunStatus};
+use crate::schedule::OverlapPolicy;
+
+const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,
+    run_after, params, status, error, created_at, finished_at)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+        $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])
+    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    RETURNING run_id, job_id, scheduled_for";
+
+// Scheduled slots run only while the job is active on the claiming node; on-demand runs and
+// retries always. With writes paused, only maintenance jobs.
+const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
+    r.scheduled_for, r.priority, r.suspect
+    FROM job_run r
+    WHERE r.status = 'queued' AND r.processor_id = $1 AND r.run_after <= $2
+      AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
+           WHERE a.job_id = r.job_id AND a.node_id = $3 AND a.state = 'active'))
+      AND (NOT $4 OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
+                             WHERE j.job_id = r.job_id AND g.maintenance = 1))
+      AND r.job_id <> ALL($6)
+    ORDER BY r.priority DESC, r.run_after, r.run_id
+    LIMIT $5
+    FOR UPDATE OF r SKIP LOCKED";
+// Locked in job order: every claim and completion takes job rows ascending, so none deadlock.
+const LOCK_JOBS: &str = "SELECT j.job_id, j.job_name, t.job_type, j.job_payload, j.max_attempts,
+    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
+    FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id
+    WHERE j.job_id = ANY($1) ORDER BY j.job_id FOR UPDATE OF j";
+const SELECT_JOB_OBJECTS: &str =
+    "SELECT job_id, object_id FROM job_object WHERE job_id = ANY($1) ORDER BY object_id";
+const LOCK_OBJECTS: &str =
+    "SELECT object_id FROM object WHERE object_id = ANY($1) ORDER BY object_id FOR UPDATE";
+const BUSY_OBJECTS: &str = "SELECT DISTINCT jo.object_id FROM job_object jo
+    JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running'
+    WHERE jo.object_id = ANY($1)";
+const MARK_RUNNING: &str = "UPDATE job_run r SET status = 'running', node_id = $3,
+    claim_token = c.token, started_at = $4, lease_until = c.lease, suspect = LEAST(r.suspect, 1)
+    FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS c(id, token, lease)
+    WHERE r.run_id = c.id AND r.status = 'queued'";
+const MARK_JOB_BEGIN: &str = "UPDATE job j SET in_progress = j.in_progress + c.n,
+    last_date_begin = $3 FROM unnest($1::bigint[], $2::bigint[]) AS c(id, n)
+    WHERE j.job_id = c.id";
+const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
+    WHERE status = 'queued' AND processor_id = $1 AND run_after > $2";
+const TAKE_CLAIM: &str = "SELECT nextval('claim_token_seq')";
+/// A claim's runs get the tokens `n * TOKENS_PER_CLAIM + k` for the claim's number `n` from
+/// the sequence: unique across the fleet with one sequence call per claim (at most this many
+/// runs per claim).
+const TOKENS_PER_CLAIM: i64 = 4096;
+/// Candidate fetches per claim at most (see [`claim_in`]).
+const PASSES: usize = 3;
+// Undoes a claim whose commit went unanswered (it may have committed): its runs, found by the
+// tokens it drew, go back to the queue as they were.
+const UNDO_CLAIM: &str = "WITH undone AS (
+        UPDATE job_run SET status = 'queued', node_id = NULL, claim_token = NULL,
+            started_at = NULL, lease_until = NULL
+        WHERE claim_token = ANY($1) AND status = 'running' RETURNING job_id)
+    UPDATE job j SET in_progress = GREATEST(j.in_progress - u.n, 0)
+    FROM (SELECT job_id, count(*) AS n FROM undone GROUP BY job_id) u WHERE j.job_id = u.job_id";
+
+const FINISH_SUCCEEDED: &str = "UPDATE job_run r SET status = 'succeeded', finished_at = c.fin,
+    elapsed = c.el, result = c.res, error = NULL, log = c.log, started_at = c.st,
+    lease_until = NULL
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[],
+        $7::bigint[]) AS c(id, token, fin, el, res, log, st)
+    WHERE r.run_id = c.id AND r.claim_token = c.token AND r.status = 'running'
+      AND r.pid IS NULL AND r.children_open = 0 AND r.tree_status IS NULL
+    RETURNING r.run_id";
+const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id, r.priority,
+    r.params, coalesce(r.retry_of, r.run_id), j.max_attempts, r.pid, r.children_open,
+    r.status, r.claim_token
+    FROM job_run r JOIN job j ON j.job_id = r.job_id WHERE r.run_id = $1 FOR UPDATE OF r";
+const FINISH_RUN: &str = "UPDATE job_run SET status = $2, finished_at = $3, elapsed = $4,
+    result = $5, error = $6, log = $7, started_at = $8, lease_until = NULL WHERE run_id = $1";
+const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
+    claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = $1";
+const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after,
+    params, status, attempt, retry_of, created_at)
+    VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8) RETURNING run_id";
+const FINISH_JOBS: &str = "UPDATE job j SET in_progress = GREATEST(j.in_progress - c.n, 0),
+    last_date_end = coalesce(c.at, j.last_date_end), last_elapse = coalesce(c.el, j.last_elapse),
+    last_response = coalesce(c.resp, j.last_response)
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])
+        AS c(id, n, at, el, resp)
+    WHERE j.job_id = c.id";
+const COUNT_STALE: &str =
+    "UPDATE node SET stale_completions = stale_completions + $2 WHERE node_id = $1";
+
+/// What a claim asks for (the SQLite writer's `ClaimRequest`, less its fence: see `node`).
+#[derive(Debug, Clone, Copy)]
+pub struct PgClaim {
+    /// The processor whose runs are claimed.
+    pub processor_id: i64,
+    /// The claiming node, under the generation it holds its name by: a node whose name was
+    /// taken (fenced) claims nothing.
+    pub lease: NodeLease,
+    /// At most this many runs.
+    pub limit: usize,
+    /// Epoch ms.
+    pub now: i64,
+    /// The lease beyond a run's timeout, ms.
+    pub lease_ms: i64,
+    /// Only maintenance jobs (the node's disk is critical or full).
+    pub writes_paused: bool,
+}
+
+fn corrupt(what: String) -> CatalogError {
+    CatalogError::Corrupt(what)
+}
+
+/// Inserts runs in one statement; the id of each, `None` where its slot was already taken (by
+/// this node or another).
+pub fn enqueue(
+    client: &mut Client,
+    runs: &[NewRun],
+    now: i64,
+) -> Result<Vec<Option<i64>>, CatalogError> {
+    let mut tx = client.transaction()?;
+    let ids = enqueue_in(&mut tx, runs, now)?;
+    commit(tx)?;
+    Ok(ids)
+}
+
+fn enqueue_in(
+    tx: &mut Transaction<'_>,
+    runs: &[NewRun],
+    now: i64,
+) -> Result<Vec<Option<i64>>, CatalogError> {
+    let col = |f: &dyn Fn(&NewRun) -> i64| runs.iter().map(f).collect::<Vec<i64>>();
+    let opt = |f: &dyn Fn(&NewRun) -> Option<i64>| runs.iter().map(f).collect::<Vec<_>>();
+    let status: Vec<&str> = runs.iter().map(|r| r.status.as_str()).collect();
+    let finished: Vec<Option<i64>> = runs
+        .iter()
+        .map(|r| (r.status == RunStatus::Skipped).then_some(now))
+        .collect();
+    let params: Vec<Option<&str>> = runs.iter().map(|r| r.params.as_deref()).collect();
+    let errors: Vec<Option<&str>> = runs.iter().map(|r| r.error.as_deref()).collect();
+    let rows = tx.query(
+        INSERT_RUN,
+        &[
+            &col(&|r| r.job_id),
+            &col(&|r| r.processor_id),
+            &col(&|r| r.priority),
+            &opt(&|r| r.scheduled_for),
+            &col(&|r| r.run_after),
+            &params,
+            &status,
+            &errors,
+            &vec![now; runs.len()],
+            &finished,
+        ],
+    )?;
+    // Match the inserted rows back to the runs asked for (a run without a slot never
+    // conflicts, so each is one row, in order, among those with its job).
+    let mut by_slot: HashMap<(i64, Option<i64>), Vec<i64>> = HashMap::new();
+    for r in &rows {
+        by_slot
+            .entry((r.get(1), r.get(2)))
+            .or_default()
+            .push(r.get(0));
+    }
+    for ids in by_slot.values_mut() {
+        ids.reverse();
+    }
+    Ok(runs
+        .iter()
+        .map(|r| {
+            by_slot
+                .get_mut(&(r.job_id, r.scheduled_for))
+                .and_then(Vec::pop)
+        })
+        .collect())
+}
+
+/// What a claim needs of a job.
+struct JobMeta {
+    name: Arc<str>,
+    job_type: JobType,
+    payload: Arc<Json>,
+    /// max_attempts, backoff_base, backoff_max, timeout.
+    nums: [i64; 4],
+    cap: i64,
+    running: i64,
+    claimed: i64,
+    objects: Arc<[i64]>,
+}
+
+/// Claims up to `limit` due runs, as `catalog::queue::claim` does on SQLite, in one
+/// transaction: the candidates are locked with `SKIP LOCKED` (runs another node is claiming
+/// are passed over, not waited for), then their jobs' rows and written objects' rows are
+/// locked in id order and the overlap and object rules checked against what runs on every
+/// node. A first pass fetches `limit` candidates; when some were blocked (their job at its
+/// overlap cap, an object busy), up to [`PASSES`] - 1 more fetch past those jobs, so a blocked
+/// job at the head of the queue neither starves the rest nor makes every claim lock eight
+/// times the runs it takes. `tokens_drawn` holds the tokens of an earlier attempt whose commit
+/// went unanswered: its runs are put back first.
+fn claim_in(
+    client: &mut Client,
+    c: PgClaim,
+    attempt: Attempt,
+    tokens_drawn: &mut Vec<i64>,
+) -> Result<Claim, CatalogError> {
+    let limit = c.limit.min(TOKENS_PER_CLAIM as usize);
+    let mut tx = client.transaction()?;
+    super::node::check_fence(&mut tx, c.lease)?;
+    if attempt == Attempt::AfterUnansweredCommit && !tokens_drawn.is_empty() {
+        tx.execute(UNDO_CLAIM, &[&*tokens_drawn])?;
+    }
+    tokens_drawn.clear();
+    let mut claim = Claim::default();
+    let mut jobs: HashMap<i64, JobMeta> = HashMap::new();
+    let mut busy: BTreeSet<i64> = BTreeSet::new();
+    // Jobs no run of which can be claimed now (at their cap, or an object of theirs busy).
+    let mut blocked_jobs: Vec<i64> = Vec::new();
+    let mut base_token = None;
+    for pass in 0..PASSES {
+        let want = limit - claim.runs.len();
+        let fetch = if pass == 0 { want } else { want * 4 } as i64;
+        let candidates = tx.query(
+            SELECT_CANDIDATES,
+            &[
+                &c.processor_id,
+                &c.now,
+                &c.lease.node_id,
+                &c.writes_paused,
+                &fetch,
+                &blocked_jobs,
+            ],
+        )?;
+        let new_jobs: Vec<i64> = candidates
+            .iter()
+            .map(|r| r.get::<_, i64>(1))
+            .filter(|j| !jobs.contains_key(j))
+            .collect::<BTreeSet<_>>()
+            .into_iter()
+            .collect();
+        if !new_jobs.is_empty() {
+            lock_jobs(&mut tx, &new_jobs, &mut jobs, &mut busy)?;
+        }
+        let first = claim.runs.len();
+        let mut leases = Vec::new();
+        let mut blocked_here = false;
+        for r in &candidates {
+            if claim.runs.len() >= limit {
+                break;
+            }
+            let job_id: i64 = r.get(1);
+            let Some(meta) = jobs.get_mut(&job_id) else {
+                continue;
+            };
+            if meta.running >= meta.cap || meta.objects.iter().any(|o| busy.contains(o)) {
+                claim.blocked = true;
+                blocked_here = true;
+                if !blocked_jobs.contains(&job_id) {
+                    blocked_jobs.push(job_id);
+                }
+                continue;
+            }
+            meta.running += 1;
+            meta.claimed += 1;
+            busy.extend(meta.objects.iter().copied());
+            let run_id: i64 = r.get(0);
+            let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
+            leases.push(
+                c.now
+                    .saturating_add(timeout.max(0))
+                    .saturating_add(c.lease_ms),
+            );
+            let params = r
+                .get::<_, Option<String>>(2)
+                .as_deref()
+                .map(serde_json::from_str)
+                .transpose()
+                .map_err(|_| corrupt(format!("run {run_id}: params")))?;
+            claim.runs.push(ClaimedRun {
+                run_id,
+                claim_token: 0,
+                job_id,
+                job_name: meta.name.clone(),
+                job_type: meta.job_type,
+                payload: meta.payload.clone(),
+                params,
+                attempt: r.get(3),
+                max_attempts,
+                backoff_base,
+                backoff_max,
+                timeout,
+                scheduled_for: r.get(4),
+                priority: r.get(5),
+                suspect: r.get::<_, i32>(6) > 0,
+                objects: meta.objects.clone(),
+                started_at: c.now,
+            });
+        }
+        if claim.runs.len() > first {
+            // One number from the sequence per claim; its runs' tokens follow it.
+            let base = match base_token {
+                Some(b) => b,
+                None => {
+                    let b: i64 = tx.query_one(TAKE_CLAIM, &[])?.get(0);
+                    base_token = Some(b * TOKENS_PER_CLAIM);
+                    b * TOKENS_PER_CLAIM
+                }
+            };
+            let picked = &mut claim.runs[first..];
+            for (k, run) in picked.iter_mut().enumerate() {
+                run.claim_token = base + (first + k) as i64;
+            }
+            let ids: Vec<i64> = picked.iter().map(|r| r.run_id).collect();
+            let tokens: Vec<i64> = picked.iter().map(|r| r.claim_token).collect();
+            tokens_drawn.extend_from_slice(&tokens);
+            // Marked now, or the next pass would fetch them again (this transaction's own
+            // locks do not make it skip them).
+            let marked = tx.execute(
+                MARK_RUNNING,
+                &[&ids, &tokens, &c.lease.node_id, &c.now, &leases],
+            )?;
+            if marked != ids.len() as u64 {
+                return Err(corrupt(format!(
+                    "a claim marked {marked} of {} queued runs",
+                    ids.len()
+                )));
+            }
+        }
+        if claim.runs.len() >= limit || !blocked_here || (candidates.len() as i64) < fetch {
+            break;
+        }
+    }
+    let (begun, counts): (Vec<i64>, Vec<i64>) = jobs
+        .iter()
+        .filter(|(_, m)| m.claimed > 0)
+        .map(|(id, m)| (*id, m.claimed))
+        .unzip();
+    if !begun.is_empty() {
+        tx.execute(MARK_JOB_BEGIN, &[&begun, &counts, &c.now])?;
+    }
+    if claim.runs.len() < limit {
+        claim.next_due = tx.query_one(NEXT_DUE, &[&c.processor_id, &c.now])?.get(0);
+    }
+    commit(tx)?;
+    Ok(claim)
+}
+
+/// Locks the rows of `job_ids` (ascending) and of the objects they write, reading what a claim
+/// needs of each job and which of those objects a running run writes.
+fn lock_jobs(
+    tx: &mut Transaction<'_>,
+    job_ids: &[i64],
+    jobs: &mut HashMap<i64, JobMeta>,
+    busy: &mut BTreeSet<i64>,
+) -> Result<(), CatalogError> {
+    let mut objects_of: HashMap<i64, Vec<i64>> = HashMap::new();
+    let mut new_objects = BTreeSet::new();
+    for r in tx.query(SELECT_JOB_OBJECTS, &[&job_ids])? {
+        objects_of.entry(r.get(0)).or_default().push(r.get(1));
+        new_objects.insert(r.get::<_, i64>(1));
+    }
+    for r in tx.query(LOCK_JOBS, &[&job_ids])? {
+        let job_id: i64 = r.get(0);
+        let name: String = r.get(1);
+        let job_type: String = r.get(2);
+        let payload: String = r.get(3);
+        let overlap: String = r.get(8);
+        let meta = JobMeta {
+            job_type: JobType::parse(&job_type)
+                .ok_or_else(|| corrupt(format!("job {name}: job type")))?,
+            payload: Arc::new(
+                serde_json::from_str(&payload)
+                    .map_err(|_| corrupt(format!("job {name}: payload")))?,
+            ),
+            nums: [r.get(4), r.get(5), r.get(6), r.get(7)],
+            cap: if overlap == OverlapPolicy::Allow.as_str() {
+                r.get(9)
+            } else {
+                1
+            },
+            running: r.get(10),
+            claimed: 0,
+            objects: objects_of.remove(&job_id).unwrap_or_default().into(),
+            name: name.into(),
+        };
+        jobs.insert(job_id, meta);
+    }
+    if !new_objects.is_empty() {
+        let ids: Vec<i64> = new_objects.into_iter().collect();
+        tx.query(LOCK_OBJECTS, &[&ids])?;
+        busy.extend(
+            tx.query(BUSY_OBJECTS, &[&ids])?
+                .iter()
+                .map(|r| r.get::<_, i64>(0)),
+        );
+    }
+    Ok(())
+}
+
+/// Records completions, each only if its claim token still holds; the others are counted on
+/// the node as stale. After an unanswered commit, a run already recorded with the token is
+/// reported as it was recorded, not counted.
+fn complete_in(
+    client: &mut Client,
+    node_id: i64,
+    completions: &[Completion],
+    attempt: Attempt,
+) -> Result<Vec<Recorded>, CatalogError> {
+    let mut tx = client.transaction()?;
+    let mut ends: BTreeMap<i64, JobEnd> = BTreeMap::new();
+    // The plain successes in one statement.
+    let plain: Vec<&Completion> = completions
+        .iter()
+        .filter(|c| matches!(c.outcome, Outcome::Succeeded(_)))
+        .collect();
+    let mut done: BTreeSet<i64> = BTreeSet::new();
+    if !plain.is_empty() {
+        let results: Vec<String> = plain
+            .iter()
+            .map(|c| match &c.outcome {
+                Outcome::Succeeded(v) => v.to_string(),
+                _ => unreachable!("filtered above"),
+            })
+            .collect();
+        let elapsed: Vec<i64> = plain
+            .iter()
+            .map(|c| (c.finished_at - c.started_at).max(0))
+            .collect();
+        let rows = tx.query(
+            FINISH_SUCCEEDED,
+            &[
+                &plain.iter().map(|c| c.run_id).collect::<Vec<_>>(),
+                &plain.iter().map(|c| c.claim_token).collect::<Vec<_>>(),
+                &plain.iter().map(|c| c.finished_at).collect::<Vec<_>>(),
+                &elapsed,
+                &results,
+                &plain.iter().map(|c| c.log.as_deref()).collect::<Vec<_>>(),
+                &plain.iter().map(|c| c.started_at).collect::<Vec<_>>(),
+            ],
+        )?;
+        done.extend(rows.iter().map(|r| r.get::<_, i64>(0)));
+        for (i, c) in plain.iter().enumerate() {
+            if done.contains(&c.run_id) {
+                ends.entry(c.job_id).or_default().finished(
+                    c.finished_at,
+                    elapsed[i],
+                    results[i].clone(),
+                );
+            }
+        }
+    }
+    let mut recorded = Vec::with_capacity(completions.len());
+    let mut stale = 0i64;
+    for c in completions {
+        let r = if done.contains(&c.run_id) {
+            Recorded::Done(RunStatus::Succeeded, None)
+        } else {
+            complete_other(&mut tx, c, &mut ends, attempt)?
+        };
+        stale += i64::from(r == Recorded::Stale);
+        recorded.push(r);
+    }
+    if !ends.is_empty() {
+        let (mut ids, mut ended) = (Vec::new(), Vec::new());
+        let (mut at, mut el, mut resp) = (Vec::new(), Vec::new(), Vec::new());
+        for (job_id, end) in ends {
+            ids.push(job_id);
+            ended.push(end.ended);
+            let last = end
+                .last
+                .map(|(t, e, r)| (t, e, r.chars().take(1000).collect::<String>()));
+            at.push(last.as_ref().map(|l| l.0));
+            el.push(last.as_ref().map(|l| l.1));
+            resp.push(last.map(|l| l.2));
+        }
+        tx.execute(FINISH_JOBS, &[&ids, &ended, &at, &el, &resp])?;
+    }
+    if stale > 0 {
+        tx.execute(COUNT_STALE, &[&node_id, &stale])?;
+    }
+    commit(tx)?;
+    Ok(recorded)
+}
+
+/// Failures, timeouts (with their retry), interruptions, cancellations, and the successes the
+/// batched statement did not take (a stale token, or a run already recorded).
+fn complete_other(
+    tx: &mut Transaction<'_>,
+    c: &Completion,
+    ends: &mut BTreeMap<i64, JobEnd>,
+    attempt: Attempt,
+) -> Result<Recorded, CatalogError> {
+    let Some(row) = tx.query_opt(SELECT_FOR_COMPLETE, &[&c.run_id])? else {
+        return Ok(Recorded::Stale);
+    };
+    let status: String = row.get(9);
+    let token: Option<i64> = row.get(10);
+    if token != Some(c.claim_token) || status != "running" {
+        // Recorded by this very completion before a commit that went unanswered.
+        if attempt == Attempt::AfterUnansweredCommit && token == Some(c.claim_token) {
+            let status = RunStatus::parse(&status)
+                .ok_or_else(|| corrupt(format!("run {}: status {status}", c.run_id)))?;
+            return Ok(Recorded::Done(status, None));
+        }
+        return Ok(Recorded::Stale);
+    }
+    let job_id: i64 = row.get(0);
+    let run_attempt: i64 = row.get(1);
+    let processor_id: Option<i64> = row.get(2);
+    let priority: i64 = row.get(3);
+    let params: Option<String> = row.get(4);
+    let first_run: i64 = row.get(5);
+    let max_attempts: i64 = row.get(6);
+    let pid: Option<i64> = row.get(7);
+    let children_open: i64 = row.get(8);
+    if pid.is_some() || children_open > 0 {
+        return Err(CatalogError::Refused(format!(
+            "run {}: runs in trees (spawned children, workflows) are not on the PostgreSQL \
+             catalog yet",
+            c.run_id
+        )));
+    }
+    if c.outcome == Outcome::Interrupted {
+        tx.execute(REQUEUE_RUN, &[&c.run_id])?;
+        ends.entry(job_id).or_default().ended += 1;
+        return Ok(Recorded::Done(RunStatus::Queued, None));
+    }
+    let elapsed = (c.finished_at - c.started_at).max(0);
+    let retry = match (&c.outcome, c.retry_at) {
+        (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if run_attempt < max_attempts => {
+            Some(at)
+        }
+        _ => None,
+    };
+    let (status, result, error) = verdict(&c.outcome, retry.is_some(), max_attempts);
+    let response = result.as_deref().or(error.as_deref()).unwrap_or("");
+    ends.entry(job_id)
+        .or_default()
+        .finished(c.finished_at, elapsed, response.to_string());
+    tx.execute(
+        FINISH_RUN,
+        &[
+            &c.run_id,
+            &status.as_str(),
+            &c.finished_at,
+            &elapsed,
+            &result,
+            &error,
+            &c.log,
+            &c.started_at,
+        ],
+    )?;
+    let retry_id = match retry {
+        Some(at) => Some(
+            tx.query_one(
+                INSERT_RETRY,
+                &[
+                    &job_id,
+                    &processor_id,
+                    &priority,
+                    &at,
+                    &params,
+                    &(run_attempt + 1),
+                    &first_run,
+                    &c.finished_at,
+                ],
+            )?
+            .get(0),
+        ),
+        None => None,
+    };
+    Ok(Recorded::Done(status, retry_id))
+}
+
+const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
+const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
+    WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
+
+impl PgCatalog {
+    /// Queues `runs` (see [`enqueue`]).
+    pub fn enqueue(&self, runs: Vec<NewRun>, now: i64) -> Result<Vec<Option<i64>>, CatalogError> {
+        self.call(move |client, _| enqueue(client, &runs, now))
+    }
+
+    /// Claims runs for a node (see [`claim_in`]); the runs are `running` for `c.lease`'s node, each
+    /// with its own token, leased until `now + timeout + lease_ms`.
+    pub fn claim(&self, c: PgClaim) -> Result<Claim, CatalogError> {
+        let mut drawn = Vec::new();
+        self.call(move |client, attempt| claim_in(client, c, attempt, &mut drawn))
+    }
+
+    /// [`Self::claim`] from async code.
+    pub async fn claim_async(&self, c: PgClaim) -> Result<Claim, CatalogError> {
+        let mut drawn = Vec::new();
+        self.call_async(move |client, attempt| claim_in(client, c, attempt, &mut drawn))
+            .await
+    }
+
+    /// Records completions for `node_id` (see [`complete_in`]).
+    pub fn complete(
+        &self,
+        node_id: i64,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Recorded>, CatalogError> {
+        self.call(move |client, attempt| complete_in(client, node_id, &completions, attempt))
+    }
+
+    /// [`Self::complete`] from async code.
+    pub async fn complete_async(
+        &self,
+        node_id: i64,
+        completions: Vec<Completion>,
+    ) -> Result<Vec<Recorded>, CatalogError> {
+        self.call_async(move |client, attempt| complete_in(client, node_id, &completions, attempt))
+            .await
+    }
+
+    /// A job's runs in flight across the fleet, as the overlap policy counts them.
+    pub fn in_flight(&self, job_id: i64) -> Result<InFlight, CatalogError> {
+        self.call(move |client, _| {
+            Ok(InFlight {
+                running: client.query_one(COUNT_RUNNING, &[&job_id])?.get(0),
+                queued_slots: client.query_one(COUNT_QUEUED_SLOTS, &[&job_id])?.get(0),
+            })
+        })
+    }
+
+    /// Marks a claimed suspect executing, just before it starts; false when its claim no
+    /// longer holds.
+    pub fn mark_executing(&self, run_id: i64, claim_token: i64) -> Result<bool, CatalogError> {
+        self.call(move |client, _| {
+            Ok(client.execute(
+                "UPDATE job_run SET suspect = 2
+                 WHERE run_id = $1 AND claim_token = $2 AND status = 'running'",
+                &[&run_id, &claim_token],
+            )? == 1)
+        })
+    }
+}

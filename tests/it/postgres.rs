@@ -1,0 +1,696 @@
+//! The PostgreSQL catalog (`catalog::postgres`) against a real server: each test creates a
+//! database of its own and drops it after. The server is `JOBVISOR_TEST_PG` (an admin URL;
+//! `.ci/test` starts PostgreSQL and sets it, and then every test here fails when it cannot
+//! connect), else `postgres://postgres@127.0.0.1:5432/postgres`; when that is unset and not
+//! reachable, the tests say so on stderr and pass without running.
+//!
+//! Nodes here are threads, each with its own connection and node name: the claims, leases,
+//! fencing and reconnects are the catalog's, which is what these tests are about.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use jobvisor::catalog::CatalogError;
+use jobvisor::catalog::node::{NodeLease, Registration};
+use jobvisor::catalog::postgres::queue::PgClaim;
+use jobvisor::catalog::postgres::{PgCatalog, PgSettings};
+use jobvisor::catalog::queue::{Completion, NewRun, Outcome, Recorded};
+use jobvisor::model::RunStatus;
+use postgres::{Client, NoTls};
+
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A database of one test's own, dropped (with its connections) at the end.
+pub struct PgDb {
+    admin: String,
+    name: String,
+    /// Its URL.
+    pub url: String,
+}
+
+impl PgDb {
+    /// A new empty database, or `None` when no server was asked for and none is reachable.
+    pub fn create(test: &str) -> Option<PgDb> {
+        let (admin, required) = match std::env::var("JOBVISOR_TEST_PG") {
+            Ok(url) if !url.is_empty() => (url, true),
+            _ => (DEFAULT_URL.to_string(), false),
+        };
+        let mut client = match Client::connect(&admin, NoTls) {
+            Ok(c) => c,
+            Err(e) if !required => {
+                eprintln!("{test}: not run: no PostgreSQL at {admin} ({e}); set JOBVISOR_TEST_PG");
+                return None;
+            }
+            Err(e) => panic!("JOBVISOR_TEST_PG={admin}: cannot connect: {e}"),
+        };
+        static N: AtomicI64 = AtomicI64::new(0);
+        let name = format!(
+            "jv_{}_{}_{}",
+            test.chars().take(30).collect::<String>(),
+            std::process::id(),
+            N.fetch_add(1, Ordering::Relaxed)
+        );
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .expect("drop a leftover test database");
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create the test database");
+        let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
+        Some(PgDb {
+            url: format!("{base}/{name}"),
+            admin,
+            name,
+        })
+    }
+
+    /// A catalog handle on it (migrated).
+    pub fn catalog(&self, label: &str) -> PgCatalog {
+        PgCatalog::open(PgSettings::new(&self.url), label).expect("open the postgres catalog")
+    }
+
+    /// A plain client, for setup and checks.
+    pub fn client(&self) -> Client {
+        Client::connect(&self.url, NoTls).expect("connect to the test database")
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// One processor `p` and the jobs named, each `(name, overlap, max_overlap, max_attempts)`;
+/// returns (processor id, job ids).
+fn define(db: &PgDb, jobs: &[(&str, &str, i64, i64)]) -> (i64, Vec<i64>) {
+    drop(db.catalog("schema"));
+    let mut c = db.client();
+    let p: i64 = c
+        .query_one(
+            "INSERT INTO job_processor (processor_name, instances) VALUES ('p', 8) RETURNING processor_id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let ids = jobs
+        .iter()
+        .map(|(name, overlap, max_overlap, attempts)| {
+            c.query_one(
+                "INSERT INTO job (job_name, processor_id, job_type_id, overlap_policy, max_overlap,
+                     max_attempts, backoff_base) VALUES ($1, $2, 1, $3, $4, $5, 0) RETURNING job_id",
+                &[name, &p, overlap, max_overlap, attempts],
+            )
+            .unwrap()
+            .get(0)
+        })
+        .collect();
+    (p, ids)
+}
+
+fn run_of(job_id: i64, processor_id: i64, slot: Option<i64>) -> NewRun {
+    NewRun {
+        job_id,
+        processor_id,
+        priority: 0,
+        scheduled_for: slot,
+        run_after: 0,
+        params: None,
+        status: RunStatus::Queued,
+        error: None,
+    }
+}
+
+fn now_ms() -> i64 {
+    jobvisor::catalog::now_ms()
+}
+
+fn register(cat: &PgCatalog, name: &str, ttl: i64) -> NodeLease {
+    match cat
+        .register_node(name.into(), "test-host".into(), 1, ttl, now_ms(), |_| true)
+        .unwrap()
+    {
+        Registration::Taken(lease) => lease,
+        other => panic!("node {name}: {other:?}"),
+    }
+}
+
+fn claim_req(processor_id: i64, lease: NodeLease, limit: usize) -> PgClaim {
+    PgClaim {
+        processor_id,
+        lease,
+        limit,
+        now: now_ms(),
+        lease_ms: 30_000,
+        writes_paused: false,
+    }
+}
+
+fn success(run: &jobvisor::catalog::queue::ClaimedRun) -> Completion {
+    let now = now_ms();
+    Completion {
+        run_id: run.run_id,
+        job_id: run.job_id,
+        claim_token: run.claim_token,
+        outcome: Outcome::Succeeded(serde_json::json!({"ok": true})),
+        log: None,
+        started_at: now,
+        finished_at: now,
+        retry_at: None,
+    }
+}
+
+fn count(db: &PgDb, sql: &str) -> i64 {
+    db.client().query_one(sql, &[]).unwrap().get(0)
+}
+
+/// Nodes (threads) draining `p`'s queue until `total` runs were executed across them; returns
+/// each run's executions.
+fn drain(db: &PgDb, p: i64, nodes: usize, total: usize, batch: usize) -> HashMap<i64, usize> {
+    let executed = Arc::new(Mutex::new(HashMap::<i64, usize>::new()));
+    let done = Arc::new(AtomicI64::new(0));
+    let handles: Vec<_> = (0..nodes)
+        .map(|n| {
+            let cat = db.catalog(&format!("node{n}"));
+            let executed = executed.clone();
+            let done = done.clone();
+            thread::spawn(move || {
+                let lease = register(&cat, &format!("node{n}"), 30_000);
+                while (done.load(Ordering::SeqCst) as usize) < total {
+                    let claim = cat.claim(claim_req(p, lease, batch)).unwrap();
+                    if claim.runs.is_empty() {
+                        thread::sleep(Duration::from_millis(2));
+                        continue;
+                    }
+                    {
+                        let mut e = executed.lock().unwrap();
+                        for r in &claim.runs {
+                            *e.entry(r.run_id).or_default() += 1;
+                        }
+                    }
+                    let recorded = cat
+                        .complete(lease.node_id, claim.runs.iter().map(success).collect())
+                        .unwrap();
+                    assert!(
+                        recorded
+                            .iter()
+                            .all(|r| *r == Recorded::Done(RunStatus::Succeeded, None)),
+                        "{recorded:?}"
+                    );
+                    done.fetch_add(claim.runs.len() as i64, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    Arc::try_unwrap(executed).unwrap().into_inner().unwrap()
+}
+
+#[test]
+fn pg_migrations_apply_once_and_refuse_edited_or_newer_schemas() {
+    let Some(db) = PgDb::create("migrations") else {
+        return;
+    };
+    // Three nodes starting at once: the schema is made once.
+    let handles: Vec<_> = (0..3)
+        .map(|n| {
+            let url = db.url.clone();
+            thread::spawn(move || PgCatalog::open(PgSettings::new(url), &format!("m{n}")).unwrap())
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(count(&db, "SELECT count(*) FROM schema_migration"), 1);
+    assert_eq!(count(&db, "SELECT count(*) FROM job_type"), 7);
+    db.client()
+        .execute(
+            "UPDATE schema_migration SET checksum = 'edited' WHERE version = 1",
+            &[],
+        )
+        .unwrap();
+    let e = PgCatalog::open(PgSettings::new(&db.url), "edited").unwrap_err();
+    assert!(
+        e.to_string().contains("was changed after it was applied"),
+        "{e}"
+    );
+    db.client()
+        .batch_execute(
+            "UPDATE schema_migration SET checksum = (SELECT checksum FROM schema_migration) ;
+             INSERT INTO schema_migration (version, name, checksum) VALUES (99, '0099_x.sql', 'x')",
+        )
+        .unwrap();
+    let e = PgCatalog::open(PgSettings::new(&db.url), "newer").unwrap_err();
+    assert!(e.to_string().contains("newer than this build knows"), "{e}");
+}
+
+#[test]
+fn pg_three_nodes_drain_20000_runs_each_once() {
+    let Some(db) = PgDb::create("drain") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("noop", "allow", 1_000_000, 1)]);
+    let cat = db.catalog("setup");
+    let runs: Vec<NewRun> = (0..20_000).map(|_| run_of(jobs[0], p, None)).collect();
+    let ids = cat.enqueue(runs, now_ms()).unwrap();
+    assert!(ids.iter().all(Option::is_some));
+    let executed = drain(&db, p, 3, 20_000, 256);
+    assert_eq!(executed.len(), 20_000, "every run executed");
+    assert!(executed.values().all(|n| *n == 1), "no run executed twice");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'"
+        ),
+        20_000
+    );
+    assert_eq!(count(&db, "SELECT sum(in_progress)::bigint FROM job"), 0);
+    assert_eq!(
+        count(&db, "SELECT sum(stale_completions)::bigint FROM node"),
+        0
+    );
+    // Every node took part.
+    assert_eq!(count(&db, "SELECT count(*) FROM node"), 3);
+}
+
+#[test]
+fn pg_forbid_and_objects_hold_across_nodes() {
+    let Some(db) = PgDb::create("forbid") else {
+        return;
+    };
+    // `solo` forbids overlap; `w1` and `w2` allow it but write one object.
+    let (p, jobs) = define(
+        &db,
+        &[
+            ("solo", "forbid", 1, 1),
+            ("w1", "allow", 100, 1),
+            ("w2", "allow", 100, 1),
+        ],
+    );
+    let mut c = db.client();
+    let obj: i64 = c
+        .query_one(
+            "INSERT INTO object (object_name) VALUES ('ledger') RETURNING object_id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    for j in &jobs[1..] {
+        c.execute(
+            "INSERT INTO job_object (job_id, object_id) VALUES ($1, $2)",
+            &[j, &obj],
+        )
+        .unwrap();
+    }
+    let cat = db.catalog("setup");
+    let mut runs = Vec::new();
+    for j in &jobs {
+        runs.extend((0..40).map(|_| run_of(*j, p, None)));
+    }
+    cat.enqueue(runs, now_ms()).unwrap();
+    // Per group (solo; the object's writers): how many execute now, and the most seen.
+    let running = Arc::new([AtomicI64::new(0), AtomicI64::new(0)]);
+    let most = Arc::new([AtomicI64::new(0), AtomicI64::new(0)]);
+    let done = Arc::new(AtomicI64::new(0));
+    let solo = jobs[0];
+    let handles: Vec<_> = (0..3)
+        .map(|n| {
+            let cat = db.catalog(&format!("n{n}"));
+            let (running, most, done) = (running.clone(), most.clone(), done.clone());
+            thread::spawn(move || {
+                let lease = register(&cat, &format!("n{n}"), 30_000);
+                while done.load(Ordering::SeqCst) < 120 {
+                    let claim = cat.claim(claim_req(p, lease, 8)).unwrap();
+                    for r in &claim.runs {
+                        let g = usize::from(r.job_id != solo);
+                        let now = running[g].fetch_add(1, Ordering::SeqCst) + 1;
+                        most[g].fetch_max(now, Ordering::SeqCst);
+                    }
+                    thread::sleep(Duration::from_millis(3));
+                    for r in &claim.runs {
+                        running[usize::from(r.job_id != solo)].fetch_sub(1, Ordering::SeqCst);
+                    }
+                    cat.complete(lease.node_id, claim.runs.iter().map(success).collect())
+                        .unwrap();
+                    done.fetch_add(claim.runs.len() as i64, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(
+        most[0].load(Ordering::SeqCst),
+        1,
+        "a forbid job ran twice at once"
+    );
+    assert_eq!(
+        most[1].load(Ordering::SeqCst),
+        1,
+        "two writers of one object ran at once"
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'"
+        ),
+        120
+    );
+}
+
+#[test]
+fn pg_each_slot_is_queued_once_across_nodes() {
+    let Some(db) = PgDb::create("slots") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("tick", "forbid", 1, 1)]);
+    // Three nodes each try to queue the same 120 per-second slots, in batches of 10.
+    let won = Arc::new(AtomicI64::new(0));
+    let handles: Vec<_> = (0..3)
+        .map(|n| {
+            let cat = db.catalog(&format!("s{n}"));
+            let won = won.clone();
+            let (job, p) = (jobs[0], p);
+            thread::spawn(move || {
+                for chunk in (0..120).collect::<Vec<i64>>().chunks(10) {
+                    let runs = chunk
+                        .iter()
+                        .map(|s| run_of(job, p, Some(s * 1000)))
+                        .collect();
+                    let ids = cat.enqueue(runs, now_ms()).unwrap();
+                    won.fetch_add(ids.iter().flatten().count() as i64, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    assert_eq!(won.load(Ordering::SeqCst), 120);
+    assert_eq!(count(&db, "SELECT count(*) FROM job_run"), 120);
+    assert_eq!(
+        count(&db, "SELECT count(DISTINCT scheduled_for) FROM job_run"),
+        120
+    );
+}
+
+#[test]
+fn pg_a_stopped_node_is_fenced_and_its_late_completions_are_rejected() {
+    let Some(db) = PgDb::create("fence") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("work", "allow", 100, 1)]);
+    let (a, b) = (db.catalog("a"), db.catalog("b"));
+    a.enqueue(
+        (0..10).map(|_| run_of(jobs[0], p, None)).collect(),
+        now_ms(),
+    )
+    .unwrap();
+    // Node a claims everything under a 300 ms TTL and then stops (no heartbeat).
+    let la = register(&a, "a", 300);
+    let lb = register(&b, "b", 30_000);
+    let mut req = claim_req(p, la, 100);
+    req.lease_ms = 300;
+    let taken = a.claim(req).unwrap();
+    assert_eq!(taken.runs.len(), 10);
+    assert!(b.claim(claim_req(p, lb, 100)).unwrap().runs.is_empty());
+    thread::sleep(Duration::from_millis(400));
+    let swept = b.sweep(lb, now_ms()).unwrap();
+    assert_eq!(swept.len(), 1);
+    assert_eq!(swept[0].name, "a");
+    assert_eq!(swept[0].fenced, Some(la.generation));
+    assert_eq!(swept[0].recovery.requeued.len(), 10);
+    // A second sweep finds nothing left.
+    assert!(b.sweep(lb, now_ms()).unwrap().is_empty());
+    // b completes them; a's late completions are stale, counted, and change nothing.
+    let again = b.claim(claim_req(p, lb, 100)).unwrap();
+    assert_eq!(again.runs.len(), 10);
+    let done = b
+        .complete(lb.node_id, again.runs.iter().map(success).collect())
+        .unwrap();
+    assert!(
+        done.iter()
+            .all(|r| matches!(r, Recorded::Done(RunStatus::Succeeded, _)))
+    );
+    let late = a
+        .complete(la.node_id, taken.runs.iter().map(success).collect())
+        .unwrap();
+    assert!(late.iter().all(|r| *r == Recorded::Stale), "{late:?}");
+    assert_eq!(a.stale_completions(la.node_id).unwrap(), 10);
+    // And a, fenced, claims nothing and its heartbeat says it lost the name.
+    assert!(matches!(
+        a.claim(claim_req(p, la, 10)),
+        Err(CatalogError::Fenced { .. })
+    ));
+    assert!(!a.heartbeat(la, now_ms(), 300).unwrap());
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'"
+        ),
+        10
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM audit WHERE action = 'node.sweep' AND subject = 'a'"
+        ),
+        1
+    );
+}
+
+#[test]
+fn pg_heartbeats_keep_leases_and_a_run_that_kills_its_node_is_quarantined() {
+    let Some(db) = PgDb::create("quarantine") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("crashy", "forbid", 1, 5)]);
+    let cat = db.catalog("x");
+    cat.enqueue(vec![run_of(jobs[0], p, None)], now_ms())
+        .unwrap();
+    let sweeper = register(&cat, "sweeper", 60_000);
+    // Three nodes in turn claim the run, mark it executing, and die.
+    for round in 1..=3 {
+        let lease = register(&cat, &format!("dier{round}"), 200);
+        let mut req = claim_req(p, lease, 1);
+        req.lease_ms = 200;
+        let claim = cat.claim(req).unwrap();
+        assert_eq!(claim.runs.len(), 1, "round {round}");
+        assert_eq!(claim.runs[0].suspect, round > 1);
+        assert!(
+            cat.mark_executing(claim.runs[0].run_id, claim.runs[0].claim_token)
+                .unwrap()
+        );
+        // A heartbeat renews the lease: the sweep right after leaves it.
+        assert!(cat.heartbeat(lease, now_ms(), 200).unwrap());
+        assert!(
+            cat.sweep(sweeper, now_ms())
+                .unwrap()
+                .iter()
+                .all(|s| s.recovery.is_empty())
+        );
+        thread::sleep(Duration::from_millis(300));
+        let swept = cat.sweep(sweeper, now_ms()).unwrap();
+        let recovery = &swept[0].recovery;
+        if round < 3 {
+            assert_eq!(recovery.requeued.len(), 1, "round {round}");
+        } else {
+            assert_eq!(recovery.quarantined, vec![(claim.runs[0].run_id, 3)]);
+        }
+    }
+    let mut c = db.client();
+    let row = c
+        .query_one("SELECT status, attempt, crashes FROM job_run", &[])
+        .unwrap();
+    assert_eq!(row.get::<_, String>(0), "dead");
+    assert_eq!(
+        row.get::<_, i64>(1),
+        3,
+        "each death during its execution is an attempt"
+    );
+    assert_eq!(row.get::<_, i64>(2), 3);
+    assert_eq!(count(&db, "SELECT in_progress FROM job"), 0);
+}
+
+#[test]
+fn pg_failures_retry_with_their_attempts_and_end_dead() {
+    let Some(db) = PgDb::create("retry") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("flaky", "forbid", 1, 3)]);
+    let cat = db.catalog("r");
+    let lease = register(&cat, "r", 30_000);
+    cat.enqueue(vec![run_of(jobs[0], p, None)], now_ms())
+        .unwrap();
+    let mut statuses = Vec::new();
+    for attempt in 1..=3 {
+        let claim = cat.claim(claim_req(p, lease, 1)).unwrap();
+        assert_eq!(claim.runs.len(), 1);
+        assert_eq!(claim.runs[0].attempt, attempt);
+        let mut c = success(&claim.runs[0]);
+        c.outcome = Outcome::Failed("boom".into());
+        c.retry_at = Some(0);
+        statuses.push(cat.complete(lease.node_id, vec![c]).unwrap()[0]);
+    }
+    assert!(matches!(
+        statuses[0],
+        Recorded::Done(RunStatus::Failed, Some(_))
+    ));
+    assert!(matches!(
+        statuses[1],
+        Recorded::Done(RunStatus::Failed, Some(_))
+    ));
+    assert_eq!(statuses[2], Recorded::Done(RunStatus::Dead, None));
+    assert!(cat.claim(claim_req(p, lease, 1)).unwrap().runs.is_empty());
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(DISTINCT coalesce(retry_of, run_id)) FROM job_run"
+        ),
+        1,
+        "every retry retries the first attempt"
+    );
+    let last: String = db
+        .client()
+        .query_one("SELECT last_response FROM job", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(last, "boom");
+}
+
+#[test]
+fn pg_the_server_going_away_loses_no_run_and_records_none_twice() {
+    let Some(db) = PgDb::create("reconnect") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("noop", "allow", 1_000_000, 1)]);
+    let cat = db.catalog("setup");
+    cat.enqueue(
+        (0..5_000).map(|_| run_of(jobs[0], p, None)).collect(),
+        now_ms(),
+    )
+    .unwrap();
+    // Every 100 ms, the server ends every connection to the database (as a restart does).
+    let stop = Arc::new(AtomicBool::new(false));
+    let killed = Arc::new(AtomicI64::new(0));
+    let killer = {
+        let (url, name, stop, killed) = (
+            db.admin.clone(),
+            db.name.clone(),
+            stop.clone(),
+            killed.clone(),
+        );
+        thread::spawn(move || {
+            let mut admin = Client::connect(&url, NoTls).unwrap();
+            while !stop.load(Ordering::SeqCst) {
+                thread::sleep(Duration::from_millis(100));
+                let n = admin
+                    .execute(
+                        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+                         WHERE datname = $1 AND pid <> pg_backend_pid()",
+                        &[&name],
+                    )
+                    .unwrap();
+                killed.fetch_add(n as i64, Ordering::SeqCst);
+            }
+        })
+    };
+    let executed = drain(&db, p, 2, 5_000, 8);
+    stop.store(true, Ordering::SeqCst);
+    killer.join().unwrap();
+    let killed = killed.load(Ordering::SeqCst);
+    eprintln!("connections ended by the server meanwhile: {killed}");
+    assert!(killed >= 4, "only {killed} connections were ended");
+    assert_eq!(executed.len(), 5_000, "every run executed");
+    assert!(executed.values().all(|n| *n == 1), "no run executed twice");
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'"
+        ),
+        5_000
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM job_run WHERE status = 'running'"),
+        0
+    );
+    assert_eq!(count(&db, "SELECT sum(in_progress)::bigint FROM job"), 0);
+}
+
+#[test]
+fn pg_listeners_hear_queued_runs_and_changed_definitions() {
+    let Some(db) = PgDb::create("listen") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("noop", "forbid", 1, 1)]);
+    let heard = Arc::new(Mutex::new(Vec::<(String, String)>::new()));
+    let listening = Arc::new(AtomicBool::new(false));
+    let handle = {
+        let (heard, listening) = (heard.clone(), listening.clone());
+        jobvisor::catalog::postgres::listen(PgSettings::new(&db.url), "t", move |ch, payload| {
+            listening.store(true, Ordering::SeqCst);
+            let mut h = heard.lock().unwrap();
+            if ch != "idle" {
+                h.push((ch.to_string(), payload.to_string()));
+            }
+            h.len() < 2
+        })
+        .unwrap()
+    };
+    // The first `idle` tick says the LISTEN is in place.
+    while !listening.load(Ordering::SeqCst) {
+        thread::sleep(Duration::from_millis(20));
+    }
+    let cat = db.catalog("q");
+    cat.enqueue(vec![run_of(jobs[0], p, None)], now_ms())
+        .unwrap();
+    db.client()
+        .execute("UPDATE job SET priority = 5", &[])
+        .unwrap();
+    handle.join().unwrap();
+    let heard = heard.lock().unwrap();
+    assert_eq!(heard[0], ("jobvisor_queue".to_string(), p.to_string()));
+    assert_eq!(heard[1].0, "jobvisor_catalog");
+}
+
+#[test]
+fn pg_a_blocked_job_at_the_head_of_the_queue_does_not_starve_the_rest() {
+    let Some(db) = PgDb::create("head") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("solo", "forbid", 1, 1), ("many", "allow", 100, 1)]);
+    let cat = db.catalog("h");
+    let lease = register(&cat, "h", 30_000);
+    // 100 runs of the forbid job first in the queue (higher priority), then 20 others.
+    let mut runs: Vec<NewRun> = (0..100)
+        .map(|_| NewRun {
+            priority: 10,
+            ..run_of(jobs[0], p, None)
+        })
+        .collect();
+    runs.extend((0..20).map(|_| run_of(jobs[1], p, None)));
+    cat.enqueue(runs, now_ms()).unwrap();
+    let claim = cat.claim(claim_req(p, lease, 8)).unwrap();
+    assert!(claim.blocked);
+    let solo = claim.runs.iter().filter(|r| r.job_id == jobs[0]).count();
+    assert_eq!(
+        (solo, claim.runs.len()),
+        (1, 8),
+        "one of the forbid job, then the others"
+    );
+    assert_eq!(claim.runs[0].job_id, jobs[0], "priority order");
+    let tokens: std::collections::BTreeSet<i64> =
+        claim.runs.iter().map(|r| r.claim_token).collect();
+    assert_eq!(tokens.len(), 8, "each run its own token");
+}
