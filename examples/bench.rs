@@ -34,6 +34,8 @@ use rusqlite::{Connection, params};
 mod api;
 #[path = "bench/fleet.rs"]
 mod fleet;
+#[path = "bench/pg.rs"]
+mod pg;
 
 struct Args {
     what: String,
@@ -1028,6 +1030,10 @@ fn main() {
     }
     if all || a.what == "api" {
         api::print(a.n, rounds);
+    }
+    // Needs a PostgreSQL server (see bench/pg.rs): only when asked for.
+    if a.what == "pg" {
+        pg::print(a.n, rounds);
     }
     if all || a.what == "scale" {
         let results: Vec<(f64, f64)> = (0..rounds).map(|_| claim_latency()).collect();

@@ -1,0 +1,266 @@
+//! The PostgreSQL rows of the benchmark (issue 16): a drain of N no-op runs through the
+//! PostgreSQL catalog's claim and complete verbs by 1 and by 3 nodes (threads, each with its own
+//! connection and node name, claiming batches of `BATCH`), beside the floor — a bare
+//! `FOR UPDATE SKIP LOCKED` loop on the same server with the same batches and the same two
+//! transactions per batch (claim, then complete) — measured in the same round. The server is
+//! `JOBVISOR_TEST_PG` (an admin URL), else postgres@127.0.0.1:5432; each round creates a
+//! database of its own and drops it.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::thread;
+use std::time::Instant;
+
+use jobvisor::catalog::node::Registration;
+use jobvisor::catalog::postgres::queue::PgClaim;
+use jobvisor::catalog::postgres::{PgCatalog, PgSettings};
+use jobvisor::catalog::queue::{Completion, NewRun, Outcome};
+use jobvisor::model::RunStatus;
+use postgres::{Client, NoTls};
+
+use super::median;
+
+/// Runs claimed per transaction, by the floor and by the catalog alike.
+const BATCH: usize = 256;
+
+struct Db {
+    admin: String,
+    name: String,
+    url: String,
+}
+
+impl Db {
+    fn create(tag: &str) -> Db {
+        let admin = std::env::var("JOBVISOR_TEST_PG")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
+        let name = format!("jv_bench_{tag}_{}", std::process::id());
+        let mut c = Client::connect(&admin, NoTls)
+            .unwrap_or_else(|e| panic!("bench pg: cannot connect to {admin}: {e}"));
+        c.batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .unwrap();
+        c.batch_execute(&format!("CREATE DATABASE {name}")).unwrap();
+        let (base, _) = admin.rsplit_once('/').unwrap();
+        Db {
+            url: format!("{base}/{name}"),
+            admin,
+            name,
+        }
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}
+
+/// Runs/s of the bare loop with `workers` connections.
+fn floor(n: usize, workers: usize) -> f64 {
+    let db = Db::create("floor");
+    let mut c = Client::connect(&db.url, NoTls).unwrap();
+    c.batch_execute(
+        "CREATE TABLE q (id bigserial PRIMARY KEY, status int NOT NULL, token bigint,
+             result text);
+         CREATE INDEX q_queued ON q (id) WHERE status = 0;",
+    )
+    .unwrap();
+    c.execute(
+        "INSERT INTO q (status) SELECT 0 FROM generate_series(1, $1::bigint)",
+        &[&(n as i64)],
+    )
+    .unwrap();
+    c.batch_execute("VACUUM ANALYZE q").unwrap();
+    let start = Instant::now();
+    let handles: Vec<_> = (0..workers)
+        .map(|_| {
+            let url = db.url.clone();
+            thread::spawn(move || {
+                let mut c = Client::connect(&url, NoTls).unwrap();
+                loop {
+                    let mut tx = c.transaction().unwrap();
+                    let ids: Vec<i64> = tx
+                        .query(
+                            "UPDATE q SET status = 1, token = 1 WHERE id IN (SELECT id FROM q
+                             WHERE status = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+                             RETURNING id",
+                            &[&(BATCH as i64)],
+                        )
+                        .unwrap()
+                        .iter()
+                        .map(|r| r.get(0))
+                        .collect();
+                    tx.commit().unwrap();
+                    if ids.is_empty() {
+                        return;
+                    }
+                    let mut tx = c.transaction().unwrap();
+                    tx.execute(
+                        "UPDATE q SET status = 2, result = '{}' WHERE id = ANY($1) AND token = 1",
+                        &[&ids],
+                    )
+                    .unwrap();
+                    tx.commit().unwrap();
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    drop(c);
+    rate
+}
+
+/// Runs/s of a drain through `PgCatalog` by `nodes` node threads.
+fn catalog(n: usize, nodes: usize) -> f64 {
+    let db = Db::create("catalog");
+    let setup = PgCatalog::open(PgSettings::new(&db.url), "setup").unwrap();
+    let mut c = Client::connect(&db.url, NoTls).unwrap();
+    let p: i64 = c
+        .query_one(
+            "INSERT INTO job_processor (processor_name, instances) VALUES ('bench', 8)
+             RETURNING processor_id",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let job: i64 = c
+        .query_one(
+            "INSERT INTO job (job_name, processor_id, job_type_id, overlap_policy, max_overlap)
+             VALUES ('noop', $1, 1, 'allow', 1000000) RETURNING job_id",
+            &[&p],
+        )
+        .unwrap()
+        .get(0);
+    let now = jobvisor::catalog::now_ms();
+    for chunk in (0..n).collect::<Vec<_>>().chunks(10_000) {
+        let runs = chunk
+            .iter()
+            .map(|_| NewRun {
+                job_id: job,
+                processor_id: p,
+                priority: 0,
+                scheduled_for: None,
+                run_after: 0,
+                params: None,
+                status: RunStatus::Queued,
+                error: None,
+            })
+            .collect();
+        setup.enqueue(runs, now).unwrap();
+    }
+    c.batch_execute("VACUUM ANALYZE job_run").unwrap();
+    let catalogs: Vec<PgCatalog> = (0..nodes)
+        .map(|i| PgCatalog::open(PgSettings::new(&db.url), &format!("n{i}")).unwrap())
+        .collect();
+    let done = Arc::new(AtomicI64::new(0));
+    let start = Instant::now();
+    let handles: Vec<_> = catalogs
+        .into_iter()
+        .enumerate()
+        .map(|(i, cat)| {
+            let done = done.clone();
+            thread::spawn(move || {
+                let now = jobvisor::catalog::now_ms();
+                let Registration::Taken(lease) = cat
+                    .register_node(
+                        format!("n{i}"),
+                        "bench".into(),
+                        i as i64,
+                        30_000,
+                        now,
+                        |_| true,
+                    )
+                    .unwrap()
+                else {
+                    panic!("node name taken");
+                };
+                loop {
+                    let now = jobvisor::catalog::now_ms();
+                    let claim = cat
+                        .claim(PgClaim {
+                            processor_id: p,
+                            lease,
+                            limit: BATCH,
+                            now,
+                            lease_ms: 30_000,
+                            writes_paused: false,
+                        })
+                        .unwrap();
+                    if claim.runs.is_empty() {
+                        if done.load(Ordering::SeqCst) as usize >= n {
+                            return;
+                        }
+                        thread::yield_now();
+                        continue;
+                    }
+                    let end = jobvisor::catalog::now_ms();
+                    let completions = claim
+                        .runs
+                        .iter()
+                        .map(|r| Completion {
+                            run_id: r.run_id,
+                            job_id: r.job_id,
+                            claim_token: r.claim_token,
+                            outcome: Outcome::Succeeded(serde_json::Value::Null),
+                            log: None,
+                            started_at: end,
+                            finished_at: end,
+                            retry_at: None,
+                        })
+                        .collect();
+                    cat.complete(lease.node_id, completions).unwrap();
+                    done.fetch_add(claim.runs.len() as i64, Ordering::SeqCst);
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+    let rate = n as f64 / start.elapsed().as_secs_f64();
+    let succeeded: i64 = c
+        .query_one(
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(succeeded, n as i64, "every run recorded once");
+    rate
+}
+
+/// Prints the rows: the floor and the catalog with 1 and 3 nodes, and the ratios of each
+/// round's pair, medians over `rounds`.
+pub fn print(n: usize, rounds: usize) {
+    let mut rows: [Vec<f64>; 4] = Default::default();
+    let mut ratios: [Vec<f64>; 2] = Default::default();
+    for _ in 0..rounds {
+        for (k, nodes) in [1, 3].into_iter().enumerate() {
+            let f = floor(n, nodes);
+            let c = catalog(n, nodes);
+            rows[2 * k].push(f);
+            rows[2 * k + 1].push(c);
+            ratios[k].push(c / f);
+        }
+    }
+    for (k, nodes) in [1, 3].into_iter().enumerate() {
+        println!(
+            "{:<52} {:>10.0} r/s",
+            format!("postgres floor: SKIP LOCKED loop, {nodes} conn, batch {BATCH}"),
+            median(rows[2 * k].clone())
+        );
+        println!(
+            "{:<52} {:>10.0} r/s {:>9.2}x",
+            format!("postgres catalog: drain, {nodes} node(s), batch {BATCH}"),
+            median(rows[2 * k + 1].clone()),
+            median(ratios[k].clone())
+        );
+    }
+}
