@@ -2,7 +2,8 @@
 //! PostgreSQL catalog's claim and complete verbs by 1 and by 3 nodes (threads, each with its own
 //! connection and node name, claiming batches of `BATCH`), beside the floor — a bare
 //! `FOR UPDATE SKIP LOCKED` loop on the same server with the same batches and the same two
-//! transactions per batch (claim, then complete) — measured in the same round. The server is
+//! transactions per batch (claim, then complete), its statements prepared as the catalog's
+//! are — measured in the same round. The server is
 //! `JOBVISOR_TEST_PG` (an admin URL), else postgres@127.0.0.1:5432; each round creates a
 //! database of its own and drops it.
 
@@ -81,15 +82,23 @@ fn floor(n: usize, workers: usize) -> f64 {
             let url = db.url.clone();
             thread::spawn(move || {
                 let mut c = Client::connect(&url, NoTls).unwrap();
+                // Prepared once, as the catalog's statements are.
+                let take = c
+                    .prepare(
+                        "UPDATE q SET status = 1, token = 1 WHERE id IN (SELECT id FROM q
+                         WHERE status = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+                         RETURNING id",
+                    )
+                    .unwrap();
+                let finish = c
+                    .prepare(
+                        "UPDATE q SET status = 2, result = '{}' WHERE id = ANY($1) AND token = 1",
+                    )
+                    .unwrap();
                 loop {
                     let mut tx = c.transaction().unwrap();
                     let ids: Vec<i64> = tx
-                        .query(
-                            "UPDATE q SET status = 1, token = 1 WHERE id IN (SELECT id FROM q
-                             WHERE status = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-                             RETURNING id",
-                            &[&(BATCH as i64)],
-                        )
+                        .query(&take, &[&(BATCH as i64)])
                         .unwrap()
                         .iter()
                         .map(|r| r.get(0))
@@ -99,11 +108,7 @@ fn floor(n: usize, workers: usize) -> f64 {
                         return;
                     }
                     let mut tx = c.transaction().unwrap();
-                    tx.execute(
-                        "UPDATE q SET status = 2, result = '{}' WHERE id = ANY($1) AND token = 1",
-                        &[&ids],
-                    )
-                    .unwrap();
+                    tx.execute(&finish, &[&ids]).unwrap();
                     tx.commit().unwrap();
                 }
             })

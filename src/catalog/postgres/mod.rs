@@ -23,7 +23,11 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use postgres::{Client, NoTls};
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use postgres::types::ToSql;
+use postgres::{Client, GenericClient, NoTls, Row, Statement};
 
 use super::CatalogError;
 
@@ -114,8 +118,10 @@ impl Conn {
     }
 
     fn drop_client(&mut self) {
-        // Dropped here, on the connection thread: never on an async one.
+        // Dropped here, on the connection thread: never on an async one. Its prepared
+        // statements go with it.
         self.client = None;
+        STATEMENTS.with(|s| s.borrow_mut().clear());
     }
 }
 
@@ -294,6 +300,64 @@ thread_local! {
     /// Set by [`commit`] when the connection broke while a commit was unanswered, read (and
     /// cleared) by the retry loop of the same thread.
     static COMMIT_UNANSWERED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+thread_local! {
+    /// The statements prepared on this thread's connection, by their text (cleared when the
+    /// connection goes): a statement of the hot path is parsed once, not at every call.
+    static STATEMENTS: RefCell<HashMap<&'static str, Statement>> = RefCell::new(HashMap::new());
+}
+
+/// The statement for `sql`, prepared on `c` at its first use on this thread's connection.
+fn prepared(c: &mut impl GenericClient, sql: &'static str) -> Result<Statement, CatalogError> {
+    if let Some(s) = STATEMENTS.with(|s| s.borrow().get(sql).cloned()) {
+        return Ok(s);
+    }
+    let s = c.prepare(sql)?;
+    STATEMENTS.with(|m| m.borrow_mut().insert(sql, s.clone()));
+    Ok(s)
+}
+
+type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// Runs the prepared `sql`: its rows.
+pub(crate) fn query(
+    c: &mut impl GenericClient,
+    sql: &'static str,
+    params: Params<'_>,
+) -> Result<Vec<Row>, CatalogError> {
+    let s = prepared(c, sql)?;
+    Ok(c.query(&s, params)?)
+}
+
+/// Runs the prepared `sql`: its one row.
+pub(crate) fn query_one(
+    c: &mut impl GenericClient,
+    sql: &'static str,
+    params: Params<'_>,
+) -> Result<Row, CatalogError> {
+    let s = prepared(c, sql)?;
+    Ok(c.query_one(&s, params)?)
+}
+
+/// Runs the prepared `sql`: its row, if any.
+pub(crate) fn query_opt(
+    c: &mut impl GenericClient,
+    sql: &'static str,
+    params: Params<'_>,
+) -> Result<Option<Row>, CatalogError> {
+    let s = prepared(c, sql)?;
+    Ok(c.query_opt(&s, params)?)
+}
+
+/// Runs the prepared `sql`: the rows it changed.
+pub(crate) fn execute(
+    c: &mut impl GenericClient,
+    sql: &'static str,
+    params: Params<'_>,
+) -> Result<u64, CatalogError> {
+    let s = prepared(c, sql)?;
+    Ok(c.execute(&s, params)?)
 }
 
 /// How the attempt that just lost its connection ended, for the next one.

@@ -9,7 +9,7 @@
 
 use postgres::Client;
 
-use super::{PgCatalog, commit};
+use super::{PgCatalog, commit, execute, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::node::{
     Applicant, CRASH_LIMIT, NodeHolder, NodeLease, Recovery, Registration, Swept,
@@ -23,6 +23,7 @@ const INSERT_NODE: &str = "INSERT INTO node (node_name, host, pid, version, star
 const TAKE_NODE: &str = "UPDATE node SET host = $2, pid = $3, version = $4, started_at = $5,
     heartbeat_at = $5, status = 1, generation = generation + 1, lease_ttl = $6,
     fenced_at = NULL, fenced_by = NULL WHERE node_id = $1 RETURNING generation";
+const SELECT_GENERATION: &str = "SELECT generation FROM node WHERE node_id = $1";
 const HEARTBEAT: &str = "UPDATE node SET heartbeat_at = $3 WHERE node_id = $1 AND generation = $2";
 const RENEW_LEASES: &str = "UPDATE job_run SET lease_until = $2
     WHERE status = 'running' AND node_id = $1 AND (lease_until IS NULL OR lease_until < $2)";
@@ -131,12 +132,8 @@ pub(super) fn check_fence(
     tx: &mut postgres::Transaction<'_>,
     lease: NodeLease,
 ) -> Result<(), CatalogError> {
-    let generation: Option<i64> = tx
-        .query_opt(
-            "SELECT generation FROM node WHERE node_id = $1",
-            &[&lease.node_id],
-        )?
-        .map(|r| r.get(0));
+    let generation: Option<i64> =
+        query_opt(tx, SELECT_GENERATION, &[&lease.node_id])?.map(|r| r.get(0));
     if generation == Some(lease.generation) {
         Ok(())
     } else {
@@ -254,9 +251,17 @@ impl PgCatalog {
     pub fn heartbeat(&self, lease: NodeLease, now: i64, ttl_ms: i64) -> Result<bool, CatalogError> {
         self.call(move |client, _| {
             let mut tx = client.transaction()?;
-            let held = tx.execute(HEARTBEAT, &[&lease.node_id, &lease.generation, &now])? == 1;
+            let held = execute(
+                &mut tx,
+                HEARTBEAT,
+                &[&lease.node_id, &lease.generation, &now],
+            )? == 1;
             if held {
-                tx.execute(RENEW_LEASES, &[&lease.node_id, &now.saturating_add(ttl_ms)])?;
+                execute(
+                    &mut tx,
+                    RENEW_LEASES,
+                    &[&lease.node_id, &now.saturating_add(ttl_ms)],
+                )?;
             }
             commit(tx)?;
             Ok(held)

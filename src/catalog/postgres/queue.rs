@@ -16,7 +16,7 @@ use std::sync::Arc;
 use postgres::{Client, Transaction};
 use serde_json::Value as Json;
 
-use super::{Attempt, PgCatalog, commit};
+use super::{Attempt, PgCatalog, commit, execute, query, query_one, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::node::NodeLease;
 use crate::catalog::queue::{
@@ -160,7 +160,8 @@ fn enqueue_in(
         .collect();
     let params: Vec<Option<&str>> = runs.iter().map(|r| r.params.as_deref()).collect();
     let errors: Vec<Option<&str>> = runs.iter().map(|r| r.error.as_deref()).collect();
-    let rows = tx.query(
+    let rows = query(
+        tx,
         INSERT_RUN,
         &[
             &col(&|r| r.job_id),
@@ -229,7 +230,7 @@ fn claim_in(
     let mut tx = client.transaction()?;
     super::node::check_fence(&mut tx, c.lease)?;
     if attempt == Attempt::AfterUnansweredCommit && !tokens_drawn.is_empty() {
-        tx.execute(UNDO_CLAIM, &[&*tokens_drawn])?;
+        execute(&mut tx, UNDO_CLAIM, &[&*tokens_drawn])?;
     }
     tokens_drawn.clear();
     let mut claim = Claim::default();
@@ -241,7 +242,8 @@ fn claim_in(
     for pass in 0..PASSES {
         let want = limit - claim.runs.len();
         let fetch = if pass == 0 { want } else { want * 4 } as i64;
-        let candidates = tx.query(
+        let candidates = query(
+            &mut tx,
             SELECT_CANDIDATES,
             &[
                 &c.processor_id,
@@ -322,7 +324,7 @@ fn claim_in(
             let base = match base_token {
                 Some(b) => b,
                 None => {
-                    let b: i64 = tx.query_one(TAKE_CLAIM, &[])?.get(0);
+                    let b: i64 = query_one(&mut tx, TAKE_CLAIM, &[])?.get(0);
                     base_token = Some(b * TOKENS_PER_CLAIM);
                     b * TOKENS_PER_CLAIM
                 }
@@ -336,7 +338,8 @@ fn claim_in(
             tokens_drawn.extend_from_slice(&tokens);
             // Marked now, or the next pass would fetch them again (this transaction's own
             // locks do not make it skip them).
-            let marked = tx.execute(
+            let marked = execute(
+                &mut tx,
                 MARK_RUNNING,
                 &[&ids, &tokens, &c.lease.node_id, &c.now, &leases],
             )?;
@@ -357,10 +360,10 @@ fn claim_in(
         .map(|(id, m)| (*id, m.claimed))
         .unzip();
     if !begun.is_empty() {
-        tx.execute(MARK_JOB_BEGIN, &[&begun, &counts, &c.now])?;
+        execute(&mut tx, MARK_JOB_BEGIN, &[&begun, &counts, &c.now])?;
     }
     if claim.runs.len() < limit {
-        claim.next_due = tx.query_one(NEXT_DUE, &[&c.processor_id, &c.now])?.get(0);
+        claim.next_due = query_one(&mut tx, NEXT_DUE, &[&c.processor_id, &c.now])?.get(0);
     }
     commit(tx)?;
     Ok(claim)
@@ -376,11 +379,11 @@ fn lock_jobs(
 ) -> Result<(), CatalogError> {
     let mut objects_of: HashMap<i64, Vec<i64>> = HashMap::new();
     let mut new_objects = BTreeSet::new();
-    for r in tx.query(SELECT_JOB_OBJECTS, &[&job_ids])? {
+    for r in query(tx, SELECT_JOB_OBJECTS, &[&job_ids])? {
         objects_of.entry(r.get(0)).or_default().push(r.get(1));
         new_objects.insert(r.get::<_, i64>(1));
     }
-    for r in tx.query(LOCK_JOBS, &[&job_ids])? {
+    for r in query(tx, LOCK_JOBS, &[&job_ids])? {
         let job_id: i64 = r.get(0);
         let name: String = r.get(1);
         let job_type: String = r.get(2);
@@ -408,9 +411,9 @@ fn lock_jobs(
     }
     if !new_objects.is_empty() {
         let ids: Vec<i64> = new_objects.into_iter().collect();
-        tx.query(LOCK_OBJECTS, &[&ids])?;
+        query(tx, LOCK_OBJECTS, &[&ids])?;
         busy.extend(
-            tx.query(BUSY_OBJECTS, &[&ids])?
+            query(tx, BUSY_OBJECTS, &[&ids])?
                 .iter()
                 .map(|r| r.get::<_, i64>(0)),
         );
@@ -447,7 +450,8 @@ fn complete_in(
             .iter()
             .map(|c| (c.finished_at - c.started_at).max(0))
             .collect();
-        let rows = tx.query(
+        let rows = query(
+            &mut tx,
             FINISH_SUCCEEDED,
             &[
                 &plain.iter().map(|c| c.run_id).collect::<Vec<_>>(),
@@ -494,10 +498,10 @@ fn complete_in(
             el.push(last.as_ref().map(|l| l.1));
             resp.push(last.map(|l| l.2));
         }
-        tx.execute(FINISH_JOBS, &[&ids, &ended, &at, &el, &resp])?;
+        execute(&mut tx, FINISH_JOBS, &[&ids, &ended, &at, &el, &resp])?;
     }
     if stale > 0 {
-        tx.execute(COUNT_STALE, &[&node_id, &stale])?;
+        execute(&mut tx, COUNT_STALE, &[&node_id, &stale])?;
     }
     commit(tx)?;
     Ok(recorded)
@@ -511,7 +515,7 @@ fn complete_other(
     ends: &mut BTreeMap<i64, JobEnd>,
     attempt: Attempt,
 ) -> Result<Recorded, CatalogError> {
-    let Some(row) = tx.query_opt(SELECT_FOR_COMPLETE, &[&c.run_id])? else {
+    let Some(row) = query_opt(tx, SELECT_FOR_COMPLETE, &[&c.run_id])? else {
         return Ok(Recorded::Stale);
     };
     let status: String = row.get(9);
@@ -542,7 +546,7 @@ fn complete_other(
         )));
     }
     if c.outcome == Outcome::Interrupted {
-        tx.execute(REQUEUE_RUN, &[&c.run_id])?;
+        execute(tx, REQUEUE_RUN, &[&c.run_id])?;
         ends.entry(job_id).or_default().ended += 1;
         return Ok(Recorded::Done(RunStatus::Queued, None));
     }
@@ -558,7 +562,8 @@ fn complete_other(
     ends.entry(job_id)
         .or_default()
         .finished(c.finished_at, elapsed, response.to_string());
-    tx.execute(
+    execute(
+        tx,
         FINISH_RUN,
         &[
             &c.run_id,
@@ -573,7 +578,8 @@ fn complete_other(
     )?;
     let retry_id = match retry {
         Some(at) => Some(
-            tx.query_one(
+            query_one(
+                tx,
                 INSERT_RETRY,
                 &[
                     &job_id,
