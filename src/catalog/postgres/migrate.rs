@@ -28,11 +28,7 @@ const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (
 
 /// Applies every pending migration in one transaction; returns how many were applied.
 pub fn migrate(client: &mut Client) -> Result<usize, CatalogError> {
-    apply(client, MIGRATIONS)
-}
-
-/// Applies the pending ones of `migrations`.
-pub(crate) fn apply(client: &mut Client, migrations: &[Migration]) -> Result<usize, CatalogError> {
+    let migrations = MIGRATIONS;
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&MIGRATION_LOCK])?;
     tx.batch_execute(CREATE_HISTORY)?;

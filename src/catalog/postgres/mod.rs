@@ -9,15 +9,16 @@
 //!
 //! Invariant: the synchronous `postgres::Client` lives on a thread of its own (`pg <label>`),
 //! never on an actix or tokio thread — calling or dropping it there aborts the process
-//! (reference/ecosystem.md, trap 3). Callers hand it closures ([`PgCatalog::call`], or
-//! [`PgCatalog::call_async`] from async code). When the server goes away the thread reconnects
+//! (reference/ecosystem.md, trap 3). Callers hand it closures ([`PgCatalog::call`], which
+//! blocks: from async code, only inside `spawn_blocking`). When the server goes away the thread reconnects
 //! with backoff and runs the closure again: a transaction that failed before its commit left
 //! nothing; one whose commit went unanswered is undone or found again by its claim tokens
 //! (see `queue`), so a run is never lost or recorded twice across a reconnect.
 //!
 //! Not here yet (issue 16): the definitions' verbs (import, export, put_job, activation,
-//! decisions, accounts, stats), trees and workflows, and a node (`jobvisor run`) on this
-//! backend; each is refused where it would be reached.
+//! decisions, accounts, stats), the rest of the runtime's (in-flight counts, a clean stop's
+//! release, …), trees and workflows (refused where a run in a tree is met), and a node
+//! (`jobvisor run`) on this backend.
 
 use std::sync::mpsc;
 use std::thread;
@@ -81,7 +82,7 @@ type Work = Box<dyn FnOnce(&mut Conn) + Send>;
 pub struct Conn {
     client: Option<Client>,
     settings: PgSettings,
-    /// Connections made so far (1 after the first; tests read it to see a reconnect).
+    /// Connections made so far (more than 1: it reconnected, which `listen` reports).
     pub connects: u64,
 }
 
@@ -212,7 +213,7 @@ impl PgCatalog {
     }
 
     /// Runs `f` on the connection thread in a transaction of its own making, and waits for
-    /// its answer. Blocks: never call it on an actix or tokio thread (use [`Self::call_async`]).
+    /// its answer. Blocks: never call it on an actix or tokio thread.
     /// `f` runs again when the connection broke (after reconnecting) or the server aborted
     /// the transaction for a conflict; its [`Attempt`] says which.
     pub fn call<T, F>(&self, f: F) -> Result<T, CatalogError>
@@ -226,33 +227,6 @@ impl PgCatalog {
         })?;
         rx.recv()
             .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?
-    }
-
-    /// [`Self::call`] for async code: the work runs on the connection thread and the caller
-    /// awaits its answer.
-    pub async fn call_async<T, F>(&self, f: F) -> Result<T, CatalogError>
-    where
-        T: Send + 'static,
-        F: FnMut(&mut Client, Attempt) -> Result<T, CatalogError> + Send + 'static,
-    {
-        let (tx, rx) = tokio::sync::oneshot::channel();
-        self.submit(f, move |r| {
-            let _ = tx.send(r);
-        })?;
-        rx.await
-            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?
-    }
-
-    /// How many times the thread connected (1 until the server went away once).
-    pub fn connects(&self) -> Result<u64, CatalogError> {
-        let (tx, rx) = mpsc::channel();
-        self.tx
-            .send(Box::new(move |conn: &mut Conn| {
-                let _ = tx.send(conn.connects);
-            }))
-            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?;
-        rx.recv()
-            .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))
     }
 
     fn submit<T, F>(

@@ -27,8 +27,6 @@ const SELECT_GENERATION: &str = "SELECT generation FROM node WHERE node_id = $1"
 const HEARTBEAT: &str = "UPDATE node SET heartbeat_at = $3 WHERE node_id = $1 AND generation = $2";
 const RENEW_LEASES: &str = "UPDATE job_run SET lease_until = $2
     WHERE status = 'running' AND node_id = $1 AND (lease_until IS NULL OR lease_until < $2)";
-const RELEASE: &str = "UPDATE node SET pid = NULL, heartbeat_at = NULL
-    WHERE node_id = $1 AND generation = $2";
 const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heartbeat_at,
     n.lease_ttl, n.generation, n.pid IS NOT NULL AND n.fenced_at IS NULL
     FROM node n WHERE n.node_id <> $1
@@ -268,26 +266,9 @@ impl PgCatalog {
         })
     }
 
-    /// Fails with [`CatalogError::Fenced`] unless `lease` still holds its name.
-    pub fn check_fence(&self, lease: NodeLease) -> Result<(), CatalogError> {
-        self.call(move |client, _| {
-            let mut tx = client.transaction()?;
-            check_fence(&mut tx, lease)?;
-            commit(tx)
-        })
-    }
-
     /// One sweep of the dead nodes by the node `fence` holds (see [`sweep`]).
     pub fn sweep(&self, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
         self.call(move |client, _| sweep(client, fence, now))
-    }
-
-    /// Gives the name up at a clean stop (its runs were returned by the drain).
-    pub fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
-        self.call(move |client, _| {
-            client.execute(RELEASE, &[&lease.node_id, &lease.generation])?;
-            Ok(())
-        })
     }
 
     /// The stale completions counted on a node.

@@ -20,7 +20,7 @@ use super::{Attempt, PgCatalog, commit, execute, query, query_one, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::node::NodeLease;
 use crate::catalog::queue::{
-    Claim, ClaimedRun, Completion, InFlight, JobEnd, NewRun, Outcome, Recorded, verdict,
+    Claim, ClaimedRun, Completion, JobEnd, NewRun, Outcome, Recorded, verdict,
 };
 use crate::model::{JobType, RunStatus};
 use crate::schedule::OverlapPolicy;
@@ -599,10 +599,6 @@ fn complete_other(
     Ok(Recorded::Done(status, retry_id))
 }
 
-const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
-const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
-    WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
-
 impl PgCatalog {
     /// Queues `runs` (see [`enqueue`]).
     pub fn enqueue(&self, runs: Vec<NewRun>, now: i64) -> Result<Vec<Option<i64>>, CatalogError> {
@@ -616,13 +612,6 @@ impl PgCatalog {
         self.call(move |client, attempt| claim_in(client, c, attempt, &mut drawn))
     }
 
-    /// [`Self::claim`] from async code.
-    pub async fn claim_async(&self, c: PgClaim) -> Result<Claim, CatalogError> {
-        let mut drawn = Vec::new();
-        self.call_async(move |client, attempt| claim_in(client, c, attempt, &mut drawn))
-            .await
-    }
-
     /// Records completions for `node_id` (see [`complete_in`]).
     pub fn complete(
         &self,
@@ -630,26 +619,6 @@ impl PgCatalog {
         completions: Vec<Completion>,
     ) -> Result<Vec<Recorded>, CatalogError> {
         self.call(move |client, attempt| complete_in(client, node_id, &completions, attempt))
-    }
-
-    /// [`Self::complete`] from async code.
-    pub async fn complete_async(
-        &self,
-        node_id: i64,
-        completions: Vec<Completion>,
-    ) -> Result<Vec<Recorded>, CatalogError> {
-        self.call_async(move |client, attempt| complete_in(client, node_id, &completions, attempt))
-            .await
-    }
-
-    /// A job's runs in flight across the fleet, as the overlap policy counts them.
-    pub fn in_flight(&self, job_id: i64) -> Result<InFlight, CatalogError> {
-        self.call(move |client, _| {
-            Ok(InFlight {
-                running: client.query_one(COUNT_RUNNING, &[&job_id])?.get(0),
-                queued_slots: client.query_one(COUNT_QUEUED_SLOTS, &[&job_id])?.get(0),
-            })
-        })
     }
 
     /// Marks a claimed suspect executing, just before it starts; false when its claim no
