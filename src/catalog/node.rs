@@ -158,29 +158,45 @@ pub fn register_node(
             generation: 1,
         }));
     };
-    let (Some(pid), Some(host), Some(heartbeat_at)) = (held_pid, held_host, heartbeat) else {
-        // Released at a clean stop.
-        return take(node_id);
+    let holder = match (held_pid, held_host, heartbeat) {
+        (Some(pid), Some(host), Some(heartbeat_at)) => Some(NodeHolder {
+            pid,
+            host,
+            heartbeat_at,
+            generation,
+            fenced_by,
+        }),
+        _ => None,
     };
-    let holder = NodeHolder {
-        pid,
-        host,
-        heartbeat_at,
-        generation,
-        fenced_by,
-    };
-    let here = holder.host == who.host;
-    if here && (holder.pid == who.pid || !is_alive(holder.pid)) {
+    match refusal(holder, who, now, stale_after_ms, is_alive, watched) {
+        Some(answer) => Ok(answer),
+        None => take(node_id),
+    }
+}
+
+/// Why `who` may not take a name held by `holder` now (`None`: it may), by
+/// [`register_node`]'s rules — both catalogs' one judgement. `holder` is `None` for a name
+/// released at a clean stop.
+pub(crate) fn refusal(
+    holder: Option<NodeHolder>,
+    who: &Applicant<'_>,
+    now: i64,
+    stale_after_ms: i64,
+    is_alive: impl Fn(i64) -> bool,
+    watched: Option<&NodeHolder>,
+) -> Option<Registration> {
+    let holder = holder?;
+    if holder.host == who.host && (holder.pid == who.pid || !is_alive(holder.pid)) {
         // This process, or a process that is gone (a crash): nothing to wait for.
-        return take(node_id);
+        return None;
     }
     if now - holder.heartbeat_at < stale_after_ms {
-        return Ok(Registration::Held(holder));
+        return Some(Registration::Held(holder));
     }
     match watched {
-        Some(seen) if *seen == holder => take(node_id),
-        Some(_) => Ok(Registration::Held(holder)),
-        None => Ok(Registration::Watch(holder)),
+        Some(seen) if *seen == holder => None,
+        Some(_) => Some(Registration::Held(holder)),
+        None => Some(Registration::Watch(holder)),
     }
 }
 

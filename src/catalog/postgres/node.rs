@@ -12,7 +12,7 @@ use postgres::Client;
 use super::{PgCatalog, commit, execute, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::node::{
-    Applicant, CRASH_LIMIT, NodeHolder, NodeLease, Recovery, Registration, Swept,
+    Applicant, CRASH_LIMIT, NodeHolder, NodeLease, Recovery, Registration, Swept, refusal,
 };
 
 const SELECT_NODE: &str = "SELECT node_id, pid, host, heartbeat_at, generation, fenced_by
@@ -95,34 +95,27 @@ fn register(
             generation,
         }))
     };
-    let (Some(pid), Some(host), Some(heartbeat_at)) = (
+    let holder = match (
         row.get::<_, Option<i64>>(1),
         row.get::<_, Option<String>>(2),
         row.get::<_, Option<i64>>(3),
-    ) else {
-        return take(tx);
+    ) {
+        (Some(pid), Some(host), Some(heartbeat_at)) => Some(NodeHolder {
+            pid,
+            host,
+            heartbeat_at,
+            generation: row.get(4),
+            fenced_by: row.get(5),
+        }),
+        _ => None,
     };
-    let holder = NodeHolder {
-        pid,
-        host,
-        heartbeat_at,
-        generation: row.get(4),
-        fenced_by: row.get(5),
-    };
-    if holder.host == who.host && (holder.pid == who.pid || !is_alive(holder.pid)) {
-        return take(tx);
-    }
-    let answer = if now - holder.heartbeat_at < stale_after_ms {
-        Registration::Held(holder)
-    } else {
-        match watched {
-            Some(seen) if *seen == holder => return take(tx),
-            Some(_) => Registration::Held(holder),
-            None => Registration::Watch(holder),
+    match refusal(holder, who, now, stale_after_ms, is_alive, watched) {
+        Some(answer) => {
+            commit(tx)?;
+            Ok(answer)
         }
-    };
-    commit(tx)?;
-    Ok(answer)
+        None => take(tx),
+    }
 }
 
 /// Fails with [`CatalogError::Fenced`] unless `lease` still holds its name.
