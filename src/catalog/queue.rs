@@ -200,16 +200,44 @@ pub struct ClaimedRun {
     pub started_at: i64,
 }
 
-/// What a claim needs of a job, read once per job per claim.
-struct JobMeta {
-    name: Arc<str>,
-    job_type: JobType,
-    payload: Arc<Json>,
+/// What a claim needs of a job, read once per job per claim (by both catalogs).
+pub(crate) struct JobMeta {
+    pub(crate) name: Arc<str>,
+    pub(crate) job_type: JobType,
+    pub(crate) payload: Arc<Json>,
     /// max_attempts, backoff_base, backoff_max, timeout.
-    nums: [i64; 4],
+    pub(crate) nums: [i64; 4],
     /// How many of its runs may run at once.
-    cap: i64,
-    objects: Arc<[i64]>,
+    pub(crate) cap: i64,
+    pub(crate) objects: Arc<[i64]>,
+}
+
+impl JobMeta {
+    /// From a job's row as stored: its type and payload parsed, its overlap policy turned
+    /// into a cap (`max_overlap` when it allows overlap, else 1).
+    pub(crate) fn parse(
+        name: String,
+        job_type: &str,
+        payload: &str,
+        nums: [i64; 4],
+        overlap: &str,
+        max_overlap: i64,
+        objects: Arc<[i64]>,
+    ) -> Result<JobMeta, CatalogError> {
+        let corrupt = |what: &str| CatalogError::Corrupt(format!("job {name}: {what}"));
+        Ok(JobMeta {
+            job_type: JobType::parse(job_type).ok_or_else(|| corrupt("job type"))?,
+            payload: Arc::new(serde_json::from_str(payload).map_err(|_| corrupt("payload"))?),
+            nums,
+            cap: if overlap == OverlapPolicy::Allow.as_str() {
+                max_overlap
+            } else {
+                1
+            },
+            objects,
+            name: name.into(),
+        })
+    }
 }
 
 const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for,
@@ -304,23 +332,19 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, Ca
     let Some((name, job_type, payload, nums, overlap, max_overlap, running)) = row else {
         return Ok(None);
     };
-    let corrupt = |what: &str| CatalogError::Corrupt(format!("job {name}: {what}"));
     let objects: Arc<[i64]> = conn
         .prepare_cached(SELECT_JOB_OBJECTS)?
         .query_map([job_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let meta = JobMeta {
-        job_type: JobType::parse(&job_type).ok_or_else(|| corrupt("job type"))?,
-        payload: Arc::new(serde_json::from_str(&payload).map_err(|_| corrupt("payload"))?),
+    let meta = JobMeta::parse(
+        name,
+        &job_type,
+        &payload,
         nums,
-        cap: if overlap == OverlapPolicy::Allow.as_str() {
-            max_overlap
-        } else {
-            1
-        },
+        &overlap,
+        max_overlap,
         objects,
-        name: name.into(),
-    };
+    )?;
     Ok(Some((meta, running)))
 }
 
@@ -587,23 +611,41 @@ impl JobEnd {
     }
 }
 
-/// How a run that ended with `outcome` is recorded (status, result, error), both backends' one
-/// rule: a failure with attempts left is `failed` (its retry queued); without, `dead` when the
-/// job allowed more than one attempt. An interruption is requeued, never recorded.
-pub(crate) fn verdict(
-    outcome: &Outcome,
-    retried: bool,
-    max_attempts: i64,
-) -> (RunStatus, Option<String>, Option<String>) {
-    match outcome {
+/// How a run's end is recorded: its retry, if one is due, and its status, result and error.
+pub(crate) struct Verdict {
+    /// When its retry runs: a failure or timeout with a retry time and attempts left.
+    pub(crate) retry: Option<i64>,
+    /// Its status.
+    pub(crate) status: RunStatus,
+    /// Its result (JSON text), for a success.
+    pub(crate) result: Option<String>,
+    /// Its error.
+    pub(crate) error: Option<String>,
+}
+
+/// Both catalogs' one rule for recording `c`, attempt `attempt` of at most `max_attempts`: a
+/// failure with attempts left is `failed` and retried at `c.retry_at`; without, it is `dead`
+/// when the job allowed more than one attempt. An interruption is requeued, never recorded.
+pub(crate) fn verdict(c: &Completion, attempt: i64, max_attempts: i64) -> Verdict {
+    let retry = match (&c.outcome, c.retry_at) {
+        (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if attempt < max_attempts => Some(at),
+        _ => None,
+    };
+    let (status, result, error) = match &c.outcome {
         Outcome::Succeeded(v) => (RunStatus::Succeeded, Some(v.to_string()), None),
-        Outcome::Failed(e) | Outcome::TimedOut(e) if !retried && max_attempts > 1 => {
+        Outcome::Failed(e) | Outcome::TimedOut(e) if retry.is_none() && max_attempts > 1 => {
             (RunStatus::Dead, None, Some(e.clone()))
         }
         Outcome::Failed(e) => (RunStatus::Failed, None, Some(e.clone())),
         Outcome::TimedOut(e) => (RunStatus::TimedOut, None, Some(e.clone())),
         Outcome::Cancelled(e) => (RunStatus::Cancelled, None, Some(e.clone())),
         Outcome::Interrupted => unreachable!("an interruption is requeued, not recorded"),
+    };
+    Verdict {
+        retry,
+        status,
+        result,
+        error,
     }
 }
 
@@ -729,11 +771,12 @@ fn complete_other(
         return Ok(Recorded::Done(RunStatus::Queued, None));
     }
     let elapsed = (c.finished_at - c.started_at).max(0);
-    let retry = match (&c.outcome, c.retry_at) {
-        (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if attempt < max_attempts => Some(at),
-        _ => None,
-    };
-    let (status, result, error) = verdict(&c.outcome, retry.is_some(), max_attempts);
+    let Verdict {
+        retry,
+        status,
+        result,
+        error,
+    } = verdict(c, attempt, max_attempts);
     let response = result.as_deref().or(error.as_deref()).unwrap_or("");
     ends.entry(job_id)
         .or_default()

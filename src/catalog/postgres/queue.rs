@@ -11,19 +11,16 @@
 //! completion finds a run it already recorded by its token and reports it, uncounted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::Arc;
 
 use postgres::{Client, Transaction};
-use serde_json::Value as Json;
 
 use super::{Attempt, PgCatalog, commit, execute, query, query_one, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::node::NodeLease;
 use crate::catalog::queue::{
-    Claim, ClaimedRun, Completion, JobEnd, NewRun, Outcome, Recorded, verdict,
+    Claim, ClaimedRun, Completion, JobEnd, JobMeta, NewRun, Outcome, Recorded, Verdict, verdict,
 };
-use crate::model::{JobType, RunStatus};
-use crate::schedule::OverlapPolicy;
+use crate::model::RunStatus;
 
 const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,
     run_after, params, status, error, created_at, finished_at)
@@ -198,17 +195,12 @@ fn enqueue_in(
         .collect())
 }
 
-/// What a claim needs of a job.
-struct JobMeta {
-    name: Arc<str>,
-    job_type: JobType,
-    payload: Arc<Json>,
-    /// max_attempts, backoff_base, backoff_max, timeout.
-    nums: [i64; 4],
-    cap: i64,
+/// A job locked by a claim: what the claim needs of it, its runs running on every node, and
+/// how many of them this claim took.
+struct Locked {
+    meta: JobMeta,
     running: i64,
     claimed: i64,
-    objects: Arc<[i64]>,
 }
 
 /// Claims up to `limit` due runs, as `catalog::queue::claim` does on SQLite, in one
@@ -234,7 +226,7 @@ fn claim_in(
     }
     tokens_drawn.clear();
     let mut claim = Claim::default();
-    let mut jobs: HashMap<i64, JobMeta> = HashMap::new();
+    let mut jobs: HashMap<i64, Locked> = HashMap::new();
     let mut busy: BTreeSet<i64> = BTreeSet::new();
     // Jobs no run of which can be claimed now (at their cap, or an object of theirs busy).
     let mut blocked_jobs: Vec<i64> = Vec::new();
@@ -272,10 +264,15 @@ fn claim_in(
                 break;
             }
             let job_id: i64 = r.get(1);
-            let Some(meta) = jobs.get_mut(&job_id) else {
+            let Some(locked) = jobs.get_mut(&job_id) else {
                 continue;
             };
-            if meta.running >= meta.cap || meta.objects.iter().any(|o| busy.contains(o)) {
+            let Locked {
+                meta,
+                running,
+                claimed,
+            } = locked;
+            if *running >= meta.cap || meta.objects.iter().any(|o| busy.contains(o)) {
                 claim.blocked = true;
                 blocked_here = true;
                 if !blocked_jobs.contains(&job_id) {
@@ -283,8 +280,8 @@ fn claim_in(
                 }
                 continue;
             }
-            meta.running += 1;
-            meta.claimed += 1;
+            *running += 1;
+            *claimed += 1;
             busy.extend(meta.objects.iter().copied());
             let run_id: i64 = r.get(0);
             let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
@@ -374,7 +371,7 @@ fn claim_in(
 fn lock_jobs(
     tx: &mut Transaction<'_>,
     job_ids: &[i64],
-    jobs: &mut HashMap<i64, JobMeta>,
+    jobs: &mut HashMap<i64, Locked>,
     busy: &mut BTreeSet<i64>,
 ) -> Result<(), CatalogError> {
     let mut objects_of: HashMap<i64, Vec<i64>> = HashMap::new();
@@ -389,23 +386,19 @@ fn lock_jobs(
         let job_type: String = r.get(2);
         let payload: String = r.get(3);
         let overlap: String = r.get(8);
-        let meta = JobMeta {
-            job_type: JobType::parse(&job_type)
-                .ok_or_else(|| corrupt(format!("job {name}: job type")))?,
-            payload: Arc::new(
-                serde_json::from_str(&payload)
-                    .map_err(|_| corrupt(format!("job {name}: payload")))?,
-            ),
-            nums: [r.get(4), r.get(5), r.get(6), r.get(7)],
-            cap: if overlap == OverlapPolicy::Allow.as_str() {
-                r.get(9)
-            } else {
-                1
-            },
+        let meta = JobMeta::parse(
+            name,
+            &job_type,
+            &payload,
+            [r.get(4), r.get(5), r.get(6), r.get(7)],
+            &overlap,
+            r.get(9),
+            objects_of.remove(&job_id).unwrap_or_default().into(),
+        )?;
+        let meta = Locked {
+            meta,
             running: r.get(10),
             claimed: 0,
-            objects: objects_of.remove(&job_id).unwrap_or_default().into(),
-            name: name.into(),
         };
         jobs.insert(job_id, meta);
     }
@@ -551,13 +544,12 @@ fn complete_other(
         return Ok(Recorded::Done(RunStatus::Queued, None));
     }
     let elapsed = (c.finished_at - c.started_at).max(0);
-    let retry = match (&c.outcome, c.retry_at) {
-        (Outcome::Failed(_) | Outcome::TimedOut(_), Some(at)) if run_attempt < max_attempts => {
-            Some(at)
-        }
-        _ => None,
-    };
-    let (status, result, error) = verdict(&c.outcome, retry.is_some(), max_attempts);
+    let Verdict {
+        retry,
+        status,
+        result,
+        error,
+    } = verdict(c, run_attempt, max_attempts);
     let response = result.as_deref().or(error.as_deref()).unwrap_or("");
     ends.entry(job_id)
         .or_default()
