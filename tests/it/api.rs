@@ -171,7 +171,7 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
         200,
     );
     // The audit log names the user the token belongs to.
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let conn = crate::support::open_db(ws.db());
     let actors: Vec<String> = conn
         .prepare("SELECT actor FROM audit WHERE subject = 'hello'")
         .unwrap()
@@ -279,7 +279,7 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
     assert_eq!(batch["run_ids"].as_array().unwrap().len(), 3);
     // One trigger path: API triggers are audited like the CLI's, naming the user (one row for
     // the single run, one for the batch).
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let conn = crate::support::open_db(ws.db());
     let audited: Vec<(String, String)> = conn
         .prepare("SELECT actor, detail FROM audit WHERE action = 'job.run' AND subject = 'echo'")
         .unwrap()
@@ -370,7 +370,7 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
             .then_some(())
     });
     // The pause and the resume are audit rows naming the user, with the state before and after.
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let conn = crate::support::open_db(ws.db());
     let rows: Vec<(String, String, Value)> = conn
         .prepare(
             "SELECT action, actor, detail FROM audit WHERE action LIKE 'node.%' ORDER BY audit_id",

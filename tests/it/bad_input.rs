@@ -730,7 +730,7 @@ fn bad_inputs_fail_cleanly_with_the_documented_code() {
         ws.write(&format!("cfg-{name}.toml"), body);
     }
     let foreign = ws.path("shop.db");
-    let conn = rusqlite::Connection::open(&foreign).unwrap();
+    let conn = crate::support::open_db(&foreign);
     conn.execute_batch("CREATE TABLE customers (id INTEGER PRIMARY KEY);")
         .unwrap();
     drop(conn);

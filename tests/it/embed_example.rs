@@ -79,7 +79,7 @@ fn the_embedding_example_awaits_results_enqueues_in_its_transaction_and_manages_
         1,
         "a rolled-back order queued no run"
     );
-    let conn = rusqlite::Connection::open(&db).unwrap();
+    let conn = crate::support::open_db(&db);
     let orders: i64 = conn
         .query_row("SELECT count(*) FROM orders", [], |r| r.get(0))
         .unwrap();

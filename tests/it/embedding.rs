@@ -222,8 +222,7 @@ fn a_host_is_told_of_runs_awaits_results_manages_jobs_and_runs_its_own_kind_of_j
         )
         .await
         .unwrap();
-        let audited: Vec<String> = rusqlite::Connection::open(&db)
-            .unwrap()
+        let audited: Vec<String> = crate::support::open_db(&db)
             .prepare("SELECT action FROM audit WHERE actor = 'host-app' ORDER BY audit_id")
             .unwrap()
             .query_map([], |r| r.get(0))

@@ -64,7 +64,7 @@ fn an_embedded_engine_runs_registered_functions_and_answers_messages() {
             }
             actix_rt::time::sleep(Duration::from_millis(20)).await;
         }
-        let conn = rusqlite::Connection::open(&db).unwrap();
+        let conn = crate::support::open_db(&db);
         let result: String = conn
             .query_row(
                 "SELECT result FROM job_run WHERE run_id = ?1",
@@ -155,7 +155,7 @@ fn async_functions_run_and_a_panic_fails_only_its_run() {
         "{:?}",
         boom[0].error
     );
-    let conn = rusqlite::Connection::open(&db).unwrap();
+    let conn = crate::support::open_db(&db);
     let results: Vec<i64> = conn
         .prepare("SELECT result ->> '$.n' FROM job_run WHERE status = 'succeeded' ORDER BY run_id")
         .unwrap()
@@ -208,7 +208,7 @@ fn the_injected_clock_stamps_runs_samples_heartbeats_decisions_and_audit_rows() 
         engine.trigger("echo", None).await.unwrap();
         for _ in 0..250 {
             let done = runs_of(&db, "echo").iter().any(|r| r.status == "succeeded");
-            let conn = rusqlite::Connection::open(&db).unwrap();
+            let conn = crate::support::open_db(&db);
             let samples: i64 = conn
                 .query_row("SELECT count(*) FROM stat", [], |r| r.get(0))
                 .unwrap();
@@ -217,7 +217,7 @@ fn the_injected_clock_stamps_runs_samples_heartbeats_decisions_and_audit_rows() 
             }
             actix_rt::time::sleep(Duration::from_millis(20)).await;
         }
-        let conn = rusqlite::Connection::open(&db).unwrap();
+        let conn = crate::support::open_db(&db);
         let (started, finished): (i64, i64) = conn
             .query_row(
                 "SELECT started_at, finished_at FROM job_run WHERE status = 'succeeded'",

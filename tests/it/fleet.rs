@@ -126,9 +126,7 @@ fn running_processors(node: &Node, token: &str) -> Vec<String> {
 
 /// Succeeded runs of `job` by the node that ran them.
 fn ran_on(ws: &Workspace, job: &str) -> BTreeMap<String, usize> {
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
+    let conn = crate::support::open_db(ws.db());
     conn.prepare(
         "SELECT n.node_name, count(*) FROM job_run r JOIN job j USING (job_id)
          JOIN node n ON n.node_id = r.node_id

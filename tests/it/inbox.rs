@@ -60,7 +60,7 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
         }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let conn = rusqlite::Connection::open(&db2).unwrap();
+            let conn = crate::support::open_db(&db2);
             let done: i64 = conn
                 .query_row(
                     "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
@@ -77,7 +77,7 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
         }
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
     });
-    let conn = rusqlite::Connection::open(&db).unwrap();
+    let conn = crate::support::open_db(&db);
     let runs: Vec<(String, String)> = conn
         .prepare(
             "SELECT r.status, r.params FROM job_run r JOIN job j USING (job_id)

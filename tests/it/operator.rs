@@ -30,7 +30,7 @@ fn bytes(path: &Path) -> Vec<u8> {
 
 /// A SQLite database of another application.
 fn foreign_db(path: &Path) {
-    let conn = rusqlite::Connection::open(path).unwrap();
+    let conn = crate::support::open_db(path);
     conn.execute_batch(
         "CREATE TABLE customers (id INTEGER PRIMARY KEY, name TEXT);
          INSERT INTO customers (name) VALUES ('Ada');",
@@ -453,8 +453,7 @@ fn an_edit_that_changes_nothing_writes_nothing() {
     assert!(out.contains("unchanged"), "{out}");
     let before = bytes(&ws.db());
     let audit_rows = || -> i64 {
-        rusqlite::Connection::open(ws.db())
-            .unwrap()
+        crate::support::open_db(ws.db())
             .query_row("SELECT count(*) FROM audit", [], |r| r.get(0))
             .unwrap()
     };
@@ -958,7 +957,7 @@ fn run_honours_the_node_flag_and_logs_to_a_file_have_no_colour() {
     assert_eq!(node.stop(), Some(0));
     let log = std::fs::read_to_string(ws.path("named-by-flag.log")).unwrap();
     assert!(log.contains("named-by-flag"), "{log}");
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let conn = crate::support::open_db(ws.db());
     let names: Vec<String> = conn
         .prepare("SELECT node_name FROM node")
         .unwrap()

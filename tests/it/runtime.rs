@@ -367,9 +367,7 @@ payload = { function = "debug.noop" }
 "#,
     );
     let db = ws.db();
-    let conn = rusqlite::Connection::open(&db).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
+    let conn = crate::support::open_db(&db);
     queue_runs(&db, "noop", N);
     let succeeded = |conn: &rusqlite::Connection| -> Vec<(i64, i64, i64)> {
         conn.prepare(
@@ -505,8 +503,7 @@ fn one_shot_http(status: &'static str, body: &'static str) -> u16 {
 fn sql_url_and_builtin_jobs_do_their_work() {
     let ws = Workspace::new();
     let data = ws.path("events.db");
-    rusqlite::Connection::open(&data)
-        .unwrap()
+    crate::support::open_db(&data)
         .execute_batch("CREATE TABLE events (id INTEGER PRIMARY KEY, at INTEGER, v INTEGER)")
         .unwrap();
     let ok_port = one_shot_http("200 OK", "{\"pong\":true}");
@@ -600,7 +597,7 @@ payload = {{ url = "http://127.0.0.1:{bad_port}/ping" }}
         (r.len() == 11 && r.iter().all(|r| r.finished_at.is_some())).then_some(r)
     });
     assert_eq!(node.stop(), Some(0));
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
+    let conn = crate::support::open_db(ws.db());
     let result = |job: &str| -> serde_json::Value {
         let text: String = conn
             .query_row(
@@ -638,7 +635,7 @@ payload = {{ url = "http://127.0.0.1:{bad_port}/ping" }}
         .as_str()
         .unwrap()
         .to_string();
-    let copy = rusqlite::Connection::open(&backup).unwrap();
+    let copy = crate::support::open_db(&backup);
     let jobs: i64 = copy
         .query_row("SELECT count(*) FROM job", [], |r| r.get(0))
         .unwrap();

@@ -242,11 +242,20 @@ pub struct Run {
     pub scheduled_for: Option<i64>,
 }
 
-/// Every run of the catalog at `db`, by run id (opened read-only, as a second process would).
-pub fn runs(db: &Path) -> Vec<Run> {
+/// A connection to the catalog at `db` that waits for locks as the node's own do: a node's
+/// writer may be committing or checkpointing, and the last connection of a stopping engine
+/// takes the file for its closing checkpoint, when a reader without a busy timeout gets
+/// `database is locked`.
+pub fn open_db(db: impl AsRef<Path>) -> rusqlite::Connection {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .unwrap();
+    conn
+}
+
+/// Every run of the catalog at `db`, by run id (opened read-only, as a second process would).
+pub fn runs(db: &Path) -> Vec<Run> {
+    let conn = open_db(db);
     let mut stmt = conn
         .prepare(
             "SELECT r.run_id, j.job_name, r.status, r.attempt, r.started_at, r.finished_at, r.error, r.log,
@@ -276,9 +285,7 @@ pub fn runs(db: &Path) -> Vec<Run> {
 /// Queues `n` on-demand runs of `job` straight into the catalog at `db` (one statement; the
 /// CLI would take one process per run).
 pub fn queue_runs(db: &Path, job: &str, n: i64) {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
+    let conn = open_db(db);
     let queued = conn
         .execute(
             "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)

@@ -134,8 +134,7 @@ fn object_statistics_come_from_the_writer_and_the_prunes() {
     let ws = Workspace::new();
     tuned(&ws);
     let events = ws.path("events.db");
-    rusqlite::Connection::open(&events)
-        .unwrap()
+    crate::support::open_db(&events)
         .execute_batch("CREATE TABLE events (id INTEGER PRIMARY KEY, at INTEGER NOT NULL)")
         .unwrap();
     let file = ws.write(
@@ -458,8 +457,7 @@ payload = { function = "debug.noop" }
             .start()
             .unwrap();
         let stat_rows = |t: &str, after: i64| -> i64 {
-            let conn = rusqlite::Connection::open(&db).unwrap();
-            conn.busy_timeout(Duration::from_secs(5)).unwrap();
+            let conn = crate::support::open_db(&db);
             conn.query_row(
                 "SELECT count(*) FROM stat s JOIN stat_type t USING (stat_type_id)
                  WHERE t.stat_type = ?1 AND s.sampled_at > ?2",

@@ -573,9 +573,7 @@ fn the_overview_names_failing_jobs_and_runs_stuck_on_a_silent_node() {
             .then_some(())
     });
     // A run left running by a node that stopped an hour ago (its heartbeat is that old).
-    let conn = rusqlite::Connection::open(ws.db()).unwrap();
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .unwrap();
+    let conn = crate::support::open_db(ws.db());
     let hour_ago = jobvisor::catalog::now_ms() - 3_600_000;
     conn.execute(
         "INSERT INTO node (node_name, host, heartbeat_at) VALUES ('gone', 'elsewhere', ?1)",

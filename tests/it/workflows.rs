@@ -75,8 +75,7 @@ struct StepRun {
 }
 
 fn tree_rows(db: &Path) -> Vec<StepRun> {
-    let conn = rusqlite::Connection::open(db).unwrap();
-    conn.busy_timeout(Duration::from_secs(5)).unwrap();
+    let conn = crate::support::open_db(db);
     let mut stmt = conn
         .prepare(
             "SELECT run_id, pid, step, status, started_at, finished_at, retry_of, stump
@@ -512,7 +511,7 @@ payload.steps = [{ job = "echo" }]
     let (base, token) = (node.api.clone(), node.token.clone().unwrap());
     let db = ws.db();
     let status_of = |id: i64| -> (String, Option<i64>) {
-        let conn = rusqlite::Connection::open(&db).unwrap();
+        let conn = crate::support::open_db(&db);
         conn.query_row(
             "SELECT status, finished_at FROM job_run WHERE run_id = ?1",
             [id],
@@ -594,7 +593,7 @@ payload.steps = [{ job = "echo" }]
         .as_i64()
         .unwrap();
     let nap = wait_for(20.0, "the command step to run", || {
-        let conn = rusqlite::Connection::open(&db).unwrap();
+        let conn = crate::support::open_db(&db);
         conn.query_row(
             "SELECT run_id FROM job_run WHERE pid = ?1 AND step = 'nap' AND status = 'running'",
             [held],
@@ -620,7 +619,7 @@ payload.steps = [{ job = "echo" }]
 
     // A workflow's slot starts its tree like a trigger does.
     wait_for(20.0, "a scheduled workflow to succeed", || {
-        let conn = rusqlite::Connection::open(&db).unwrap();
+        let conn = crate::support::open_db(&db);
         conn.query_row(
             "SELECT r.run_id FROM job_run r JOIN job j USING (job_id) WHERE j.job_name = 'ticker'
              AND r.scheduled_for IS NOT NULL AND r.status = 'succeeded'
