@@ -84,11 +84,11 @@ CREATE TABLE job (
     backoff_max     bigint  NOT NULL DEFAULT 300000 CHECK (backoff_max >= 0),  -- ms
     priority        bigint  NOT NULL DEFAULT 0,   -- larger is more important
     required        integer NOT NULL DEFAULT 0 CHECK (required IN (0, 1)),
-    in_progress     bigint  NOT NULL DEFAULT 0 CHECK (in_progress >= 0),
+    -- Runs of the job ever claimed, less claims undone: its runs in progress are this less
+    -- the runs ended in `job_tally` (the view `job_progress`). Only claims write this row, so
+    -- the completions of several nodes never queue behind one row lock.
+    runs_begun      bigint  NOT NULL DEFAULT 0 CHECK (runs_begun >= 0),
     last_date_begin bigint,                       -- epoch ms
-    last_date_end   bigint,                       -- epoch ms
-    last_elapse     bigint,                       -- ms
-    last_response   text,
     next_run_at     bigint,                       -- epoch ms
     status          integer NOT NULL DEFAULT 1 CHECK (status IN (0, 1)),
     create_date     bigint  NOT NULL DEFAULT extract(epoch FROM now())::bigint,
@@ -96,6 +96,30 @@ CREATE TABLE job (
 );
 CREATE INDEX job_processor_idx ON job (processor_id);
 CREATE INDEX job_next_run_idx ON job (next_run_at) WHERE status = 1;
+
+-- Per job and node: the runs of the job that node ended (completed, put back, swept) and the
+-- latest of them. A completion writes only its own node's row. `node_id` has no foreign key:
+-- a forgotten node's ends still count.
+CREATE TABLE job_tally (
+    job_id        bigint NOT NULL REFERENCES job (job_id) ON DELETE CASCADE,
+    node_id       bigint NOT NULL,
+    runs_ended    bigint NOT NULL DEFAULT 0 CHECK (runs_ended >= 0),
+    last_date_end bigint,                         -- epoch ms
+    last_elapse   bigint,                         -- ms
+    last_response text,
+    PRIMARY KEY (job_id, node_id)
+);
+
+-- The SQLite catalog's columns of `job` that PostgreSQL keeps apart: runs in progress on every
+-- node, and the latest end of any.
+CREATE VIEW job_progress AS
+    SELECT j.job_id,
+        (j.runs_begun - coalesce((SELECT sum(t.runs_ended) FROM job_tally t
+                                  WHERE t.job_id = j.job_id), 0))::bigint AS in_progress,
+        j.last_date_begin, l.last_date_end, l.last_elapse, l.last_response
+    FROM job j LEFT JOIN LATERAL (SELECT t.last_date_end, t.last_elapse, t.last_response
+        FROM job_tally t WHERE t.job_id = j.job_id AND t.last_date_end IS NOT NULL
+        ORDER BY t.last_date_end DESC LIMIT 1) l ON true;
 
 CREATE TABLE job_object (
     job_id    bigint NOT NULL REFERENCES job (job_id) ON DELETE CASCADE,

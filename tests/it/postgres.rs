@@ -274,7 +274,10 @@ fn pg_three_nodes_drain_20000_runs_each_once() {
         ),
         20_000
     );
-    assert_eq!(count(&db, "SELECT sum(in_progress)::bigint FROM job"), 0);
+    assert_eq!(
+        count(&db, "SELECT sum(in_progress)::bigint FROM job_progress"),
+        0
+    );
     assert_eq!(
         count(&db, "SELECT sum(stale_completions)::bigint FROM node"),
         0
@@ -288,13 +291,14 @@ fn pg_forbid_and_objects_hold_across_nodes() {
     let Some(db) = PgDb::create("forbid") else {
         return;
     };
-    // `solo` forbids overlap; `w1` and `w2` allow it but write one object.
+    // `solo` forbids overlap; `w1` and `w2` allow it but write one object; `trio` allows 3.
     let (p, jobs) = define(
         &db,
         &[
             ("solo", "forbid", 1, 1),
             ("w1", "allow", 100, 1),
             ("w2", "allow", 100, 1),
+            ("trio", "allow", 3, 1),
         ],
     );
     let mut c = db.client();
@@ -305,7 +309,7 @@ fn pg_forbid_and_objects_hold_across_nodes() {
         )
         .unwrap()
         .get(0);
-    for j in &jobs[1..] {
+    for j in &jobs[1..3] {
         c.execute(
             "INSERT INTO job_object (job_id, object_id) VALUES ($1, $2)",
             &[j, &obj],
@@ -318,27 +322,31 @@ fn pg_forbid_and_objects_hold_across_nodes() {
         runs.extend((0..40).map(|_| run_of(*j, p, None)));
     }
     cat.enqueue(runs, now_ms()).unwrap();
-    // Per group (solo; the object's writers): how many execute now, and the most seen.
-    let running = Arc::new([AtomicI64::new(0), AtomicI64::new(0)]);
-    let most = Arc::new([AtomicI64::new(0), AtomicI64::new(0)]);
+    // Per group (solo; the object's writers; trio): how many execute now, and the most seen.
+    let running = Arc::new([AtomicI64::new(0), AtomicI64::new(0), AtomicI64::new(0)]);
+    let most = Arc::new([AtomicI64::new(0), AtomicI64::new(0), AtomicI64::new(0)]);
     let done = Arc::new(AtomicI64::new(0));
-    let solo = jobs[0];
+    let group = {
+        let jobs = jobs.clone();
+        move |job_id: i64| [0, 1, 1, 2][jobs.iter().position(|j| *j == job_id).unwrap()]
+    };
     let handles: Vec<_> = (0..3)
         .map(|n| {
             let cat = db.catalog(&format!("n{n}"));
             let (running, most, done) = (running.clone(), most.clone(), done.clone());
+            let group = group.clone();
             thread::spawn(move || {
                 let lease = register(&cat, &format!("n{n}"), 30_000);
-                while done.load(Ordering::SeqCst) < 120 {
+                while done.load(Ordering::SeqCst) < 160 {
                     let claim = cat.claim(claim_req(p, lease, 8)).unwrap();
                     for r in &claim.runs {
-                        let g = usize::from(r.job_id != solo);
+                        let g = group(r.job_id);
                         let now = running[g].fetch_add(1, Ordering::SeqCst) + 1;
                         most[g].fetch_max(now, Ordering::SeqCst);
                     }
                     thread::sleep(Duration::from_millis(3));
                     for r in &claim.runs {
-                        running[usize::from(r.job_id != solo)].fetch_sub(1, Ordering::SeqCst);
+                        running[group(r.job_id)].fetch_sub(1, Ordering::SeqCst);
                     }
                     cat.complete(lease.node_id, claim.runs.iter().map(success).collect())
                         .unwrap();
@@ -360,12 +368,18 @@ fn pg_forbid_and_objects_hold_across_nodes() {
         1,
         "two writers of one object ran at once"
     );
+    let trio = most[2].load(Ordering::SeqCst);
+    assert!(trio <= 3, "a job capped at 3 ran {trio} at once");
     assert_eq!(
         count(
             &db,
             "SELECT count(*) FROM job_run WHERE status = 'succeeded'"
         ),
-        120
+        160
+    );
+    assert_eq!(
+        count(&db, "SELECT sum(in_progress)::bigint FROM job_progress"),
+        0
     );
 }
 
@@ -520,7 +534,7 @@ fn pg_heartbeats_keep_leases_and_a_run_that_kills_its_node_is_quarantined() {
         "each death during its execution is an attempt"
     );
     assert_eq!(row.get::<_, i64>(2), 3);
-    assert_eq!(count(&db, "SELECT in_progress FROM job"), 0);
+    assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 0);
 }
 
 #[test]
@@ -563,7 +577,7 @@ fn pg_failures_retry_with_their_attempts_and_end_dead() {
     );
     let last: String = db
         .client()
-        .query_one("SELECT last_response FROM job", &[])
+        .query_one("SELECT last_response FROM job_progress", &[])
         .unwrap()
         .get(0);
     assert_eq!(last, "boom");
@@ -625,7 +639,10 @@ fn pg_the_server_going_away_loses_no_run_and_records_none_twice() {
         count(&db, "SELECT count(*) FROM job_run WHERE status = 'running'"),
         0
     );
-    assert_eq!(count(&db, "SELECT sum(in_progress)::bigint FROM job"), 0);
+    assert_eq!(
+        count(&db, "SELECT sum(in_progress)::bigint FROM job_progress"),
+        0
+    );
 }
 
 #[test]
@@ -693,4 +710,61 @@ fn pg_a_blocked_job_at_the_head_of_the_queue_does_not_starve_the_rest() {
     let tokens: std::collections::BTreeSet<i64> =
         claim.runs.iter().map(|r| r.claim_token).collect();
     assert_eq!(tokens.len(), 8, "each run its own token");
+}
+
+/// A claim applies a job's cap to what runs on every node as of its commit: here another
+/// node's claim of the job's 3 slots is in flight (its transaction holds the job row) when this
+/// claim reads the job, so this claim first takes runs of it, then — once its grant gets the
+/// row, after the other commits — puts them back, and the job never runs more than its cap.
+#[test]
+fn pg_a_claim_gives_back_what_a_concurrent_claim_took_of_a_cap() {
+    let Some(db) = PgDb::create("grant") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("trio", "allow", 3, 1)]);
+    let cat = db.catalog("n1");
+    cat.enqueue((0..6).map(|_| run_of(jobs[0], p, None)).collect(), now_ms())
+        .unwrap();
+    let lease = register(&cat, "n1", 30_000);
+    // The other node's claim: its 3 runs begun, not yet committed.
+    let mut other = db.client();
+    let mut tx = other.transaction().unwrap();
+    tx.execute(
+        "UPDATE job SET runs_begun = runs_begun + 3 WHERE job_id = $1",
+        &[&jobs[0]],
+    )
+    .unwrap();
+    let claimer = thread::spawn(move || cat.claim(claim_req(p, lease, 8)).unwrap());
+    // This claim waits for the job row's lock, in its grant: it has read the job already.
+    let mut watch = db.client();
+    let waiting = |watch: &mut Client| -> i64 {
+        watch
+            .query_one(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
+                 AND wait_event_type = 'Lock' AND query LIKE '%runs_begun%'",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
+    for _ in 0..500 {
+        if waiting(&mut watch) > 0 {
+            break;
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(waiting(&mut watch), 1, "the claim waits in its grant");
+    tx.commit().unwrap();
+    let claim = claimer.join().unwrap();
+    assert!(claim.runs.is_empty(), "{:?}", claim.runs);
+    assert!(claim.blocked);
+    assert_eq!(
+        count(
+            &db,
+            "SELECT count(*) FROM job_run WHERE status = 'queued' AND node_id IS NULL AND claim_token IS NULL"
+        ),
+        6,
+        "every run put back as it was"
+    );
+    assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 3);
 }

@@ -52,9 +52,6 @@ const QUARANTINE: &str = "UPDATE job_run SET status = 'dead', node_id = NULL, cl
     lease_until = NULL, suspect = 1, crashes = $2, finished_at = $3,
     error = 'quarantined: the node died while it ran ' || $2::bigint::text || ' times'
     WHERE run_id = $1";
-const RECOUNT_JOBS: &str = "UPDATE job j SET in_progress = (SELECT count(*) FROM job_run r
-    WHERE r.job_id = j.job_id AND r.status = 'running' AND r.own_status IS NULL)
-    WHERE j.job_id = ANY($1)";
 const AUDIT: &str =
     "INSERT INTO audit (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)";
 
@@ -151,7 +148,8 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
         )?
         .get(0);
     let mut swept = Vec::with_capacity(dead.len());
-    let mut jobs = Vec::new();
+    // Runs ended per (job, dead node), for the job tallies.
+    let mut ended: std::collections::BTreeMap<(i64, i64), i64> = Default::default();
     for r in dead {
         let mut node = Swept {
             node_id: r.get(0),
@@ -172,7 +170,7 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
         for run in left {
             let (run_id, job_id): (i64, i64) = (run.get(0), run.get(1));
             let (suspect, crashes, limit): (i32, i64, i64) = (run.get(2), run.get(3), run.get(4));
-            jobs.push(job_id);
+            *ended.entry((job_id, node.node_id)).or_default() += 1;
             if run.get::<_, i32>(5) != 0 {
                 tx.execute(CANCEL_LEFT, &[&run_id, &now])?;
                 node.recovery.cancelled.push(run_id);
@@ -202,10 +200,16 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
         )?;
         swept.push(node);
     }
-    if !jobs.is_empty() {
-        jobs.sort_unstable();
-        jobs.dedup();
-        tx.execute(RECOUNT_JOBS, &[&jobs])?;
+    if !ended.is_empty() {
+        let (keys, counts): (Vec<(i64, i64)>, Vec<i64>) = ended.into_iter().unzip();
+        let (jobs, nodes): (Vec<i64>, Vec<i64>) = keys.into_iter().unzip();
+        let none = vec![None::<i64>; jobs.len()];
+        let no_text = vec![None::<String>; jobs.len()];
+        execute(
+            &mut tx,
+            super::queue::TALLY_ENDS,
+            &[&jobs, &nodes, &counts, &none, &none, &no_text],
+        )?;
         // Idle processors on every node claim the requeued runs at once.
         tx.execute("SELECT pg_notify('jobvisor_queue', 'requeued')", &[])?;
     }

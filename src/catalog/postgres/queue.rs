@@ -43,15 +43,35 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
     ORDER BY r.priority DESC, r.run_after, r.run_id
     LIMIT $5
     FOR UPDATE OF r SKIP LOCKED";
-// Locked in job order: every claim and completion takes job rows ascending, so none deadlock.
-const LOCK_JOBS: &str = "SELECT j.job_id, j.job_name, t.job_type, j.job_payload, j.max_attempts,
-    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
-    FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id
-    WHERE j.job_id = ANY($1) ORDER BY j.job_id FOR UPDATE OF j";
+// What a claim needs of its candidates' jobs, read without a lock: the runs in progress (the
+// job's runs begun less those ended on every node) are an estimate here, checked by GRANT.
+const SELECT_JOBS: &str = "SELECT j.job_id, j.job_name, t.job_type, j.job_payload,
+    j.max_attempts, j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap,
+    j.runs_begun - coalesce((SELECT sum(e.runs_ended) FROM job_tally e
+                             WHERE e.job_id = j.job_id), 0)::bigint
+    FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ANY($1)";
+// The last statement of a claim before its commit, so job rows stay locked only for the
+// commit: locks the claimed runs' jobs (ascending, so claims never deadlock on them; `NO KEY
+// UPDATE`, so runs queued meanwhile, whose foreign key takes `KEY SHARE`, do not wait) and
+// grants each at most its cap less its runs in progress, counting the runs begun from the
+// latest row and the ends from the statement's snapshot — which may miss an end committed
+// meanwhile, so the count errs high, never low, and a cap is never exceeded. Only claims and a
+// claim's undoing lock job rows; completions write their own node's `job_tally` row.
+const GRANT: &str = "WITH c AS (
+        SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS c(id, n, cap)),
+    locked AS (
+        SELECT j.job_id, LEAST(c.n, GREATEST(c.cap - (j.runs_begun - coalesce(
+            (SELECT sum(e.runs_ended) FROM job_tally e WHERE e.job_id = j.job_id), 0)), 0)
+            )::bigint AS granted
+        FROM job j JOIN c ON c.id = j.job_id ORDER BY j.job_id FOR NO KEY UPDATE OF j),
+    begun AS (
+        UPDATE job j SET runs_begun = j.runs_begun + l.granted, last_date_begin = $4
+        FROM locked l WHERE j.job_id = l.job_id)
+    SELECT job_id, granted FROM locked";
 const SELECT_JOB_OBJECTS: &str =
     "SELECT job_id, object_id FROM job_object WHERE job_id = ANY($1) ORDER BY object_id";
-const LOCK_OBJECTS: &str =
-    "SELECT object_id FROM object WHERE object_id = ANY($1) ORDER BY object_id FOR UPDATE";
+const LOCK_OBJECTS: &str = "SELECT object_id FROM object WHERE object_id = ANY($1)
+    ORDER BY object_id FOR NO KEY UPDATE";
 const BUSY_OBJECTS: &str = "SELECT DISTINCT jo.object_id FROM job_object jo
     JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running'
     WHERE jo.object_id = ANY($1)";
@@ -59,9 +79,9 @@ const MARK_RUNNING: &str = "UPDATE job_run r SET status = 'running', node_id = $
     claim_token = c.token, started_at = $4, lease_until = c.lease, suspect = LEAST(r.suspect, 1)
     FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS c(id, token, lease)
     WHERE r.run_id = c.id AND r.status = 'queued'";
-const MARK_JOB_BEGIN: &str = "UPDATE job j SET in_progress = j.in_progress + c.n,
-    last_date_begin = $3 FROM unnest($1::bigint[], $2::bigint[]) AS c(id, n)
-    WHERE j.job_id = c.id";
+// Runs marked by a claim beyond what GRANT allowed go back as they were.
+const UNMARK: &str = "UPDATE job_run SET status = 'queued', node_id = NULL, claim_token = NULL,
+    started_at = NULL, lease_until = NULL WHERE run_id = ANY($1) AND status = 'running'";
 const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
     WHERE status = 'queued' AND processor_id = $1 AND run_after > $2";
 const TAKE_CLAIM: &str = "SELECT nextval('claim_token_seq')";
@@ -77,7 +97,7 @@ const UNDO_CLAIM: &str = "WITH undone AS (
         UPDATE job_run SET status = 'queued', node_id = NULL, claim_token = NULL,
             started_at = NULL, lease_until = NULL
         WHERE claim_token = ANY($1) AND status = 'running' RETURNING job_id)
-    UPDATE job j SET in_progress = GREATEST(j.in_progress - u.n, 0)
+    UPDATE job j SET runs_begun = GREATEST(j.runs_begun - u.n, 0)
     FROM (SELECT job_id, count(*) AS n FROM undone GROUP BY job_id) u WHERE j.job_id = u.job_id";
 
 const FINISH_SUCCEEDED: &str = "UPDATE job_run r SET status = 'succeeded', finished_at = c.fin,
@@ -99,12 +119,16 @@ const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
 const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after,
     params, status, attempt, retry_of, created_at)
     VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8) RETURNING run_id";
-const FINISH_JOBS: &str = "UPDATE job j SET in_progress = GREATEST(j.in_progress - c.n, 0),
-    last_date_end = coalesce(c.at, j.last_date_end), last_elapse = coalesce(c.el, j.last_elapse),
-    last_response = coalesce(c.resp, j.last_response)
-    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[])
-        AS c(id, n, at, el, resp)
-    WHERE j.job_id = c.id";
+/// Adds runs ended to their jobs' tallies on a node, with the latest end (`NULL`s leave it as
+/// it was). Rows taken in job order, by the node's completions (and by a sweep of a dead node).
+pub(super) const TALLY_ENDS: &str = "INSERT INTO job_tally AS t (job_id, node_id, runs_ended,
+        last_date_end, last_elapse, last_response)
+    SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
+        $6::text[])
+    ON CONFLICT (job_id, node_id) DO UPDATE SET runs_ended = t.runs_ended + excluded.runs_ended,
+        last_date_end = coalesce(excluded.last_date_end, t.last_date_end),
+        last_elapse = coalesce(excluded.last_elapse, t.last_elapse),
+        last_response = coalesce(excluded.last_response, t.last_response)";
 const COUNT_STALE: &str =
     "UPDATE node SET stale_completions = stale_completions + $2 WHERE node_id = $1";
 
@@ -195,8 +219,8 @@ fn enqueue_in(
         .collect())
 }
 
-/// A job locked by a claim: what the claim needs of it, its runs running on every node, and
-/// how many of them this claim took.
+/// A job of a claim's candidates: what the claim needs of it, its runs running on every node
+/// (an estimate until GRANT), and how many of them this claim took.
 struct Locked {
     meta: JobMeta,
     running: i64,
@@ -205,9 +229,10 @@ struct Locked {
 
 /// Claims up to `limit` due runs, as `catalog::queue::claim` does on SQLite, in one
 /// transaction: the candidates are locked with `SKIP LOCKED` (runs another node is claiming
-/// are passed over, not waited for), then their jobs' rows and written objects' rows are
-/// locked in id order and the overlap and object rules checked against what runs on every
-/// node. A first pass fetches `limit` candidates; when some were blocked (their job at its
+/// are passed over, not waited for), their written objects' rows locked in id order and the
+/// object rule checked against what runs on every node; the overlap rule is applied to an
+/// estimate of what runs, then checked at the end under the jobs' locks (GRANT), runs beyond
+/// it put back. A first pass fetches `limit` candidates; when some were blocked (their job at its
 /// overlap cap, an object busy), up to [`PASSES`] - 1 more fetch past those jobs, so a blocked
 /// job at the head of the queue neither starves the rest nor makes every claim lock eight
 /// times the runs it takes. `tokens_drawn` holds the tokens of an earlier attempt whose commit
@@ -254,7 +279,7 @@ fn claim_in(
             .into_iter()
             .collect();
         if !new_jobs.is_empty() {
-            lock_jobs(&mut tx, &new_jobs, &mut jobs, &mut busy)?;
+            read_jobs(&mut tx, &new_jobs, &mut jobs, &mut busy)?;
         }
         let first = claim.runs.len();
         let mut leases = Vec::new();
@@ -351,24 +376,59 @@ fn claim_in(
             break;
         }
     }
-    let (begun, counts): (Vec<i64>, Vec<i64>) = jobs
-        .iter()
-        .filter(|(_, m)| m.claimed > 0)
-        .map(|(id, m)| (*id, m.claimed))
-        .unzip();
-    if !begun.is_empty() {
-        execute(&mut tx, MARK_JOB_BEGIN, &[&begun, &counts, &c.now])?;
-    }
     if claim.runs.len() < limit {
         claim.next_due = query_one(&mut tx, NEXT_DUE, &[&c.processor_id, &c.now])?.get(0);
     }
+    grant(&mut tx, &mut claim, &jobs, c.now)?;
     commit(tx)?;
     Ok(claim)
 }
 
-/// Locks the rows of `job_ids` (ascending) and of the objects they write, reading what a claim
-/// needs of each job and which of those objects a running run writes.
-fn lock_jobs(
+/// Takes the claimed runs' jobs' locks and their grants (GRANT); the runs of a job beyond its
+/// grant (the last claimed, the least urgent) go back to the queue and the claim is marked
+/// blocked.
+fn grant(
+    tx: &mut Transaction<'_>,
+    claim: &mut Claim,
+    jobs: &HashMap<i64, Locked>,
+    now: i64,
+) -> Result<(), CatalogError> {
+    let mut ids = Vec::new();
+    let (mut counts, mut caps) = (Vec::new(), Vec::new());
+    for (id, m) in jobs.iter().filter(|(_, m)| m.claimed > 0) {
+        ids.push(*id);
+        counts.push(m.claimed);
+        caps.push(m.meta.cap);
+    }
+    if ids.is_empty() {
+        return Ok(());
+    }
+    let mut excess: HashMap<i64, i64> = HashMap::new();
+    for r in query(tx, GRANT, &[&ids, &counts, &caps, &now])? {
+        let (job_id, granted): (i64, i64) = (r.get(0), r.get(1));
+        let claimed = jobs.get(&job_id).map_or(0, |m| m.claimed);
+        if granted < claimed {
+            excess.insert(job_id, claimed - granted);
+        }
+    }
+    if excess.is_empty() {
+        return Ok(());
+    }
+    let mut back = Vec::new();
+    for i in (0..claim.runs.len()).rev() {
+        if let Some(n) = excess.get_mut(&claim.runs[i].job_id).filter(|n| **n > 0) {
+            *n -= 1;
+            back.push(claim.runs.remove(i).run_id);
+        }
+    }
+    execute(tx, UNMARK, &[&back])?;
+    claim.blocked = true;
+    Ok(())
+}
+
+/// Reads what a claim needs of each of `job_ids`, locks the rows of the objects they write
+/// (ascending) and reads which of those objects a running run writes.
+fn read_jobs(
     tx: &mut Transaction<'_>,
     job_ids: &[i64],
     jobs: &mut HashMap<i64, Locked>,
@@ -380,7 +440,7 @@ fn lock_jobs(
         objects_of.entry(r.get(0)).or_default().push(r.get(1));
         new_objects.insert(r.get::<_, i64>(1));
     }
-    for r in query(tx, LOCK_JOBS, &[&job_ids])? {
+    for r in query(tx, SELECT_JOBS, &[&job_ids])? {
         let job_id: i64 = r.get(0);
         let name: String = r.get(1);
         let job_type: String = r.get(2);
@@ -491,7 +551,12 @@ fn complete_in(
             el.push(last.as_ref().map(|l| l.1));
             resp.push(last.map(|l| l.2));
         }
-        execute(&mut tx, FINISH_JOBS, &[&ids, &ended, &at, &el, &resp])?;
+        let nodes = vec![node_id; ids.len()];
+        execute(
+            &mut tx,
+            TALLY_ENDS,
+            &[&ids, &nodes, &ended, &at, &el, &resp],
+        )?;
     }
     if stale > 0 {
         execute(&mut tx, COUNT_STALE, &[&node_id, &stale])?;
