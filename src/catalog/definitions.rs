@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction, params};
+use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::Serialize;
 use serde_json::{Map as JsonMap, Value as Json};
 
@@ -27,8 +27,91 @@ pub struct ImportReport {
     pub changes: Vec<crate::jobconf::merge::EntryChange>,
 }
 
+/// A column's value in a definition's upsert, for either backend (flags are 0/1 integers on
+/// both).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum Val {
+    /// An integer, or NULL.
+    Int(Option<i64>),
+    /// A 0/1 flag.
+    Flag(bool),
+    /// Text, or NULL.
+    Text(Option<String>),
+}
+
+impl rusqlite::ToSql for Val {
+    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
+        match self {
+            Val::Int(v) => v.to_sql(),
+            Val::Flag(b) => b.to_sql(),
+            Val::Text(t) => t.to_sql(),
+        }
+    }
+}
+
+fn int(v: i64) -> Val {
+    Val::Int(Some(v))
+}
+
+fn text(v: &str) -> Val {
+    Val::Text(Some(v.to_string()))
+}
+
+fn opt_text(v: &Option<String>) -> Val {
+    Val::Text(v.clone())
+}
+
+/// What an import writes, in either backend's transaction: the upserts below (their SQL in
+/// SQLite's `?N` form; PostgreSQL's `$N` is the same text renumbered) and the audit row.
+pub(crate) trait DefinitionWriter {
+    /// Runs one of the upserts below with `values`.
+    fn upsert(&mut self, sql: &'static str, values: &[Val]) -> Result<(), CatalogError>;
+    /// The job's id (after its upsert).
+    fn job_id(&mut self, name: &str) -> Result<i64, CatalogError>;
+    /// Writes the audit row.
+    fn audit(
+        &mut self,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: &Json,
+    ) -> Result<(), CatalogError>;
+}
+
+impl DefinitionWriter for &Transaction<'_> {
+    fn upsert(&mut self, sql: &'static str, values: &[Val]) -> Result<(), CatalogError> {
+        self.prepare_cached(sql)?
+            .execute(rusqlite::params_from_iter(values))?;
+        Ok(())
+    }
+    fn job_id(&mut self, name: &str) -> Result<i64, CatalogError> {
+        Ok(self.query_row(SELECT_JOB_ID, [name], |r| r.get(0))?)
+    }
+    fn audit(
+        &mut self,
+        actor: &str,
+        action: &str,
+        subject: &str,
+        detail: &Json,
+    ) -> Result<(), CatalogError> {
+        audit(self, actor, action, subject, Some(detail))
+    }
+}
+
 pub(super) fn import_in(
     tx: &Transaction<'_>,
+    before: &CatalogFile,
+    file: &CatalogFile,
+    actor: &str,
+    action: &str,
+) -> Result<ImportReport, CatalogError> {
+    import_with(&mut &*tx, before, file, actor, action)
+}
+
+/// Upserts what of `file` differs from `before` (the catalog as it is) and writes one audit row
+/// for `action`: an import's rows on either backend.
+pub(crate) fn import_with(
+    tx: &mut impl DefinitionWriter,
     before: &CatalogFile,
     file: &CatalogFile,
     actor: &str,
@@ -64,10 +147,7 @@ pub(super) fn import_in(
     for (name, g) in &file.groups {
         let old = before.groups.get(name);
         if note("group", name, old.is_some(), old == Some(g)) {
-            tx.execute(
-                UPSERT_GROUP,
-                params![name, g.maintenance, g.description, g.enabled],
-            )?;
+            tx.upsert(UPSERT_GROUP, &group_values(name, g))?;
         }
     }
     for (name, j) in &file.jobs {
@@ -94,8 +174,17 @@ pub(super) fn import_in(
     detail["created"] = report.created.len().into();
     detail["updated"] = report.updated.len().into();
     detail["unchanged"] = report.unchanged.into();
-    audit(tx, actor, action, "catalog", Some(&detail))?;
+    tx.audit(actor, action, "catalog", &detail)?;
     Ok(report)
+}
+
+fn group_values(name: &str, g: &GroupDef) -> [Val; 4] {
+    [
+        text(name),
+        Val::Flag(g.maintenance),
+        opt_text(&g.description),
+        Val::Flag(g.enabled),
+    ]
 }
 
 pub(super) const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
@@ -108,26 +197,25 @@ pub(super) const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
         rpc_password = excluded.rpc_password, status = excluded.status, nodes = excluded.nodes";
 
 pub(super) fn upsert_processor(
-    tx: &Transaction<'_>,
+    tx: &mut impl DefinitionWriter,
     name: &str,
     p: &ProcessorDef,
 ) -> Result<(), CatalogError> {
-    tx.execute(
+    tx.upsert(
         UPSERT_PROCESSOR,
-        params![
-            name,
-            p.instances,
-            p.max_instances,
-            p.ip_address,
-            p.port,
-            p.rpc_user,
-            p.rpc_password,
-            p.enabled,
+        &[
+            text(name),
+            int(p.instances),
+            Val::Int(p.max_instances),
+            opt_text(&p.ip_address),
+            Val::Int(p.port),
+            opt_text(&p.rpc_user),
+            opt_text(&p.rpc_password),
+            Val::Flag(p.enabled),
             // Any node: NULL, so that the runtime's filter is one test on most catalogs.
-            (!p.nodes.is_empty()).then(|| Json::from(p.nodes.clone()).to_string())
+            Val::Text((!p.nodes.is_empty()).then(|| Json::from(p.nodes.clone()).to_string())),
         ],
-    )?;
-    Ok(())
+    )
 }
 
 pub(super) const UPSERT_OBJECT: &str = "INSERT INTO object
@@ -143,28 +231,27 @@ pub(super) const UPSERT_OBJECT: &str = "INSERT INTO object
         status = excluded.status";
 
 pub(super) fn upsert_object(
-    tx: &Transaction<'_>,
+    tx: &mut impl DefinitionWriter,
     name: &str,
     o: &ObjectDef,
 ) -> Result<(), CatalogError> {
-    tx.execute(
+    tx.upsert(
         UPSERT_OBJECT,
-        params![
-            name,
-            o.object_type.as_str(),
-            o.conn_string,
-            o.key_field,
-            o.name_field,
-            o.id_length,
-            o.search_prefix,
-            o.time_to_live,
-            o.allow_prune,
-            o.allow_list,
-            o.description,
-            o.enabled
+        &[
+            text(name),
+            text(o.object_type.as_str()),
+            opt_text(&o.conn_string),
+            opt_text(&o.key_field),
+            opt_text(&o.name_field),
+            Val::Int(o.id_length),
+            opt_text(&o.search_prefix),
+            Val::Int(o.time_to_live),
+            Val::Flag(o.allow_prune),
+            Val::Flag(o.allow_list),
+            opt_text(&o.description),
+            Val::Flag(o.enabled),
         ],
-    )?;
-    Ok(())
+    )
 }
 
 pub(super) const UPSERT_GROUP: &str =
@@ -203,46 +290,50 @@ pub(super) const UPSERT_JOB: &str = "INSERT INTO job
 pub(super) const SELECT_JOB_ID: &str = "SELECT job_id FROM job WHERE job_name = ?1";
 pub(super) const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
 pub(super) const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
-    SELECT ?1, object_id FROM object WHERE object_name = ?2";
+    SELECT CAST(?1 AS bigint), object_id FROM object WHERE object_name = ?2";
 
-pub(super) fn upsert_job(tx: &Transaction<'_>, name: &str, j: &JobDef) -> Result<(), CatalogError> {
+pub(super) fn upsert_job(
+    tx: &mut impl DefinitionWriter,
+    name: &str,
+    j: &JobDef,
+) -> Result<(), CatalogError> {
     let s = &j.schedule;
-    tx.execute(
+    tx.upsert(
         UPSERT_JOB,
-        params![
-            name,
-            j.processor,
-            j.group,
-            j.job_type.as_str(),
-            Json::Object(j.payload.clone()).to_string(),
-            j.description,
-            j.priority,
-            j.timeout,
-            s.run_always,
-            s.run_delay,
-            s.run_every,
-            s.run_on_the,
-            s.run_at,
-            s.run_date,
-            s.cron,
-            s.timezone,
-            j.misfire_policy.as_str(),
-            j.misfire_window,
-            j.max_catchup,
-            j.overlap_policy.as_str(),
-            j.max_overlap,
-            j.max_attempts,
-            j.backoff_base,
-            j.backoff_max,
-            j.required,
-            j.enabled,
-            j.stretch_max
+        &[
+            text(name),
+            text(&j.processor),
+            opt_text(&j.group),
+            text(j.job_type.as_str()),
+            text(&Json::Object(j.payload.clone()).to_string()),
+            opt_text(&j.description),
+            int(j.priority),
+            int(j.timeout),
+            Val::Flag(s.run_always),
+            int(s.run_delay),
+            Val::Int(s.run_every),
+            Val::Int(s.run_on_the),
+            opt_text(&s.run_at),
+            opt_text(&s.run_date),
+            opt_text(&s.cron),
+            opt_text(&s.timezone),
+            text(j.misfire_policy.as_str()),
+            int(j.misfire_window),
+            int(j.max_catchup),
+            text(j.overlap_policy.as_str()),
+            int(j.max_overlap),
+            int(j.max_attempts),
+            int(j.backoff_base),
+            int(j.backoff_max),
+            Val::Flag(j.required),
+            Val::Flag(j.enabled),
+            int(j.stretch_max),
         ],
     )?;
-    let job_id: i64 = tx.query_row(SELECT_JOB_ID, [name], |r| r.get(0))?;
-    tx.execute(DELETE_JOB_OBJECTS, [job_id])?;
+    let job_id = tx.job_id(name)?;
+    tx.upsert(DELETE_JOB_OBJECTS, &[int(job_id)])?;
     for object in &j.objects {
-        tx.execute(INSERT_JOB_OBJECT, params![job_id, object])?;
+        tx.upsert(INSERT_JOB_OBJECT, &[int(job_id), text(object)])?;
     }
     Ok(())
 }
@@ -271,21 +362,102 @@ pub(super) const SELECT_JOBS: &str =
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id";
 
 /// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
+/// The columns of a row, as both backends' rows give them: the definitions' rows are read once,
+/// for SQLite and PostgreSQL alike.
+pub(crate) trait Cols {
+    /// The backend's error.
+    type Error;
+    /// An integer column (SQLite INTEGER; PostgreSQL bigint or integer).
+    fn int(&self, i: usize) -> Result<i64, Self::Error>;
+    /// A nullable integer column.
+    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
+    /// A text column.
+    fn text(&self, i: usize) -> Result<String, Self::Error>;
+    /// A nullable text column.
+    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
+    /// A 0/1 flag.
+    fn flag(&self, i: usize) -> Result<bool, Self::Error> {
+        Ok(self.int(i)? == 1)
+    }
+}
+
+impl Cols for Row<'_> {
+    type Error = rusqlite::Error;
+    fn int(&self, i: usize) -> rusqlite::Result<i64> {
+        self.get(i)
+    }
+    fn opt_int(&self, i: usize) -> rusqlite::Result<Option<i64>> {
+        self.get(i)
+    }
+    fn text(&self, i: usize) -> rusqlite::Result<String> {
+        self.get(i)
+    }
+    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+}
+
+/// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
 pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorDef)> {
+    processor_of(r)
+}
+
+/// [`processor_row`], from either backend's row.
+pub(crate) fn processor_of<C: Cols>(r: &C) -> Result<(String, ProcessorDef), C::Error> {
     Ok((
-        r.get(0)?,
+        r.text(0)?,
         ProcessorDef {
-            instances: r.get(1)?,
-            max_instances: r.get(2)?,
-            ip_address: r.get(3)?,
-            port: r.get(4)?,
-            rpc_user: r.get(5)?,
-            rpc_password: r.get(6)?,
-            enabled: r.get::<_, i64>(7)? == 1,
+            instances: r.int(1)?,
+            max_instances: r.opt_int(2)?,
+            ip_address: r.opt_text(3)?,
+            port: r.opt_int(4)?,
+            rpc_user: r.opt_text(5)?,
+            rpc_password: r.opt_text(6)?,
+            enabled: r.flag(7)?,
             nodes: r
-                .get::<_, Option<String>>(8)?
+                .opt_text(8)?
                 .and_then(|text| serde_json::from_str(&text).ok())
                 .unwrap_or_default(),
+        },
+    ))
+}
+
+/// An object's name and definition from a row of [`SELECT_OBJECTS`]' columns.
+pub(crate) fn object_row<C: Cols>(
+    r: &C,
+) -> Result<Result<(String, ObjectDef), CatalogError>, C::Error> {
+    let object_type = r.text(1)?;
+    let Some(object_type) = ObjectType::parse(&object_type) else {
+        return Ok(Err(CatalogError::Corrupt(format!(
+            "object_type `{object_type}`"
+        ))));
+    };
+    Ok(Ok((
+        r.text(0)?,
+        ObjectDef {
+            object_type,
+            conn_string: r.opt_text(2)?,
+            key_field: r.opt_text(3)?,
+            name_field: r.opt_text(4)?,
+            id_length: r.opt_int(5)?,
+            search_prefix: r.opt_text(6)?,
+            time_to_live: r.opt_int(7)?,
+            allow_prune: r.flag(8)?,
+            allow_list: r.flag(9)?,
+            description: r.opt_text(10)?,
+            enabled: r.flag(11)?,
+        },
+    )))
+}
+
+/// A group's name and definition from a row of [`SELECT_GROUPS`]' columns.
+pub(crate) fn group_row<C: Cols>(r: &C) -> Result<(String, GroupDef), C::Error> {
+    Ok((
+        r.text(0)?,
+        GroupDef {
+            maintenance: r.flag(1)?,
+            description: r.opt_text(2)?,
+            enabled: r.flag(3)?,
         },
     ))
 }
@@ -301,36 +473,14 @@ pub(super) fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError
     let mut stmt = conn.prepare_cached(SELECT_OBJECTS)?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
-        let object_type: String = r.get(1)?;
-        file.objects.insert(
-            r.get(0)?,
-            ObjectDef {
-                object_type: ObjectType::parse(&object_type)
-                    .ok_or_else(|| CatalogError::Corrupt(format!("object_type `{object_type}`")))?,
-                conn_string: r.get(2)?,
-                key_field: r.get(3)?,
-                name_field: r.get(4)?,
-                id_length: r.get(5)?,
-                search_prefix: r.get(6)?,
-                time_to_live: r.get(7)?,
-                allow_prune: r.get::<_, i64>(8)? == 1,
-                allow_list: r.get::<_, i64>(9)? == 1,
-                description: r.get(10)?,
-                enabled: r.get::<_, i64>(11)? == 1,
-            },
-        );
+        let (name, def) = object_row(r)??;
+        file.objects.insert(name, def);
     }
     let mut stmt = conn.prepare_cached(SELECT_GROUPS)?;
     let mut rows = stmt.query([])?;
     while let Some(r) = rows.next()? {
-        file.groups.insert(
-            r.get(0)?,
-            GroupDef {
-                maintenance: r.get::<_, i64>(1)? == 1,
-                description: r.get(2)?,
-                enabled: r.get::<_, i64>(3)? == 1,
-            },
-        );
+        let (name, def) = group_row(r)?;
+        file.groups.insert(name, def);
     }
     let mut stmt = conn.prepare_cached(SELECT_JOBS)?;
     let records = stmt
@@ -368,12 +518,17 @@ pub struct JobRecord {
 
 /// Reads one `SELECT_JOBS` row; the outer `Result` is SQLite's, the inner one is ours.
 pub(super) fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> {
-    let name: String = r.get(0)?;
-    let job_type: String = r.get(1)?;
-    let payload: String = r.get(4)?;
-    let misfire: String = r.get(16)?;
-    let overlap: String = r.get(19)?;
-    let objects: Option<String> = r.get(26)?;
+    job_record_of(r)
+}
+
+/// [`job_record`], from either backend's row.
+pub(crate) fn job_record_of<C: Cols>(r: &C) -> Result<Result<JobRecord, CatalogError>, C::Error> {
+    let name = r.text(0)?;
+    let job_type = r.text(1)?;
+    let payload = r.text(4)?;
+    let misfire = r.text(16)?;
+    let overlap = r.text(19)?;
+    let objects = r.opt_text(26)?;
     let corrupt = |what: String| Ok(Err(CatalogError::Corrupt(format!("job `{name}`: {what}"))));
     let Some(job_type) = JobType::parse(&job_type) else {
         return corrupt(format!("job type `{job_type}`"));
@@ -392,45 +547,45 @@ pub(super) fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, Cata
         .unwrap_or_default();
     let def = JobDef {
         job_type,
-        processor: r.get(2)?,
-        group: r.get(3)?,
+        processor: r.text(2)?,
+        group: r.opt_text(3)?,
         payload: payload as JsonMap<String, Json>,
-        description: r.get(5)?,
-        priority: r.get(6)?,
-        timeout: r.get(7)?,
+        description: r.opt_text(5)?,
+        priority: r.int(6)?,
+        timeout: r.int(7)?,
         schedule: ScheduleSpec {
-            run_always: r.get::<_, i64>(8)? == 1,
-            run_delay: r.get(9)?,
-            run_every: r.get(10)?,
-            run_on_the: r.get(11)?,
-            run_at: r.get(12)?,
-            run_date: r.get(13)?,
-            cron: r.get(14)?,
-            timezone: r.get(15)?,
+            run_always: r.flag(8)?,
+            run_delay: r.int(9)?,
+            run_every: r.opt_int(10)?,
+            run_on_the: r.opt_int(11)?,
+            run_at: r.opt_text(12)?,
+            run_date: r.opt_text(13)?,
+            cron: r.opt_text(14)?,
+            timezone: r.opt_text(15)?,
         },
         misfire_policy,
-        misfire_window: r.get(17)?,
-        max_catchup: r.get(18)?,
+        misfire_window: r.int(17)?,
+        max_catchup: r.int(18)?,
         overlap_policy,
-        max_overlap: r.get(20)?,
-        max_attempts: r.get(21)?,
-        backoff_base: r.get(22)?,
-        backoff_max: r.get(23)?,
-        enabled: r.get::<_, i64>(24)? == 1,
-        required: r.get::<_, i64>(25)? == 1,
+        max_overlap: r.int(20)?,
+        max_attempts: r.int(21)?,
+        backoff_base: r.int(22)?,
+        backoff_max: r.int(23)?,
+        enabled: r.flag(24)?,
+        required: r.flag(25)?,
         objects: objects.into_iter().collect(),
-        stretch_max: r.get(34)?,
+        stretch_max: r.int(34)?,
     };
     Ok(Ok(JobRecord {
         name,
         def,
-        id: r.get(27)?,
-        in_progress: r.get(28)?,
-        last_date_begin: r.get(29)?,
-        last_date_end: r.get(30)?,
-        last_elapse: r.get(31)?,
-        last_response: r.get(32)?,
-        next_run_at: r.get(33)?,
+        id: r.int(27)?,
+        in_progress: r.int(28)?,
+        last_date_begin: r.opt_int(29)?,
+        last_date_end: r.opt_int(30)?,
+        last_elapse: r.opt_int(31)?,
+        last_response: r.opt_text(32)?,
+        next_run_at: r.opt_int(33)?,
     }))
 }
 

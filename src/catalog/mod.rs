@@ -447,7 +447,7 @@ impl Catalog {
         let tx = write_tx(&mut self.conn)?;
         let before = export_from(&tx)?;
         let existed = before.jobs.contains_key(name);
-        upsert_job(&tx, name, job)?;
+        upsert_job(&mut &tx, name, job)?;
         let action = if existed { "job.edit" } else { "job.add" };
         let mut after = CatalogFile::default();
         after.jobs.insert(name.to_string(), job.clone());

@@ -768,3 +768,134 @@ fn pg_a_claim_gives_back_what_a_concurrent_claim_took_of_a_cap() {
     );
     assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 3);
 }
+
+/// A catalog file with every kind of entry and most fields set.
+const DEFINITIONS: &str = r#"
+[processor.main]
+instances = 2
+max_instances = 6
+[processor.edge]
+nodes = ["n1", "n2"]
+[processor.remote]
+ip_address = "10.0.0.7"
+port = 7979
+rpc_user = "svc"
+rpc_password = "s3cret"
+
+[object.ledger]
+conn_string = "data/ledger.db"
+key_field = "id"
+time_to_live = 86400
+allow_prune = true
+
+[group.upkeep]
+maintenance = true
+description = "housekeeping"
+
+[job.nightly]
+type = "function"
+processor = "main"
+group = "upkeep"
+cron = "0 3 * * *"
+timezone = "Europe/Paris"
+misfire_policy = "skip"
+max_attempts = 4
+backoff_base = 500
+objects = ["ledger"]
+payload = { function = "debug.noop", args = { n = 1 } }
+
+[job.fetch]
+type = "url"
+processor = "edge"
+run_every = 5
+overlap_policy = "allow"
+max_overlap = 3
+priority = 7
+timeout = 30000
+description = "polls"
+payload = { url = "http://127.0.0.1:1/x" }
+
+[job.off]
+type = "function"
+processor = "remote"
+enabled = false
+required = true
+run_every = 60
+stretch_max = 4
+payload = { function = "debug.noop" }
+"#;
+
+/// An import on PostgreSQL stores what the same import stores on SQLite: the exports are
+/// equal, the reports too; again it changes nothing; an edit is reported field by field; and
+/// an import that fails part-way (a job on a processor nobody defined) changes nothing and
+/// writes no audit row.
+#[test]
+fn pg_an_import_stores_what_sqlite_stores_and_a_failed_one_nothing() {
+    use jobvisor::catalog::{Catalog, DbSettings};
+    use jobvisor::jobconf::toml_format;
+    let Some(db) = PgDb::create("import") else {
+        return;
+    };
+    let file = toml_format::parse(DEFINITIONS).unwrap();
+    let pg = db.catalog("cli");
+    let dir = tempfile::tempdir().unwrap();
+    let mut lite = Catalog::open(&dir.path().join("c.db"), &DbSettings::default()).unwrap();
+    // The SQLite catalog starts seeded; PostgreSQL's empty: compare what this import adds.
+    let seeded = lite.export().unwrap();
+    let on_pg = pg.import(&file, "test").unwrap();
+    let on_lite = lite.import(&file, "test").unwrap();
+    assert_eq!(on_pg.created, on_lite.created);
+    assert_eq!(on_pg.created.len(), 8, "{:?}", on_pg.created);
+    let mut expected = lite.export().unwrap();
+    expected
+        .processors
+        .retain(|k, _| !seeded.processors.contains_key(k) || file.processors.contains_key(k));
+    expected
+        .objects
+        .retain(|k, _| !seeded.objects.contains_key(k) || file.objects.contains_key(k));
+    expected
+        .groups
+        .retain(|k, _| !seeded.groups.contains_key(k) || file.groups.contains_key(k));
+    expected
+        .jobs
+        .retain(|k, _| !seeded.jobs.contains_key(k) || file.jobs.contains_key(k));
+    assert_eq!(pg.export().unwrap(), expected);
+    assert_eq!(
+        pg.export().unwrap(),
+        file,
+        "what was imported is what is exported"
+    );
+
+    let again = pg.import(&file, "test").unwrap();
+    assert_eq!(
+        (again.created.len(), again.updated.len(), again.unchanged),
+        (0, 0, 8)
+    );
+    let mut edited = file.clone();
+    edited.jobs.get_mut("fetch").unwrap().max_overlap = 5;
+    let report = pg.import(&edited, "test").unwrap();
+    assert_eq!(report.updated, vec!["job.fetch".to_string()]);
+    let jobs = pg.jobs().unwrap();
+    let fetch = jobs.iter().find(|j| j.name == "fetch").unwrap();
+    assert_eq!((fetch.def.max_overlap, fetch.in_progress), (5, 0));
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM audit WHERE action = 'import'"),
+        3
+    );
+
+    let mut broken = edited.clone();
+    broken.processors.get_mut("main").unwrap().instances = 3;
+    let mut orphan = broken.jobs["off"].clone();
+    orphan.processor = "nobody".into();
+    broken.jobs.insert("zz_orphan".into(), orphan);
+    assert!(pg.import(&broken, "test").is_err());
+    assert_eq!(
+        pg.export().unwrap(),
+        edited,
+        "a failed import changes nothing"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM audit WHERE action = 'import'"),
+        3
+    );
+}

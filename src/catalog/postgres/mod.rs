@@ -32,6 +32,7 @@ use postgres::{Client, GenericClient, NoTls, Row, Statement};
 
 use super::CatalogError;
 
+pub mod definitions;
 pub mod migrate;
 pub mod node;
 pub mod queue;
