@@ -58,6 +58,7 @@ struct Registry {
 static REGISTRY: Mutex<Option<Registry>> = Mutex::new(None);
 static CLAIMED: AtomicU64 = AtomicU64::new(0);
 static CLAIMS: AtomicU64 = AtomicU64::new(0);
+static GIVEN_BACK: AtomicU64 = AtomicU64::new(0);
 static STALE: AtomicU64 = AtomicU64::new(0);
 
 fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
@@ -92,6 +93,11 @@ pub fn claimed(runs: usize) {
     CLAIMED.fetch_add(runs as u64, Ordering::Relaxed);
 }
 
+/// Counts claimed runs not started that were given back to the queue for an idle node.
+pub fn given_back(runs: usize) {
+    GIVEN_BACK.fetch_add(runs as u64, Ordering::Relaxed);
+}
+
 /// Counts one commit of `ops` operations by the writer `label`.
 pub fn writer_batch(label: &str, ops: usize) {
     with(|r| {
@@ -114,6 +120,8 @@ pub struct Snapshot {
     pub claims: u64,
     /// Runs claimed.
     pub claimed: u64,
+    /// Claimed runs not started given back for an idle node.
+    pub given_back: u64,
     /// Completions rejected for a stale token.
     pub stale: u64,
 }
@@ -126,6 +134,7 @@ pub fn snapshot() -> Snapshot {
         batches,
         claims: CLAIMS.load(Ordering::Relaxed),
         claimed: CLAIMED.load(Ordering::Relaxed),
+        given_back: GIVEN_BACK.load(Ordering::Relaxed),
         stale: STALE.load(Ordering::Relaxed),
     }
 }

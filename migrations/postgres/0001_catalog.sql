@@ -1,5 +1,5 @@
 -- The catalog on PostgreSQL (a fleet's shared catalog): the same tables, columns and meanings as
--- the SQLite catalog after its migrations 0001-0019, in PostgreSQL's dialect. Integers are
+-- the SQLite catalog after its migrations 0001-0020, in PostgreSQL's dialect. Integers are
 -- bigint (epoch ms, ids); flags stay 0/1 integers, as on SQLite, so both backends read them the
 -- same way; JSON columns stay text, checked to parse. Ids come from identity columns; claim
 -- tokens from a sequence, so claims on different nodes never wait on one counter row.
@@ -144,6 +144,17 @@ CREATE TABLE node (
     lease_ttl         bigint  NOT NULL DEFAULT 30000,
     fenced_at         bigint,
     fenced_by         text
+);
+
+-- Work sharing (SQLite migration 0020): an idle node asks the node with the longest
+-- claimed-but-unstarted tail of a processor to give runs back; its heartbeat takes the request.
+CREATE TABLE give_back (
+    processor_id bigint NOT NULL REFERENCES job_processor (processor_id) ON DELETE CASCADE,
+    node_id      bigint NOT NULL REFERENCES node (node_id) ON DELETE CASCADE,
+    runs         bigint NOT NULL CHECK (runs > 0),
+    asked_by     bigint NOT NULL,
+    asked_at     bigint NOT NULL,  -- epoch ms
+    PRIMARY KEY (processor_id, node_id)
 );
 
 CREATE TABLE stat_type (

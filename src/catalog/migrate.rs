@@ -116,6 +116,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0019_processor_nodes.sql",
         sql: include_str!("../../migrations/0019_processor_nodes.sql"),
     },
+    Migration {
+        version: 20,
+        name: "0020_work_sharing.sql",
+        sql: include_str!("../../migrations/0020_work_sharing.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -23,6 +23,7 @@ pub mod queue;
 pub mod reader;
 pub mod remote;
 pub mod runs;
+pub mod sharing;
 pub mod slots;
 pub mod sql_job;
 pub mod stats;

@@ -11,6 +11,7 @@ use serde_json::Value as Json;
 use super::activation::{self, DecisionContext, JobActivation, NewDecision};
 use super::node::{self, NodeHolder, NodeLease, Swept};
 use super::queue::{self, Claim, Completion, NewRun, Recorded};
+use super::sharing::{self, GiveBack};
 use super::slots::{self, Decided, DueJob};
 use super::tree::{self, Queued};
 use super::upkeep::{self, StatSample};
@@ -37,6 +38,16 @@ pub struct ClaimRequest {
     pub lease_ms: i64,
     /// Writes are paused: runs of jobs that write data objects stay queued.
     pub writes_paused: bool,
+}
+
+/// What a heartbeat found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Beat {
+    /// The node still holds its name; idle nodes asked it to give back these runs.
+    Held(Vec<GiveBack>),
+    /// Another process holds the name now (`None` when nobody can be named; the holder's
+    /// `fenced_by` names the node whose sweep fenced this one).
+    Lost(Option<NodeHolder>),
 }
 
 /// Runs queued by a trigger.
@@ -181,6 +192,10 @@ impl DbWriter {
                 r.writes_paused,
             )?;
             queue::spend_tokens(c, claim.runs.len())?;
+            if claim.runs.is_empty() && !claim.blocked {
+                // Idle: another node may hold runs it cannot start soon.
+                sharing::ask(c, r.processor_id, r.node_id, r.limit, r.now)?;
+            }
             Ok(claim)
         })
         .await
@@ -389,19 +404,19 @@ impl DbWriter {
     }
 
     /// Renews the node's tenure and the leases of the runs it holds running (to `now +
-    /// ttl_ms`): `Ok(None)` when it still holds its name, else who holds it now (`Some(None)`
-    /// when nobody can be named; the holder's `fenced_by` names the node whose sweep fenced it).
+    /// ttl_ms`) and takes the requests of idle nodes to give runs back ([`Beat::Held`]), or
+    /// finds who holds the name now ([`Beat::Lost`]).
     pub async fn heartbeat(
         &self,
         lease: NodeLease,
         now: i64,
         ttl_ms: i64,
-    ) -> Result<Option<Option<NodeHolder>>, CatalogError> {
+    ) -> Result<Beat, CatalogError> {
         self.call("renewing the node's heartbeat", move |c| {
             if node::heartbeat(c, lease, now, ttl_ms)? {
-                Ok(None)
+                Ok(Beat::Held(sharing::take(c, lease.node_id)?))
             } else {
-                Ok(Some(node::holder(c, lease.node_id)?))
+                Ok(Beat::Lost(node::holder(c, lease.node_id)?))
             }
         })
         .await

@@ -104,6 +104,13 @@ async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
     let _ = writeln!(out, "jobvisor_claimed_runs_total {}", counted.claimed);
     head(
         &mut out,
+        "jobvisor_given_back_runs_total",
+        "counter",
+        "Claimed runs not started that this node gave back to the queue for an idle node.",
+    );
+    let _ = writeln!(out, "jobvisor_given_back_runs_total {}", counted.given_back);
+    head(
+        &mut out,
         "jobvisor_stale_completions_total",
         "counter",
         "Completions rejected because their claim token was stale.",

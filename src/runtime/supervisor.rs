@@ -19,8 +19,9 @@ use serde::Serialize;
 use super::events::{Event, EventBus};
 use super::health::HealthReport;
 use super::processor::{
-    self, CancelRuns, Drain, Fence, GetStatus, Processor, ProcessorConfig, ProcessorStatus,
-    SetInstances, SetPaused, SetWritesPaused, SuspectGate, TakeUtilization, Utilization, Wake,
+    self, CancelRuns, Drain, Fence, GetStatus, GiveBack, Processor, ProcessorConfig,
+    ProcessorStatus, SetInstances, SetPaused, SetWritesPaused, SuspectGate, TakeUtilization,
+    Utilization, Wake,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
@@ -31,7 +32,7 @@ use crate::catalog::loads::LocalProcessor;
 use crate::catalog::node::{NodeHolder, Swept};
 use crate::catalog::reader::Reader;
 use crate::catalog::upkeep::StatSample;
-use crate::catalog::verbs::{ActivationChange, DecidedStep};
+use crate::catalog::verbs::{ActivationChange, Beat, DecidedStep};
 use crate::catalog::writer::DbWriter;
 use crate::executor::ExecEnv;
 use crate::model::ActivationState;
@@ -692,11 +693,17 @@ impl Supervisor {
         ctx.spawn(
             beat.into_actor(self)
                 .map(move |result, act, ctx| match result {
-                    Ok(None) => {
+                    Ok(Beat::Held(give_back)) => {
                         act.tenure.confirm(mark);
+                        // Idle nodes asked for runs this node's processors have not started.
+                        for ask in give_back {
+                            if let Some((_, addr)) = act.processors.get(&ask.processor_id) {
+                                addr.do_send(GiveBack(ask.runs));
+                            }
+                        }
                         act.sweep(ctx);
                     }
-                    Ok(Some(taker)) => act.fenced(taker, ctx),
+                    Ok(Beat::Lost(taker)) => act.fenced(taker, ctx),
                     Err(e) => super::log_write_error("heartbeat", &e),
                 }),
         );

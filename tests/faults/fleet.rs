@@ -5,7 +5,8 @@
 //! runs are completed by them; a node stopped (SIGSTOP) for longer than its lease is swept the
 //! same way, and when it continues its late completions are rejected by their stale claim
 //! tokens (counted on its node row, which `jobvisor nodes list` shows) while those runs were
-//! completed once, elsewhere; and a per-second job active on all three fires each slot once.
+//! completed once, elsewhere; a per-second job active on all three fires each slot once; and
+//! an idle node gets the claimed-but-unstarted tail of a busy one (work sharing).
 //!
 //! The kill and stop cases use a short heartbeat (500 ms) and lease TTL (3 s) through the
 //! configuration, so that a sweep comes within seconds; the figures state the times measured
@@ -486,4 +487,80 @@ fn a_per_second_job_on_three_nodes_fires_each_slot_exactly_once() {
     assert!(missing.is_empty(), "slots never fired: {missing:?}");
     assert!(twice.is_empty(), "slots fired twice: {twice:?}");
     assert!(not_run.is_empty(), "slots skipped or failed: {not_run:?}");
+}
+
+/// Work sharing: a node whose claims grew on fast runs claims a batch of slow ones it cannot
+/// start soon; a second node, idle, asks for them, and the first gives back runs it had not
+/// started (at its next heartbeat), which the second completes — every run once.
+#[test]
+fn an_idle_node_is_given_the_unstarted_tail_of_a_busy_one() {
+    let _one = serial();
+    const FAST: i64 = 400;
+    const SLOW: i64 = 60;
+    let ws = workspace(&format!(
+        "{}{}",
+        job("quick", "debug.noop", ""),
+        job("slow", "debug.sleep", ", ms = 300")
+    ));
+    short_leases(&ws);
+    let db = ws.db();
+    let first = ws.start_node("n1");
+    let token = first.token.clone().expect("the first start prints a token");
+    queue_runs(&db, "quick", FAST);
+    queue_runs(&db, "slow", SLOW);
+    let ids = node_ids(&db);
+    // n1's batches grew on the no-op runs: it holds many slow runs it cannot start soon (4 run).
+    let held = wait_for(60.0, "n1 to hold a batch of the slow runs", || {
+        let n = open(&db)
+            .query_row(
+                "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
+                 WHERE j.job_name = 'slow' AND r.status = 'running' AND r.node_id = ?1",
+                [ids["n1"]],
+                |r| r.get::<_, i64>(0),
+            )
+            .unwrap();
+        (n >= 20).then_some(n)
+    });
+    let t0 = Instant::now();
+    let second = ws.start_node("n2");
+    wait_for(120.0, "every run to succeed", || {
+        (statuses(&db, "slow").get("succeeded") == Some(&SLOW)).then_some(())
+    });
+    let drained = t0.elapsed();
+    let given = metric(&first, &token, "jobvisor_given_back_runs_total");
+    let stale: i64 = [&first, &second]
+        .iter()
+        .map(|n| metric(n, &token, "jobvisor_stale_completions_total"))
+        .sum();
+    assert_eq!(first.stop(), Some(0));
+    assert_eq!(second.stop(), Some(0));
+    let by_node = completed_by(&db, "slow");
+    let rows: i64 = open(&db)
+        .query_row(
+            "SELECT count(*) FROM job_run r JOIN job j USING (job_id) WHERE j.job_name = 'slow'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    figures(
+        "scenario 8 work sharing",
+        &[
+            format!(
+                "n1 (4 instances) held {held} of {SLOW} runs of 300 ms when n2 started; n1 gave \
+                 back {given}; the rest drained in {:.1} s (n1 alone: about {:.1} s)",
+                drained.as_secs_f64(),
+                held as f64 * 0.3 / 4.0
+            ),
+            format!("completed by node {by_node:?}; stale completions {stale}; rows {rows}"),
+        ],
+    );
+    assert!(given >= 1, "n1 gave nothing back");
+    assert!(by_node.get("n2").copied().unwrap_or(0) >= 1, "{by_node:?}");
+    assert_eq!(
+        by_node.values().sum::<i64>(),
+        SLOW,
+        "each run completed once"
+    );
+    assert_eq!(rows, SLOW, "no run lost or added");
+    assert_eq!(stale, 0);
 }

@@ -467,7 +467,7 @@ fn pg_a_stopped_node_is_fenced_and_its_late_completions_are_rejected() {
         a.claim(claim_req(p, la, 10)),
         Err(CatalogError::Fenced { .. })
     ));
-    assert!(!a.heartbeat(la, now_ms(), 300).unwrap());
+    assert!(a.heartbeat(la, now_ms(), 300).unwrap().is_none());
     assert_eq!(
         count(
             &db,
@@ -507,7 +507,7 @@ fn pg_heartbeats_keep_leases_and_a_run_that_kills_its_node_is_quarantined() {
                 .unwrap()
         );
         // A heartbeat renews the lease: the sweep right after leaves it.
-        assert!(cat.heartbeat(lease, now_ms(), 200).unwrap());
+        assert!(cat.heartbeat(lease, now_ms(), 200).unwrap().is_some());
         assert!(
             cat.sweep(sweeper, now_ms())
                 .unwrap()
@@ -897,5 +897,67 @@ fn pg_an_import_stores_what_sqlite_stores_and_a_failed_one_nothing() {
     assert_eq!(
         count(&db, "SELECT count(*) FROM audit WHERE action = 'import'"),
         3
+    );
+}
+
+/// Work sharing on PostgreSQL (`catalog::sharing`): an empty claim asks the live node with the
+/// longest unstarted tail of the processor for half of it (at most what the asker can start);
+/// that node's heartbeat takes the request once; the runs it gives back are claimed by the
+/// asker.
+#[test]
+fn pg_an_idle_node_asks_the_busiest_for_its_unstarted_tail() {
+    let Some(db) = PgDb::create("share") else {
+        return;
+    };
+    // Processor `p` runs 8 at once on each node.
+    let (p, jobs) = define(&db, &[("many", "allow", 1000, 1)]);
+    let busy = db.catalog("n1");
+    let idle = db.catalog("n2");
+    busy.enqueue(
+        (0..20).map(|_| run_of(jobs[0], p, None)).collect(),
+        now_ms(),
+    )
+    .unwrap();
+    let (l1, l2) = (register(&busy, "n1", 30_000), register(&idle, "n2", 30_000));
+    let held = busy.claim(claim_req(p, l1, 20)).unwrap();
+    assert_eq!(held.runs.len(), 20);
+    // n2 finds nothing: it asks n1 (20 held, 8 can run: a tail of 12) for 6; asked again
+    // while that is pending, nothing changes.
+    for _ in 0..2 {
+        assert!(idle.claim(claim_req(p, l2, 8)).unwrap().runs.is_empty());
+    }
+    let asked = busy.heartbeat(l1, now_ms(), 30_000).unwrap().unwrap();
+    assert_eq!(asked.len(), 1);
+    assert_eq!((asked[0].processor_id, asked[0].runs), (p, 6));
+    assert_eq!(idle.heartbeat(l2, now_ms(), 30_000).unwrap(), Some(vec![]));
+    assert_eq!(
+        busy.heartbeat(l1, now_ms(), 30_000).unwrap(),
+        Some(vec![]),
+        "taken once"
+    );
+    // n1 gives back its last 6, unstarted; n2 claims them.
+    let back: Vec<Completion> = held.runs[14..]
+        .iter()
+        .map(|r| Completion {
+            outcome: Outcome::Interrupted,
+            ..success(r)
+        })
+        .collect();
+    let recorded = busy.complete(l1.node_id, back).unwrap();
+    assert!(
+        recorded
+            .iter()
+            .all(|r| *r == Recorded::Done(RunStatus::Queued, None))
+    );
+    let taken = idle.claim(claim_req(p, l2, 8)).unwrap();
+    let mut ids: Vec<i64> = taken.runs.iter().map(|r| r.run_id).collect();
+    ids.sort_unstable();
+    let mut expected: Vec<i64> = held.runs[14..].iter().map(|r| r.run_id).collect();
+    expected.sort_unstable();
+    assert_eq!(ids, expected);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM job_run WHERE attempt <> 1"),
+        0,
+        "a run given back keeps its attempt"
     );
 }

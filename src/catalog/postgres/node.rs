@@ -14,6 +14,7 @@ use crate::catalog::CatalogError;
 use crate::catalog::node::{
     Applicant, CRASH_LIMIT, NodeHolder, NodeLease, Recovery, Registration, Swept, refusal,
 };
+use crate::catalog::sharing::{self, GiveBack};
 
 const SELECT_NODE: &str = "SELECT node_id, pid, host, heartbeat_at, generation, fenced_by
     FROM node WHERE node_name = $1 FOR UPDATE";
@@ -54,6 +55,43 @@ const QUARANTINE: &str = "UPDATE job_run SET status = 'dead', node_id = NULL, cl
     WHERE run_id = $1";
 const AUDIT: &str =
     "INSERT INTO audit (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)";
+
+const LONGEST_TAIL: &str = "SELECT r.node_id, (count(*) - coalesce(
+        (SELECT a.instances FROM processor_activation a
+         WHERE a.processor_id = $1 AND a.node_id = r.node_id),
+        (SELECT p.instances FROM job_processor p WHERE p.processor_id = $1)))::bigint AS tail
+    FROM job_run r JOIN node n ON n.node_id = r.node_id
+    WHERE r.status = 'running' AND r.processor_id = $1 AND r.node_id <> $2
+      AND r.own_status IS NULL AND r.pid IS NULL
+      AND n.fenced_at IS NULL AND n.heartbeat_at + n.lease_ttl >= $3
+    GROUP BY r.node_id ORDER BY tail DESC, r.node_id LIMIT 1";
+const ASK_GIVE_BACK: &str = "INSERT INTO give_back (processor_id, node_id, runs, asked_by,
+    asked_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (processor_id, node_id) DO NOTHING";
+const TAKE_GIVE_BACK: &str =
+    "DELETE FROM give_back WHERE node_id = $1 RETURNING processor_id, runs";
+
+/// After an empty claim: asks the live node with the longest unstarted tail of the processor
+/// for runs, by `catalog::sharing::ask`'s rules.
+pub(super) fn ask_to_share(
+    tx: &mut postgres::Transaction<'_>,
+    processor_id: i64,
+    node_id: i64,
+    free: usize,
+    now: i64,
+) -> Result<(), CatalogError> {
+    let Some(row) = super::query_opt(tx, LONGEST_TAIL, &[&processor_id, &node_id, &now])? else {
+        return Ok(());
+    };
+    let (victim, tail): (i64, i64) = (row.get(0), row.get(1));
+    if let Some(runs) = sharing::asked(tail, free) {
+        execute(
+            tx,
+            ASK_GIVE_BACK,
+            &[&processor_id, &victim, &runs, &node_id, &now],
+        )?;
+    }
+    Ok(())
+}
 
 /// Asks for `who.name`, by `catalog::node::register_node`'s rules.
 fn register(
@@ -241,9 +279,15 @@ impl PgCatalog {
         })
     }
 
-    /// Refreshes the node's heartbeat under `lease` and renews its running runs' leases to at
-    /// least `now + ttl_ms`; false when the name was taken or fenced (nothing renewed).
-    pub fn heartbeat(&self, lease: NodeLease, now: i64, ttl_ms: i64) -> Result<bool, CatalogError> {
+    /// Refreshes the node's heartbeat under `lease`, renews its running runs' leases to at
+    /// least `now + ttl_ms` and takes the requests of idle nodes to give runs back
+    /// (`catalog::sharing`); `None` when the name was taken or fenced (nothing renewed).
+    pub fn heartbeat(
+        &self,
+        lease: NodeLease,
+        now: i64,
+        ttl_ms: i64,
+    ) -> Result<Option<Vec<GiveBack>>, CatalogError> {
         self.call(move |client, _| {
             let mut tx = client.transaction()?;
             let held = execute(
@@ -251,15 +295,26 @@ impl PgCatalog {
                 HEARTBEAT,
                 &[&lease.node_id, &lease.generation, &now],
             )? == 1;
+            let mut asks = None;
             if held {
                 execute(
                     &mut tx,
                     RENEW_LEASES,
                     &[&lease.node_id, &now.saturating_add(ttl_ms)],
                 )?;
+                let taken = super::query(&mut tx, TAKE_GIVE_BACK, &[&lease.node_id])?;
+                asks = Some(
+                    taken
+                        .iter()
+                        .map(|r| GiveBack {
+                            processor_id: r.get(0),
+                            runs: r.get::<_, i64>(1).max(0) as usize,
+                        })
+                        .collect(),
+                );
             }
             commit(tx)?;
-            Ok(held)
+            Ok(asks)
         })
     }
 

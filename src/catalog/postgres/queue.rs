@@ -380,6 +380,10 @@ fn claim_in(
         claim.next_due = query_one(&mut tx, NEXT_DUE, &[&c.processor_id, &c.now])?.get(0);
     }
     grant(&mut tx, &mut claim, &jobs, c.now)?;
+    if claim.runs.is_empty() && !claim.blocked {
+        // Idle: another node may hold runs it cannot start soon.
+        super::node::ask_to_share(&mut tx, c.processor_id, c.lease.node_id, limit, c.now)?;
+    }
     commit(tx)?;
     Ok(claim)
 }

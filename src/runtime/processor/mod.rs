@@ -79,6 +79,13 @@ pub struct Drain(pub Duration);
 #[rtype(result = "()")]
 pub struct Fence(pub Duration);
 
+/// An idle node asked for runs of this processor: put back in the queue at most this many
+/// claimed runs not started (the last in line), and claim again only once an instance is free
+/// (`catalog::sharing`).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct GiveBack(pub usize);
+
 /// Pause (true) or resume (false) jobs that write data objects, except maintenance jobs.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -247,6 +254,9 @@ pub struct Processor {
     urgent: bool,
     /// A pump is due after `RETRY_START`.
     retry_armed: bool,
+    /// Runs were given back to an idle node: claim nothing until an instance is free (or the
+    /// same runs would come straight back).
+    gave_back: bool,
 }
 
 impl Processor {
@@ -298,6 +308,7 @@ impl Processor {
             requeue_pending: false,
             urgent: false,
             retry_armed: false,
+            gave_back: false,
         }
     }
 
@@ -343,6 +354,12 @@ impl Processor {
         if self.claiming {
             self.wake_again = true;
             return;
+        }
+        if self.gave_back {
+            if self.free() == 0 {
+                return;
+            }
+            self.gave_back = false;
         }
         let mut limit = self
             .sizer
@@ -597,6 +614,28 @@ impl Handler<SetInstances> for Processor {
     fn handle(&mut self, msg: SetInstances, ctx: &mut Context<Self>) {
         self.cfg.instances = msg.0.max(1);
         self.pump(ctx);
+    }
+}
+
+impl Handler<GiveBack> for Processor {
+    type Result = ();
+    fn handle(&mut self, GiveBack(asked): GiveBack, ctx: &mut Context<Self>) {
+        if self.draining || self.fenced {
+            return;
+        }
+        let n = asked.min(self.local.len());
+        if n == 0 {
+            return;
+        }
+        let back = self.local.split_off(self.local.len() - n);
+        for run in back {
+            self.end_unstarted(run, Outcome::Interrupted);
+        }
+        self.gave_back = true;
+        self.sizer.handle_short_claim();
+        crate::metrics::given_back(n);
+        tracing::info!(processor = %self.cfg.name, runs = n, kept = self.local.len(), "gave claimed runs not started back to the queue, for an idle node");
+        self.flush(ctx);
     }
 }
 
