@@ -7,7 +7,8 @@
 use rusqlite::Connection;
 
 use super::CatalogError;
-use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
+use super::definitions::Cols;
+use crate::schedule::{JobHistory, MisfirePolicy, OverlapPolicy, PlanPolicy, ScheduleSpec};
 
 /// The catalog generation: bumped by triggers on every definition change.
 pub fn generation(conn: &Connection) -> Result<i64, CatalogError> {
@@ -57,6 +58,31 @@ pub struct ScheduledJob {
     pub stretch: u32,
 }
 
+impl ScheduledJob {
+    /// Its misfire and overlap policy, as its planner applies them.
+    pub fn policy(&self) -> PlanPolicy {
+        PlanPolicy::of_job(
+            self.misfire,
+            self.misfire_window,
+            self.max_catchup,
+            self.overlap,
+            self.max_overlap,
+        )
+    }
+
+    /// What its planner starts from.
+    pub fn history(&self) -> JobHistory {
+        JobHistory {
+            last_slot: self.last_slot,
+            since: Some(self.created_ms),
+            last_begin: self.last_begin,
+            last_end: self.last_end,
+            running: self.running.clamp(0, u32::MAX as i64) as u32,
+            queued: self.queued.clamp(0, u32::MAX as i64) as u32,
+        }
+    }
+}
+
 const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
     j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
     j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
@@ -79,39 +105,42 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
 /// as a call to that node).
 pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
     let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
-    let rows = stmt.query_map([node_id], |r| {
-        let misfire: String = r.get(12)?;
-        let overlap: String = r.get(15)?;
-        Ok(ScheduledJob {
-            job_id: r.get(0)?,
-            name: r.get(1)?,
-            processor_id: r.get(2)?,
-            priority: r.get(3)?,
-            spec: ScheduleSpec {
-                run_always: r.get::<_, i64>(4)? == 1,
-                run_delay: r.get(5)?,
-                run_every: r.get(6)?,
-                run_on_the: r.get(7)?,
-                run_at: r.get(8)?,
-                run_date: r.get(9)?,
-                cron: r.get(10)?,
-                timezone: r.get(11)?,
-            },
-            misfire: MisfirePolicy::parse(&misfire).unwrap_or_default(),
-            misfire_window: r.get(13)?,
-            max_catchup: r.get(14)?,
-            overlap: OverlapPolicy::parse(&overlap).unwrap_or_default(),
-            max_overlap: r.get(16)?,
-            last_slot: r.get(17)?,
-            created_ms: r.get(18)?,
-            last_begin: r.get(19)?,
-            last_end: r.get(20)?,
-            running: r.get(21)?,
-            queued: r.get(22)?,
-            stretch: r.get::<_, i64>(23)?.clamp(1, u32::MAX as i64) as u32,
-        })
-    })?;
+    let rows = stmt.query_map([node_id], |r| scheduled_row(r))?;
     Ok(rows.collect::<Result<_, _>>()?)
+}
+
+/// A [`ScheduledJob`] from a row of [`SELECT_SCHEDULED`]' columns, of either backend.
+pub(crate) fn scheduled_row<C: Cols>(r: &C) -> Result<ScheduledJob, C::Error> {
+    let misfire = r.text(12)?;
+    let overlap = r.text(15)?;
+    Ok(ScheduledJob {
+        job_id: r.int(0)?,
+        name: r.text(1)?,
+        processor_id: r.int(2)?,
+        priority: r.int(3)?,
+        spec: ScheduleSpec {
+            run_always: r.flag(4)?,
+            run_delay: r.int(5)?,
+            run_every: r.opt_int(6)?,
+            run_on_the: r.opt_int(7)?,
+            run_at: r.opt_text(8)?,
+            run_date: r.opt_text(9)?,
+            cron: r.opt_text(10)?,
+            timezone: r.opt_text(11)?,
+        },
+        misfire: MisfirePolicy::parse(&misfire).unwrap_or_default(),
+        misfire_window: r.int(13)?,
+        max_catchup: r.int(14)?,
+        overlap: OverlapPolicy::parse(&overlap).unwrap_or_default(),
+        max_overlap: r.int(16)?,
+        last_slot: r.opt_int(17)?,
+        created_ms: r.int(18)?,
+        last_begin: r.opt_int(19)?,
+        last_end: r.opt_int(20)?,
+        running: r.int(21)?,
+        queued: r.int(22)?,
+        stretch: r.int(23)?.clamp(1, u32::MAX as i64) as u32,
+    })
 }
 
 /// A processor row the supervisor starts: its instances execute on this node — for a remote

@@ -76,7 +76,7 @@ pub fn in_flight(conn: &Connection, job_id: i64) -> Result<InFlight, CatalogErro
 
 // Newest first through the (job_id, run_id) index; queued, running, skipped and cancelled runs
 // neither end nor extend a streak.
-const SELECT_RECENT_ENDS: &str = "SELECT status, finished_at FROM job_run
+pub(crate) const SELECT_RECENT_ENDS: &str = "SELECT status, finished_at FROM job_run
     WHERE job_id = ?1 AND finished_at IS NOT NULL
       AND (status = 'succeeded' OR status = 'failed' OR status = 'timed_out' OR status = 'dead')
     ORDER BY run_id DESC LIMIT 64";
@@ -88,19 +88,27 @@ pub fn failure_streak(
     job_id: i64,
 ) -> Result<crate::schedule::FailureStreak, CatalogError> {
     let mut stmt = conn.prepare_cached(SELECT_RECENT_ENDS)?;
-    let mut rows = stmt.query([job_id])?;
+    let ends = stmt
+        .query_map([job_id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(streak_of(ends))
+}
+
+/// The streak from a job's latest ends, newest first ([`SELECT_RECENT_ENDS`]' rows).
+pub(crate) fn streak_of(
+    ends: impl IntoIterator<Item = (String, Option<i64>)>,
+) -> crate::schedule::FailureStreak {
     let mut streak = crate::schedule::FailureStreak::default();
-    while let Some(r) = rows.next()? {
-        let status: String = r.get(0)?;
+    for (status, finished_at) in ends {
         if status == "succeeded" {
             break;
         }
         if streak.failures == 0 {
-            streak.last_failure = r.get(1)?;
+            streak.last_failure = finished_at;
         }
         streak.failures += 1;
     }
-    Ok(streak)
+    streak
 }
 
 const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,

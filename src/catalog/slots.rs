@@ -1,17 +1,64 @@
 //! Deciding due slots inside the catalog writer's transaction: each due job's planner (the
 //! pure core) learns what the catalog has in flight for its job, decides, and its decisions
 //! become rows — so neither a reload racing the run events nor another node's runs make a node
-//! skip a slot while nothing runs.
+//! skip a slot while nothing runs. The rules are written once, over a [`SlotStore`] — the
+//! SQLite writer's connection here, a PostgreSQL transaction in `postgres::slots`.
 
 use rusqlite::Connection;
 
 use crate::catalog::CatalogError;
-use crate::catalog::queue::{self, NewRun};
+use crate::catalog::queue::{self, InFlight, NewRun};
 use crate::catalog::tree;
 use crate::model::RunStatus;
-use crate::schedule::{Decision, JobPlanner, slot_keys};
+use crate::schedule::{Decision, FailureStreak, JobPlanner, slot_keys};
+
+/// What deciding due slots asks of a backend, inside its transaction.
+pub(crate) trait SlotStore {
+    /// What is in flight for the job.
+    fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError>;
+    /// The job's failed runs since its last success (see [`queue::failure_streak`]).
+    fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError>;
+    /// Inserts a run; `None` when its slot was taken.
+    fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError>;
+    /// When the job is a workflow, starts the tree of its run `run_id` (just queued for a slot)
+    /// and returns (processor, priority) of each first step; `None` for any other job.
+    fn start_workflow(
+        &mut self,
+        job_id: i64,
+        run_id: i64,
+        now: i64,
+    ) -> Result<Option<Vec<(i64, i64)>>, CatalogError>;
+}
+
+impl SlotStore for &Connection {
+    fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError> {
+        queue::in_flight(self, job_id)
+    }
+    fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError> {
+        queue::failure_streak(self, job_id)
+    }
+    fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError> {
+        queue::enqueue(self, run, now)
+    }
+    fn start_workflow(
+        &mut self,
+        job_id: i64,
+        run_id: i64,
+        now: i64,
+    ) -> Result<Option<Vec<(i64, i64)>>, CatalogError> {
+        if !tree::is_workflow(self, job_id)? {
+            return Ok(None);
+        }
+        let mut steps = Vec::new();
+        tree::start_workflow(self, run_id, now, &mut steps)?;
+        Ok(Some(
+            steps.iter().map(|q| (q.processor_id, q.priority)).collect(),
+        ))
+    }
+}
 
 /// A due job's planner on its way into the writer's transaction, and back.
+#[derive(Clone)]
 pub struct DueJob {
     /// The job.
     pub job_id: i64,
@@ -26,7 +73,7 @@ pub struct DueJob {
 }
 
 /// What deciding the due jobs did, for the actor to carry on.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Decided {
     /// The planners with their new state.
     pub jobs: Vec<DueJob>,
@@ -39,18 +86,26 @@ pub struct Decided {
 /// first is handed back to the planner; a re-lived slot takes the next free key of its second.
 pub(crate) fn decide_due(
     c: &Connection,
+    due: Vec<DueJob>,
+    now: i64,
+) -> Result<Decided, CatalogError> {
+    decide_due_in(&mut &*c, due, now)
+}
+
+/// [`decide_due`] over either backend's transaction.
+pub(crate) fn decide_due_in(
+    c: &mut impl SlotStore,
     mut due: Vec<DueJob>,
     now: i64,
 ) -> Result<Decided, CatalogError> {
     let mut fired = Vec::new();
     for job in &mut due {
-        let f = queue::in_flight(c, job.job_id)?;
+        let f = c.in_flight(job.job_id)?;
         job.planner.handle_in_flight(
             f.running.clamp(0, u32::MAX as i64) as u32,
             f.queued_slots.clamp(0, u32::MAX as i64) as u32,
         );
-        job.planner
-            .handle_failures(queue::failure_streak(c, job.job_id)?);
+        job.planner.handle_failures(c.failure_streak(job.job_id)?);
         for decision in job.planner.poll_due(now) {
             let (slot, status, error) = match decision {
                 Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
@@ -82,19 +137,17 @@ pub(crate) fn decide_due(
             let mut inserted = None;
             for key in slot_keys(slot) {
                 run.scheduled_for = Some(key);
-                if let Some(id) = queue::enqueue(c, &run, now)? {
+                if let Some(id) = c.enqueue(&run, now)? {
                     inserted = Some(id);
                     break;
                 }
             }
             match (inserted, status) {
-                (Some(id), RunStatus::Queued) if tree::is_workflow(c, job.job_id)? => {
-                    // A workflow's slot starts its tree: its first steps are what runs.
-                    let mut steps = Vec::new();
-                    tree::start_workflow(c, id, now, &mut steps)?;
-                    fired.extend(steps.iter().map(|q| (q.processor_id, q.priority)));
-                }
-                (Some(_), RunStatus::Queued) => fired.push((job.processor_id, job.priority)),
+                // A workflow's slot starts its tree: its first steps are what runs.
+                (Some(id), RunStatus::Queued) => match c.start_workflow(job.job_id, id, now)? {
+                    Some(steps) => fired.extend(steps),
+                    None => fired.push((job.processor_id, job.priority)),
+                },
                 (None, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
                 _ => {}
             }

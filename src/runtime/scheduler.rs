@@ -31,7 +31,7 @@ use crate::catalog::loads::ScheduledJob;
 use crate::catalog::reader::{Changed, Reader, Watch};
 use crate::catalog::slots::{Decided, DueJob};
 use crate::catalog::writer::DbWriter;
-use crate::schedule::{CronCache, JobHistory, JobPlanner, PlanPolicy, Schedule};
+use crate::schedule::{CronCache, JobPlanner, Schedule};
 
 /// How often the catalog file is checked for edits made by other connections: it bounds how
 /// long a run queued by another process (`jobvisor jobs run`) waits before a free processor
@@ -217,22 +217,7 @@ impl Scheduler {
             if schedule.is_on_demand() {
                 continue;
             }
-            let policy = PlanPolicy::of_job(
-                job.misfire,
-                job.misfire_window,
-                job.max_catchup,
-                job.overlap,
-                job.max_overlap,
-            );
-            let history = JobHistory {
-                last_slot: job.last_slot,
-                since: Some(job.created_ms),
-                last_begin: job.last_begin,
-                last_end: job.last_end,
-                running: job.running.clamp(0, u32::MAX as i64) as u32,
-                queued: job.queued.clamp(0, u32::MAX as i64) as u32,
-            };
-            let mut planner = JobPlanner::restore(schedule, policy, history);
+            let mut planner = JobPlanner::restore(schedule, job.policy(), job.history());
             planner.set_stretch(job.stretch);
             // A changed plan must not fire a stretched job's slot early either.
             if let Some(previous) = &previous {

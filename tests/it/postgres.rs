@@ -961,3 +961,111 @@ fn pg_an_idle_node_asks_the_busiest_for_its_unstarted_tail() {
         "a run given back keeps its attempt"
     );
 }
+
+/// The due jobs' planners as the Scheduler builds them from `scheduled`'s rows.
+fn due_planners(cat: &PgCatalog, node_id: i64) -> Vec<jobvisor::catalog::slots::DueJob> {
+    use jobvisor::schedule::{JobPlanner, Schedule};
+    cat.scheduled(node_id)
+        .unwrap()
+        .into_iter()
+        .map(|job| {
+            let schedule = Schedule::parse(&job.spec, chrono_tz::UTC).unwrap();
+            let planner = JobPlanner::restore(schedule, job.policy(), job.history());
+            jobvisor::catalog::slots::DueJob {
+                job_id: job.job_id,
+                name: job.name,
+                processor_id: job.processor_id,
+                priority: job.priority,
+                planner,
+            }
+        })
+        .collect()
+}
+
+/// The scheduler's verbs on PostgreSQL: a node schedules only the jobs active on it; two nodes
+/// deciding the same due slots at once queue each slot once between them (a slot the other
+/// took is handed back, not fired again), the catch-up of a job that missed 10 minutes under
+/// `misfire_policy = all`; under `once`, a second job's missed slots are one run and one
+/// skipped row that says how many.
+#[test]
+fn pg_two_nodes_deciding_the_same_due_slots_queue_each_once() {
+    let Some(db) = PgDb::create("slots") else {
+        return;
+    };
+    let (_, jobs) = define(
+        &db,
+        &[("every", "allow", 1000, 1), ("once", "allow", 1000, 1)],
+    );
+    let nodes: Vec<PgCatalog> = (1..=2).map(|i| db.catalog(&format!("n{i}"))).collect();
+    let leases: Vec<NodeLease> = nodes
+        .iter()
+        .enumerate()
+        .map(|(i, c)| register(c, &format!("n{}", i + 1), 30_000))
+        .collect();
+    let mut c = db.client();
+    // Both run every minute since ten and a half minutes ago; `every` catches every slot up.
+    let created = now_ms() / 1000 - 630;
+    c.execute(
+        "UPDATE job SET run_every = 1, create_date = $1, misfire_window = 3600000,
+             max_catchup = 100, misfire_policy = CASE job_name WHEN 'every' THEN 'all'
+             ELSE 'once' END",
+        &[&created],
+    )
+    .unwrap();
+    assert!(
+        due_planners(&nodes[0], leases[0].node_id).is_empty(),
+        "active nowhere yet"
+    );
+    for l in &leases {
+        c.execute(
+            "INSERT INTO job_activation (job_id, node_id, state) SELECT job_id, $1, 'active'
+             FROM job",
+            &[&l.node_id],
+        )
+        .unwrap();
+    }
+    let now = now_ms();
+    let fired: Vec<usize> = thread::scope(|s| {
+        let handles: Vec<_> = nodes
+            .iter()
+            .zip(&leases)
+            .map(|(cat, l)| {
+                s.spawn(move || {
+                    let due = due_planners(cat, l.node_id);
+                    assert_eq!(due.len(), 2);
+                    cat.decide_due(due, now).unwrap().fired.len()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let queued = |job: i64| -> i64 {
+        db.client()
+            .query_one(
+                "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'queued'",
+                &[&job],
+            )
+            .unwrap()
+            .get(0)
+    };
+    let every = queued(jobs[0]);
+    assert!((10..=11).contains(&every), "{every} slots of `every`");
+    assert_eq!(queued(jobs[1]), 1, "`once` runs its missed slots once");
+    assert_eq!(
+        fired.iter().sum::<usize>() as i64,
+        every + 1,
+        "each run fired by one node: {fired:?}"
+    );
+    let skipped: String = db
+        .client()
+        .query_one(
+            "SELECT error FROM job_run WHERE job_id = $1 AND status = 'skipped'",
+            &[&jobs[1]],
+        )
+        .unwrap()
+        .get(0);
+    assert!(skipped.contains("slots"), "{skipped}");
+    // Deciding again now fires nothing more: every slot is in the queue.
+    let again = nodes[1].decide_due(due_planners(&nodes[1], leases[1].node_id), now);
+    assert!(again.unwrap().fired.is_empty());
+}

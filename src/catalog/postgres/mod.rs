@@ -36,6 +36,7 @@ pub mod definitions;
 pub mod migrate;
 pub mod node;
 pub mod queue;
+pub mod slots;
 
 /// The first wait before reconnecting; each failed attempt doubles it up to [`BACKOFF_MAX`].
 const BACKOFF_START: Duration = Duration::from_millis(50);

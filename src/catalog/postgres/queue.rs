@@ -167,7 +167,7 @@ pub fn enqueue(
     Ok(ids)
 }
 
-fn enqueue_in(
+pub(super) fn enqueue_in(
     tx: &mut Transaction<'_>,
     runs: &[NewRun],
     now: i64,

@@ -1,0 +1,103 @@
+//! The scheduler's verbs on PostgreSQL: the jobs a node schedules (`catalog::loads`' rows, in
+//! PostgreSQL's dialect) and the deciding of due slots, by `catalog::slots`' own rules over a
+//! PostgreSQL transaction — so each slot fires once across the fleet (the unique `(job,
+//! scheduled_for)`: a slot another node took is handed back to the planner), a misfire is one
+//! row, and a job's overlap and failure backoff count the runs of every node.
+
+use postgres::Transaction;
+
+use super::{PgCatalog, commit, query, query_one};
+use crate::catalog::CatalogError;
+use crate::catalog::loads::{ScheduledJob, scheduled_row};
+use crate::catalog::queue::{InFlight, NewRun, SELECT_RECENT_ENDS, streak_of};
+use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in};
+use crate::schedule::FailureStreak;
+
+/// `catalog::loads`' `SELECT_SCHEDULED`: the history from `job_progress`, a processor's node
+/// list read with `jsonb_array_elements_text`.
+const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
+    j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
+    j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
+    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
+    j.create_date * 1000, pr.last_date_begin, pr.last_date_end,
+    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
+    (SELECT count(*) FROM job_run r
+     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL),
+    a.stretch
+    FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
+    JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = $1 AND a.state = 'active'
+    JOIN job_progress pr ON pr.job_id = j.job_id
+    WHERE j.status = 1 AND p.status = 1
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(p.nodes::jsonb) e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = $1))
+    ORDER BY j.job_id";
+const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
+const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
+    WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
+const IS_WORKFLOW: &str = "SELECT t.job_type = 'workflow' FROM job j
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = $1";
+
+/// SQLite's `?1` as PostgreSQL's `$1` in the one statement shared with the SQLite catalog.
+fn recent_ends_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| SELECT_RECENT_ENDS.replace("?1", "$1"))
+}
+
+impl SlotStore for Transaction<'_> {
+    fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError> {
+        Ok(InFlight {
+            running: query_one(self, COUNT_RUNNING, &[&job_id])?.get(0),
+            queued_slots: query_one(self, COUNT_QUEUED_SLOTS, &[&job_id])?.get(0),
+        })
+    }
+    fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError> {
+        let rows = query(self, recent_ends_sql(), &[&job_id])?;
+        Ok(streak_of(rows.iter().map(|r| (r.get(0), r.get(1)))))
+    }
+    fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError> {
+        Ok(
+            super::queue::enqueue_in(self, std::slice::from_ref(run), now)?
+                .into_iter()
+                .next()
+                .flatten(),
+        )
+    }
+    fn start_workflow(
+        &mut self,
+        job_id: i64,
+        _run_id: i64,
+        _now: i64,
+    ) -> Result<Option<Vec<(i64, i64)>>, CatalogError> {
+        if query_one(self, IS_WORKFLOW, &[&job_id])?.get::<_, bool>(0) {
+            return Err(CatalogError::Refused(format!(
+                "job {job_id} is a workflow: workflows are not on the PostgreSQL catalog yet"
+            )));
+        }
+        Ok(None)
+    }
+}
+
+impl PgCatalog {
+    /// The jobs `node_id` schedules: enabled, on an enabled processor the node may run, active
+    /// on the node; each with its history across the fleet (see `catalog::loads`).
+    pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
+        self.call(move |client, _| {
+            let rows = query(client, SELECT_SCHEDULED, &[&node_id])?;
+            Ok(rows
+                .iter()
+                .map(scheduled_row)
+                .collect::<Result<Vec<_>, _>>()?)
+        })
+    }
+
+    /// Decides the due jobs' slots in one transaction (see `catalog::slots::decide_due`);
+    /// after a lost connection, again from the planners as they were given.
+    pub fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
+        self.call(move |client, _| {
+            let mut tx: Transaction<'_> = client.transaction()?;
+            let decided = decide_due_in(&mut tx, due.clone(), now)?;
+            commit(tx)?;
+            Ok(decided)
+        })
+    }
+}
