@@ -564,7 +564,7 @@ fn succeeded(run: &ClaimedRun) -> Completion {
 fn history_catalog(history: usize) -> (PathBuf, Connection, i64, i64, i64) {
     let (dir, mut catalog, job_id, node, pid) = sql_catalog(&format!("scale-{history}"));
     let conn = &mut catalog;
-    activation::set_state(conn, node, job_id, ActivationState::Active, "bench", 0).unwrap();
+    activation::set_state(&*conn, node, job_id, ActivationState::Active, "bench", 0).unwrap();
     conn.execute_batch("BEGIN").unwrap();
     {
         let mut ins = conn

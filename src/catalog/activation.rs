@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use super::CatalogError;
+use super::sql::{Query, Sql};
 use crate::model::{ActivationState, Pin};
 use crate::policy::{Action, Decision};
 
@@ -62,7 +63,16 @@ pub enum ScheduleKind {
     OnDemand,
 }
 
-const SELECT_VIEWS: &str = "SELECT j.job_id, j.job_name, j.priority, j.required, a.pinned, a.state,
+const SELECT_VIEWS: Query = Query::each(
+    views_sql!("json_each(p.nodes)", "?1"),
+    views_sql!("jsonb_array_elements_text(p.nodes::jsonb)", "$1"),
+);
+
+/// The job views' statement, `$nodes` the list of a processor's node names as a table of
+/// `value`s, `$node` the node id's placeholder.
+macro_rules! views_sql {
+    ($nodes:literal, $node:literal) => {
+        concat!("SELECT j.job_id, j.job_name, j.priority, j.required, a.pinned, a.state,
     EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id), coalesce(g.maintenance, 0),
     coalesce(a.stretch, 1), j.stretch_max,
     CASE WHEN j.run_always = 1 THEN 'always' WHEN j.cron IS NOT NULL AND j.cron <> '' THEN 'cron'
@@ -72,35 +82,34 @@ const SELECT_VIEWS: &str = "SELECT j.job_id, j.job_name, j.priority, j.required,
     FROM job j
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
-    LEFT JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ?1
+    LEFT JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ", $node, "
     WHERE j.status = 1 AND p.status = 1
       -- A processor that names its nodes: the others neither run nor activate its jobs.
-      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
-           JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
-    ORDER BY j.priority DESC, j.job_id";
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM ", $nodes, " e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = ", $node, "))
+    ORDER BY j.priority DESC, j.job_id")
+    };
+}
+use views_sql;
 
 /// Every enabled job on an enabled processor (local or remote) that `node_id` may run, with
 /// its activation on `node_id`.
-pub fn job_activations(
-    conn: &Connection,
-    node_id: i64,
-) -> Result<Vec<JobActivation>, CatalogError> {
-    let mut stmt = conn.prepare_cached(SELECT_VIEWS)?;
-    let rows = stmt.query_map([node_id], |r| {
-        let pin: Option<String> = r.get(4)?;
-        let state: Option<String> = r.get(5)?;
+pub fn job_activations(mut c: impl Sql, node_id: i64) -> Result<Vec<JobActivation>, CatalogError> {
+    let mut jobs = c.rows(&SELECT_VIEWS, &[node_id.into()], |r| {
+        let pin = r.opt_text(4)?;
+        let state = r.opt_text(5)?;
         Ok(JobActivation {
-            job_id: r.get(0)?,
-            name: r.get(1)?,
-            priority: r.get(2)?,
-            required: r.get::<_, i64>(3)? == 1,
+            job_id: r.int(0)?,
+            name: r.text(1)?,
+            priority: r.int(2)?,
+            required: r.flag(3)?,
             pin: pin.as_deref().and_then(Pin::parse),
             state: state.as_deref().and_then(ActivationState::parse),
-            writes_data: r.get(6)?,
-            maintenance: r.get::<_, i64>(7)? == 1,
-            stretch: r.get::<_, i64>(8)?.clamp(1, u32::MAX as i64) as u32,
-            stretch_max: r.get::<_, i64>(9)?.clamp(1, u32::MAX as i64) as u32,
-            schedule_kind: match r.get::<_, String>(10)?.as_str() {
+            writes_data: r.flag(6)?,
+            maintenance: r.flag(7)?,
+            stretch: r.int(8)?.clamp(1, u32::MAX as i64) as u32,
+            stretch_max: r.int(9)?.clamp(1, u32::MAX as i64) as u32,
+            schedule_kind: match r.text(10)?.as_str() {
                 "always" => ScheduleKind::RunAlways,
                 "cron" => ScheduleKind::Cron,
                 "every" => ScheduleKind::RunEvery,
@@ -108,10 +117,9 @@ pub fn job_activations(
                 "date" => ScheduleKind::RunDate,
                 _ => ScheduleKind::OnDemand,
             },
-            processor_id: r.get(11)?,
+            processor_id: r.int(11)?,
         })
     })?;
-    let mut jobs: Vec<JobActivation> = rows.collect::<Result<_, _>>()?;
     for j in &mut jobs {
         // Only a recurring job has a period to stretch.
         if j.schedule_kind == ScheduleKind::OnDemand {
@@ -136,34 +144,41 @@ impl ScheduleKind {
     }
 }
 
-const UPDATE_STRETCH: &str = "UPDATE job_activation SET stretch = ?3, reason = ?4, changed_at = ?5
-    WHERE job_id = ?1 AND node_id = ?2";
+const UPDATE_STRETCH: Query = Query::same(
+    "UPDATE job_activation SET stretch = ?3, reason = ?4, changed_at = ?5
+    WHERE job_id = ?1 AND node_id = ?2",
+);
 
 /// Sets the factor `node_id` stretches the job's period by, with the reason.
 pub fn set_stretch(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     job_id: i64,
     factor: u32,
     reason: &str,
     now: i64,
 ) -> Result<(), CatalogError> {
-    conn.prepare_cached(UPDATE_STRETCH)?.execute(params![
-        job_id,
-        node_id,
-        factor.max(1),
-        reason,
-        now
-    ])?;
+    c.exec(
+        &UPDATE_STRETCH,
+        &[
+            job_id.into(),
+            node_id.into(),
+            i64::from(factor.max(1)).into(),
+            reason.into(),
+            now.into(),
+        ],
+    )?;
     Ok(())
 }
 
-const HOLD_FOR_WRITES: &str = "UPDATE job_activation SET state = ?3, reason = ?4, changed_at = ?5
-    WHERE job_id = ?1 AND node_id = ?2 AND state IN ('active', 'paused')";
+const HOLD_FOR_WRITES: Query = Query::same(
+    "UPDATE job_activation SET state = ?3, reason = ?4, changed_at = ?5
+    WHERE job_id = ?1 AND node_id = ?2 AND state IN ('active', 'paused')",
+);
 
 /// Holds (`paused`) or lets go (`active`) an active job while writes are paused.
 pub fn set_held(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     job_id: i64,
     held: bool,
@@ -175,89 +190,92 @@ pub fn set_held(
     } else {
         ActivationState::Active
     };
-    conn.prepare_cached(HOLD_FOR_WRITES)?.execute(params![
-        job_id,
-        node_id,
-        state.as_str(),
-        reason,
-        now
-    ])?;
+    c.exec(
+        &HOLD_FOR_WRITES,
+        &[
+            job_id.into(),
+            node_id.into(),
+            state.as_str().into(),
+            reason.into(),
+            now.into(),
+        ],
+    )?;
     Ok(())
 }
 
-const UPSERT_INSTANCES: &str =
+const UPSERT_INSTANCES: Query = Query::same(
     "INSERT INTO processor_activation (processor_id, node_id, instances, reason, changed_at)
     VALUES (?1, ?2, ?3, ?4, ?5)
     ON CONFLICT (processor_id, node_id) DO UPDATE SET instances = excluded.instances,
-        reason = excluded.reason, changed_at = excluded.changed_at";
+        reason = excluded.reason, changed_at = excluded.changed_at",
+);
 
 /// Records how many instances `node_id` runs of a processor, with the reason.
 pub fn set_instances(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     processor_id: i64,
     instances: u32,
     reason: &str,
     now: i64,
 ) -> Result<(), CatalogError> {
-    conn.prepare_cached(UPSERT_INSTANCES)?.execute(params![
-        processor_id,
-        node_id,
-        instances.max(1),
-        reason,
-        now
-    ])?;
+    c.exec(
+        &UPSERT_INSTANCES,
+        &[
+            processor_id.into(),
+            node_id.into(),
+            i64::from(instances.max(1)).into(),
+            reason.into(),
+            now.into(),
+        ],
+    )?;
     Ok(())
 }
 
 /// The instances `node_id` runs of each processor, by processor id (processors without a row
 /// run their own `instances`).
-pub fn instances(conn: &Connection, node_id: i64) -> Result<HashMap<i64, u32>, CatalogError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT processor_id, instances FROM processor_activation WHERE node_id = ?1",
-    )?;
-    let rows = stmt.query_map([node_id], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, i64>(1)?.clamp(1, u32::MAX as i64) as u32,
-        ))
+pub fn instances(mut c: impl Sql, node_id: i64) -> Result<HashMap<i64, u32>, CatalogError> {
+    const SELECT: Query =
+        Query::same("SELECT processor_id, instances FROM processor_activation WHERE node_id = ?1");
+    let rows = c.rows(&SELECT, &[node_id.into()], |r| {
+        Ok((r.int(0)?, r.int(1)?.clamp(1, u32::MAX as i64) as u32))
     })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows.into_iter().collect())
 }
 
 /// Whether `node_id` has paused data writes.
-pub fn writes_paused(conn: &Connection, node_id: i64) -> Result<bool, CatalogError> {
-    Ok(conn
-        .query_row(
-            "SELECT writes_paused FROM node WHERE node_id = ?1",
-            [node_id],
-            |r| r.get::<_, i64>(0),
-        )
-        .optional()?
-        .is_some_and(|v| v == 1))
+pub fn writes_paused(mut c: impl Sql, node_id: i64) -> Result<bool, CatalogError> {
+    const SELECT: Query = Query::same("SELECT writes_paused FROM node WHERE node_id = ?1");
+    Ok(c.row(&SELECT, &[node_id.into()], |r| r.flag(0))?
+        .unwrap_or(false))
 }
 
-const UPSERT_STATE: &str = "INSERT INTO job_activation (job_id, node_id, state, reason, changed_at)
+const UPSERT_STATE: Query = Query::same(
+    "INSERT INTO job_activation (job_id, node_id, state, reason, changed_at)
     VALUES (?1, ?2, ?3, ?4, ?5)
     ON CONFLICT (job_id, node_id) DO UPDATE SET state = excluded.state,
-        reason = excluded.reason, changed_at = excluded.changed_at";
+        reason = excluded.reason, changed_at = excluded.changed_at",
+);
 
 /// Sets a job's state on a node, with the reason.
 pub fn set_state(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     job_id: i64,
     state: ActivationState,
     reason: &str,
     now: i64,
 ) -> Result<(), CatalogError> {
-    conn.prepare_cached(UPSERT_STATE)?.execute(params![
-        job_id,
-        node_id,
-        state.as_str(),
-        reason,
-        now
-    ])?;
+    c.exec(
+        &UPSERT_STATE,
+        &[
+            job_id.into(),
+            node_id.into(),
+            state.as_str().into(),
+            reason.into(),
+            now.into(),
+        ],
+    )?;
     Ok(())
 }
 
@@ -333,9 +351,11 @@ pub fn set_pin(
     Ok(())
 }
 
-const INSERT_DECISION: &str = "INSERT INTO decision
+const INSERT_DECISION: Query = Query::same(
+    "INSERT INTO decision
     (node_id, at, action, job_id, processor_id, subject, reason, evidence, cause)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)";
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+);
 
 /// A decision to log.
 #[derive(Debug, Clone)]
@@ -360,21 +380,24 @@ pub struct NewDecision<'a> {
 
 /// Appends a decision to the node's log.
 pub fn record_decision(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     d: &NewDecision<'_>,
 ) -> Result<(), CatalogError> {
-    conn.prepare_cached(INSERT_DECISION)?.execute(params![
-        node_id,
-        d.at,
-        d.action,
-        d.job_id,
-        d.processor_id,
-        d.subject,
-        d.reason,
-        d.evidence,
-        d.cause
-    ])?;
+    c.exec(
+        &INSERT_DECISION,
+        &[
+            node_id.into(),
+            d.at.into(),
+            d.action.into(),
+            d.job_id.into(),
+            d.processor_id.into(),
+            d.subject.into(),
+            d.reason.into(),
+            (&d.evidence).into(),
+            d.cause.into(),
+        ],
+    )?;
     Ok(())
 }
 
@@ -422,7 +445,7 @@ impl DecisionContext {
 /// transaction (the invariant: a change is written together with the decision that caused
 /// it).
 pub fn apply_decision(
-    conn: &Connection,
+    mut conn: impl Sql,
     node_id: i64,
     d: &Decision,
     cx: &DecisionContext,
@@ -434,12 +457,12 @@ pub fn apply_decision(
             } else {
                 ActivationState::Active
             };
-            set_state(conn, node_id, job_id, state, &d.reason, d.at)?;
+            set_state(&mut conn, node_id, job_id, state, &d.reason, d.at)?;
             (Some(job_id), None)
         }
         Action::Deactivate { job_id } => {
             set_state(
-                conn,
+                &mut conn,
                 node_id,
                 job_id,
                 ActivationState::Standby,
@@ -447,7 +470,7 @@ pub fn apply_decision(
                 d.at,
             )?;
             super::queue::skip_queued_slots(
-                conn,
+                &mut conn,
                 job_id,
                 &format!("skipped: job deactivated ({})", d.reason),
                 d.at,
@@ -455,21 +478,21 @@ pub fn apply_decision(
             (Some(job_id), None)
         }
         Action::Stretch { job_id, factor } | Action::Unstretch { job_id, factor } => {
-            set_stretch(conn, node_id, job_id, factor, &d.reason, d.at)?;
+            set_stretch(&mut conn, node_id, job_id, factor, &d.reason, d.at)?;
             (Some(job_id), None)
         }
         Action::Hold { job_id } => (Some(job_id), None),
         Action::AddInstance { processor_id } | Action::RemoveInstance { processor_id } => {
             if let Some(&n) = cx.instances.get(&processor_id) {
-                set_instances(conn, node_id, processor_id, n, &d.reason, d.at)?;
+                set_instances(&mut conn, node_id, processor_id, n, &d.reason, d.at)?;
             }
             (None, Some(processor_id))
         }
         Action::PauseWrites | Action::ResumeWrites => {
             let paused = d.action == Action::PauseWrites;
-            set_writes_paused(conn, node_id, paused)?;
+            set_writes_paused(&mut conn, node_id, paused)?;
             for &job in &d.jobs {
-                set_held(conn, node_id, job, paused, &d.reason, d.at)?;
+                set_held(&mut conn, node_id, job, paused, &d.reason, d.at)?;
             }
             (None, None)
         }
@@ -491,15 +514,9 @@ pub fn apply_decision(
 }
 
 /// Records whether the node paused data-writing jobs.
-pub fn set_writes_paused(
-    conn: &Connection,
-    node_id: i64,
-    paused: bool,
-) -> Result<(), CatalogError> {
-    conn.execute(
-        "UPDATE node SET writes_paused = ?2 WHERE node_id = ?1",
-        params![node_id, paused],
-    )?;
+pub fn set_writes_paused(mut c: impl Sql, node_id: i64, paused: bool) -> Result<(), CatalogError> {
+    const UPDATE: Query = Query::same("UPDATE node SET writes_paused = ?2 WHERE node_id = ?1");
+    c.exec(&UPDATE, &[node_id.into(), paused.into()])?;
     Ok(())
 }
 

@@ -1,11 +1,12 @@
 //! The audit trail: a row for every change to the catalog (who, what, on what, each changed
 //! field before and after — secrets as `***`).
 
-use rusqlite::{Connection, params};
+use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value as Json;
 
 use super::definitions::export_from;
+use super::sql::{Query, Sql};
 use super::{CatalogError, now_ms};
 use crate::jobconf::CatalogFile;
 
@@ -104,8 +105,29 @@ pub(crate) fn audit_at(
     subject: &str,
     detail: Option<&Json>,
 ) -> Result<(), CatalogError> {
+    audit_in(&mut &*tx, at, actor, action, subject, detail)
+}
+
+/// [`audit_at`] in either backend's transaction.
+pub(crate) fn audit_in(
+    tx: &mut impl Sql,
+    at: i64,
+    actor: &str,
+    action: &str,
+    subject: &str,
+    detail: Option<&Json>,
+) -> Result<(), CatalogError> {
     let detail = detail.map(Json::to_string);
-    tx.execute(INSERT_AUDIT, params![at, actor, action, subject, detail])?;
+    tx.exec(
+        &Query::same(INSERT_AUDIT),
+        &[
+            at.into(),
+            actor.into(),
+            action.into(),
+            subject.into(),
+            detail.into(),
+        ],
+    )?;
     Ok(())
 }
 

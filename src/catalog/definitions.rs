@@ -8,8 +8,9 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction};
 use serde::Serialize;
 use serde_json::{Map as JsonMap, Value as Json};
 
-use super::CatalogError;
-use super::audit::{audit, audit_changes};
+use super::audit::audit_changes;
+use super::sql::{Cols, Query, Sql, Val};
+use super::{CatalogError, now_ms};
 use crate::jobconf::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef};
 use crate::model::{JobType, ObjectType};
 use crate::schedule::{MisfirePolicy, OverlapPolicy, ScheduleSpec};
@@ -27,28 +28,6 @@ pub struct ImportReport {
     pub changes: Vec<crate::jobconf::merge::EntryChange>,
 }
 
-/// A column's value in a definition's upsert, for either backend (flags are 0/1 integers on
-/// both).
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum Val {
-    /// An integer, or NULL.
-    Int(Option<i64>),
-    /// A 0/1 flag.
-    Flag(bool),
-    /// Text, or NULL.
-    Text(Option<String>),
-}
-
-impl rusqlite::ToSql for Val {
-    fn to_sql(&self) -> rusqlite::Result<rusqlite::types::ToSqlOutput<'_>> {
-        match self {
-            Val::Int(v) => v.to_sql(),
-            Val::Flag(b) => b.to_sql(),
-            Val::Text(t) => t.to_sql(),
-        }
-    }
-}
-
 fn int(v: i64) -> Val {
     Val::Int(Some(v))
 }
@@ -61,43 +40,6 @@ fn opt_text(v: &Option<String>) -> Val {
     Val::Text(v.clone())
 }
 
-/// What an import writes, in either backend's transaction: the upserts below (their SQL in
-/// SQLite's `?N` form; PostgreSQL's `$N` is the same text renumbered) and the audit row.
-pub(crate) trait DefinitionWriter {
-    /// Runs one of the upserts below with `values`.
-    fn upsert(&mut self, sql: &'static str, values: &[Val]) -> Result<(), CatalogError>;
-    /// The job's id (after its upsert).
-    fn job_id(&mut self, name: &str) -> Result<i64, CatalogError>;
-    /// Writes the audit row.
-    fn audit(
-        &mut self,
-        actor: &str,
-        action: &str,
-        subject: &str,
-        detail: &Json,
-    ) -> Result<(), CatalogError>;
-}
-
-impl DefinitionWriter for &Transaction<'_> {
-    fn upsert(&mut self, sql: &'static str, values: &[Val]) -> Result<(), CatalogError> {
-        self.prepare_cached(sql)?
-            .execute(rusqlite::params_from_iter(values))?;
-        Ok(())
-    }
-    fn job_id(&mut self, name: &str) -> Result<i64, CatalogError> {
-        Ok(self.query_row(SELECT_JOB_ID, [name], |r| r.get(0))?)
-    }
-    fn audit(
-        &mut self,
-        actor: &str,
-        action: &str,
-        subject: &str,
-        detail: &Json,
-    ) -> Result<(), CatalogError> {
-        audit(self, actor, action, subject, Some(detail))
-    }
-}
-
 pub(super) fn import_in(
     tx: &Transaction<'_>,
     before: &CatalogFile,
@@ -105,13 +47,13 @@ pub(super) fn import_in(
     actor: &str,
     action: &str,
 ) -> Result<ImportReport, CatalogError> {
-    import_with(&mut &*tx, before, file, actor, action)
+    import_with(&mut &**tx, before, file, actor, action)
 }
 
 /// Upserts what of `file` differs from `before` (the catalog as it is) and writes one audit row
 /// for `action`: an import's rows on either backend.
 pub(crate) fn import_with(
-    tx: &mut impl DefinitionWriter,
+    tx: &mut impl Sql,
     before: &CatalogFile,
     file: &CatalogFile,
     actor: &str,
@@ -147,7 +89,7 @@ pub(crate) fn import_with(
     for (name, g) in &file.groups {
         let old = before.groups.get(name);
         if note("group", name, old.is_some(), old == Some(g)) {
-            tx.upsert(UPSERT_GROUP, &group_values(name, g))?;
+            tx.exec(&Query::same(UPSERT_GROUP), &group_values(name, g))?;
         }
     }
     for (name, j) in &file.jobs {
@@ -174,7 +116,7 @@ pub(crate) fn import_with(
     detail["created"] = report.created.len().into();
     detail["updated"] = report.updated.len().into();
     detail["unchanged"] = report.unchanged.into();
-    tx.audit(actor, action, "catalog", &detail)?;
+    super::audit::audit_in(tx, now_ms(), actor, action, "catalog", Some(&detail))?;
     Ok(report)
 }
 
@@ -197,12 +139,12 @@ pub(super) const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
         rpc_password = excluded.rpc_password, status = excluded.status, nodes = excluded.nodes";
 
 pub(super) fn upsert_processor(
-    tx: &mut impl DefinitionWriter,
+    tx: &mut impl Sql,
     name: &str,
     p: &ProcessorDef,
 ) -> Result<(), CatalogError> {
-    tx.upsert(
-        UPSERT_PROCESSOR,
+    tx.exec(
+        &Query::same(UPSERT_PROCESSOR),
         &[
             text(name),
             int(p.instances),
@@ -215,7 +157,8 @@ pub(super) fn upsert_processor(
             // Any node: NULL, so that the runtime's filter is one test on most catalogs.
             Val::Text((!p.nodes.is_empty()).then(|| Json::from(p.nodes.clone()).to_string())),
         ],
-    )
+    )?;
+    Ok(())
 }
 
 pub(super) const UPSERT_OBJECT: &str = "INSERT INTO object
@@ -231,12 +174,12 @@ pub(super) const UPSERT_OBJECT: &str = "INSERT INTO object
         status = excluded.status";
 
 pub(super) fn upsert_object(
-    tx: &mut impl DefinitionWriter,
+    tx: &mut impl Sql,
     name: &str,
     o: &ObjectDef,
 ) -> Result<(), CatalogError> {
-    tx.upsert(
-        UPSERT_OBJECT,
+    tx.exec(
+        &Query::same(UPSERT_OBJECT),
         &[
             text(name),
             text(o.object_type.as_str()),
@@ -251,7 +194,8 @@ pub(super) fn upsert_object(
             opt_text(&o.description),
             Val::Flag(o.enabled),
         ],
-    )
+    )?;
+    Ok(())
 }
 
 pub(super) const UPSERT_GROUP: &str =
@@ -292,14 +236,10 @@ pub(super) const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id
 pub(super) const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
     SELECT CAST(?1 AS bigint), object_id FROM object WHERE object_name = ?2";
 
-pub(super) fn upsert_job(
-    tx: &mut impl DefinitionWriter,
-    name: &str,
-    j: &JobDef,
-) -> Result<(), CatalogError> {
+pub(super) fn upsert_job(tx: &mut impl Sql, name: &str, j: &JobDef) -> Result<(), CatalogError> {
     let s = &j.schedule;
-    tx.upsert(
-        UPSERT_JOB,
+    tx.exec(
+        &Query::same(UPSERT_JOB),
         &[
             text(name),
             text(&j.processor),
@@ -330,10 +270,15 @@ pub(super) fn upsert_job(
             int(j.stretch_max),
         ],
     )?;
-    let job_id = tx.job_id(name)?;
-    tx.upsert(DELETE_JOB_OBJECTS, &[int(job_id)])?;
+    let job_id = tx
+        .row(&Query::same(SELECT_JOB_ID), &[text(name)], |r| r.int(0))?
+        .ok_or_else(|| CatalogError::Corrupt(format!("job `{name}` is gone after its upsert")))?;
+    tx.exec(&Query::same(DELETE_JOB_OBJECTS), &[int(job_id)])?;
     for object in &j.objects {
-        tx.upsert(INSERT_JOB_OBJECT, &[int(job_id), text(object)])?;
+        tx.exec(
+            &Query::same(INSERT_JOB_OBJECT),
+            &[int(job_id), text(object)],
+        )?;
     }
     Ok(())
 }
@@ -360,42 +305,6 @@ pub(super) const SELECT_JOBS: &str =
     JOIN job_type t ON t.job_type_id = j.job_type_id
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id";
-
-/// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
-/// The columns of a row, as both backends' rows give them: the definitions' rows are read once,
-/// for SQLite and PostgreSQL alike.
-pub(crate) trait Cols {
-    /// The backend's error.
-    type Error;
-    /// An integer column (SQLite INTEGER; PostgreSQL bigint or integer).
-    fn int(&self, i: usize) -> Result<i64, Self::Error>;
-    /// A nullable integer column.
-    fn opt_int(&self, i: usize) -> Result<Option<i64>, Self::Error>;
-    /// A text column.
-    fn text(&self, i: usize) -> Result<String, Self::Error>;
-    /// A nullable text column.
-    fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
-    /// A 0/1 flag.
-    fn flag(&self, i: usize) -> Result<bool, Self::Error> {
-        Ok(self.int(i)? == 1)
-    }
-}
-
-impl Cols for Row<'_> {
-    type Error = rusqlite::Error;
-    fn int(&self, i: usize) -> rusqlite::Result<i64> {
-        self.get(i)
-    }
-    fn opt_int(&self, i: usize) -> rusqlite::Result<Option<i64>> {
-        self.get(i)
-    }
-    fn text(&self, i: usize) -> rusqlite::Result<String> {
-        self.get(i)
-    }
-    fn opt_text(&self, i: usize) -> rusqlite::Result<Option<String>> {
-        self.get(i)
-    }
-}
 
 /// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
 pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorDef)> {

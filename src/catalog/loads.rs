@@ -7,7 +7,7 @@
 use rusqlite::Connection;
 
 use super::CatalogError;
-use super::definitions::Cols;
+use super::sql::Cols;
 use crate::schedule::{JobHistory, MisfirePolicy, OverlapPolicy, PlanPolicy, ScheduleSpec};
 
 /// The catalog generation: bumped by triggers on every definition change.

@@ -25,6 +25,7 @@ pub mod remote;
 pub mod runs;
 pub mod sharing;
 pub mod slots;
+pub mod sql;
 pub mod sql_job;
 pub mod stats;
 pub mod tree;
@@ -448,7 +449,7 @@ impl Catalog {
         let tx = write_tx(&mut self.conn)?;
         let before = export_from(&tx)?;
         let existed = before.jobs.contains_key(name);
-        upsert_job(&mut &tx, name, job)?;
+        upsert_job(&mut &*tx, name, job)?;
         let action = if existed { "job.edit" } else { "job.add" };
         let mut after = CatalogFile::default();
         after.jobs.insert(name.to_string(), job.clone());

@@ -15,6 +15,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::Value as Json;
 
 use super::CatalogError;
+use super::sql::{Query, Sql};
 use super::tree::{self, Ended, Queued};
 use crate::model::{JobType, RunStatus};
 use crate::schedule::OverlapPolicy;
@@ -865,17 +866,20 @@ fn complete_other(
 
 /// Marks a deactivated job's queued slots `skipped` (its ad-hoc runs and retries stay queued).
 pub fn skip_queued_slots(
-    conn: &Connection,
+    mut c: impl Sql,
     job_id: i64,
     reason: &str,
     now: i64,
 ) -> Result<usize, CatalogError> {
     // The queue index holds only queued runs: the job's are among them.
-    Ok(conn.execute(
+    const SKIP: Query = Query::each(
         "UPDATE job_run SET status = 'skipped', error = ?2, finished_at = ?3
          WHERE run_id IN (SELECT run_id FROM job_run INDEXED BY job_run_queue_idx
                           WHERE status = 'queued' AND job_id = ?1)
            AND scheduled_for IS NOT NULL AND retry_of IS NULL",
-        params![job_id, reason, now],
-    )?)
+        "UPDATE job_run SET status = 'skipped', error = $2, finished_at = $3
+         WHERE status = 'queued' AND job_id = $1 AND scheduled_for IS NOT NULL
+           AND retry_of IS NULL",
+    );
+    c.exec(&SKIP, &[job_id.into(), reason.into(), now.into()])
 }

@@ -736,7 +736,7 @@ payload = { function = "f" }
         let l = queue::in_flight(conn, low).unwrap();
         assert_eq!((l.running, l.queued_slots), (0, 1));
         // Only the job's queued slots are skipped: not its on-demand run, not another job's.
-        assert_eq!(queue::skip_queued_slots(conn, free, "off", 5).unwrap(), 1);
+        assert_eq!(queue::skip_queued_slots(&*conn, free, "off", 5).unwrap(), 1);
         assert_eq!(statuses(conn), ["running", "skipped", "queued", "queued"]);
     }
 

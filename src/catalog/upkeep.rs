@@ -9,6 +9,7 @@ use serde_json::Value as Json;
 
 use super::CatalogError;
 use super::queue::RECOUNT_IN_PROGRESS;
+use super::sql::{Query, Sql};
 use super::tree::{self, Ended};
 use crate::model::RunStatus;
 
@@ -27,19 +28,31 @@ pub struct StatSample {
 
 /// Stores samples taken at `at`, creating their `stat_type`s on first use.
 pub fn record_stats(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     at: i64,
     samples: &[StatSample],
 ) -> Result<(), CatalogError> {
-    let mut ty = conn.prepare_cached("INSERT INTO stat_type (stat_type, unit) VALUES (?1, ?2) ON CONFLICT (stat_type) DO NOTHING")?;
-    let mut ins = conn.prepare_cached(
+    const TYPE: Query = Query::same(
+        "INSERT INTO stat_type (stat_type, unit) VALUES (?1, ?2)
+         ON CONFLICT (stat_type) DO NOTHING",
+    );
+    const SAMPLE: Query = Query::same(
         "INSERT INTO stat (stat_type_id, node_id, subject, value, sampled_at)
          SELECT stat_type_id, ?2, ?3, ?4, ?5 FROM stat_type WHERE stat_type = ?1",
-    )?;
+    );
     for s in samples {
-        ty.execute(params![s.stat_type, s.unit])?;
-        ins.execute(params![s.stat_type, node_id, s.subject, s.value, at])?;
+        c.exec(&TYPE, &[s.stat_type.as_str().into(), s.unit.into()])?;
+        c.exec(
+            &SAMPLE,
+            &[
+                s.stat_type.as_str().into(),
+                node_id.into(),
+                (&s.subject).into(),
+                s.value.into(),
+                at.into(),
+            ],
+        )?;
     }
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::node::{self, NodeHolder, NodeLease, Swept};
 use super::queue::{self, Claim, Completion, NewRun, Recorded};
 use super::sharing::{self, GiveBack};
 use super::slots::{self, Decided, DueJob};
+use super::sql::Sql;
 use super::tree::{self, Queued};
 use super::upkeep::{self, StatSample};
 use super::writer::DbWriter;
@@ -131,13 +132,20 @@ pub(crate) fn trigger(
 
 /// Writes `changes`: each job's state, and a decision row for those that are decisions.
 fn write_activations(
-    c: &rusqlite::Connection,
+    mut c: impl Sql,
     node_id: i64,
     changes: &[ActivationChange],
     now: i64,
 ) -> Result<(), CatalogError> {
     for change in changes {
-        activation::set_state(c, node_id, change.job_id, change.state, &change.reason, now)?;
+        activation::set_state(
+            &mut c,
+            node_id,
+            change.job_id,
+            change.state,
+            &change.reason,
+            now,
+        )?;
         if let Some(cause) = change.decision {
             // `paused` is an activation that waits for writes to resume.
             let action = match change.state {
@@ -145,7 +153,7 @@ fn write_activations(
                 ActivationState::Standby => "deactivate",
             };
             activation::record_decision(
-                c,
+                &mut c,
                 node_id,
                 &NewDecision {
                     at: now,
@@ -158,6 +166,37 @@ fn write_activations(
                     cause,
                 },
             )?;
+        }
+    }
+    Ok(())
+}
+
+/// Reads the node's job activations and writes the changes `decide` makes of them (the body
+/// of `settle_activations` on either backend).
+pub(crate) fn settle_in(
+    mut c: impl Sql,
+    node_id: i64,
+    now: i64,
+    decide: impl FnOnce(&[JobActivation]) -> Vec<ActivationChange>,
+) -> Result<Vec<ActivationChange>, CatalogError> {
+    let changes = decide(&activation::job_activations(&mut c, node_id)?);
+    write_activations(&mut c, node_id, &changes, now)?;
+    Ok(changes)
+}
+
+/// One policy step's statistics and decisions (the body of `record_policy_step` on either
+/// backend).
+pub(crate) fn policy_step_in(
+    mut c: impl Sql,
+    node_id: i64,
+    at: i64,
+    stats: &[StatSample],
+    steps: &[DecidedStep],
+) -> Result<(), CatalogError> {
+    upkeep::record_stats(&mut c, node_id, at, stats)?;
+    for step in steps {
+        for d in &step.decisions {
+            activation::apply_decision(&mut c, node_id, d, &step.cx)?;
         }
     }
     Ok(())
@@ -365,13 +404,7 @@ impl DbWriter {
         steps: Vec<DecidedStep>,
     ) -> Result<(), CatalogError> {
         self.call("recording a policy step", move |c| {
-            upkeep::record_stats(c, node_id, at, &stats)?;
-            for step in &steps {
-                for d in &step.decisions {
-                    activation::apply_decision(c, node_id, d, &step.cx)?;
-                }
-            }
-            Ok(())
+            policy_step_in(c, node_id, at, &stats, &steps)
         })
         .await
     }
@@ -388,9 +421,7 @@ impl DbWriter {
         F: FnOnce(&[JobActivation]) -> Vec<ActivationChange> + Send + 'static,
     {
         self.call("settling job activations", move |c| {
-            let changes = decide(&activation::job_activations(c, node_id)?);
-            write_activations(c, node_id, &changes, now)?;
-            Ok(changes)
+            settle_in(c, node_id, now, decide)
         })
         .await
     }

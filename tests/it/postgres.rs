@@ -129,6 +129,25 @@ fn run_of(job_id: i64, processor_id: i64, slot: Option<i64>) -> NewRun {
     }
 }
 
+/// An object `name` that `jobs` write.
+fn written_by(db: &PgDb, name: &str, jobs: &[i64]) {
+    let mut c = db.client();
+    let obj: i64 = c
+        .query_one(
+            "INSERT INTO object (object_name) VALUES ($1) RETURNING object_id",
+            &[&name],
+        )
+        .unwrap()
+        .get(0);
+    for j in jobs {
+        c.execute(
+            "INSERT INTO job_object (job_id, object_id) VALUES ($1, $2)",
+            &[j, &obj],
+        )
+        .unwrap();
+    }
+}
+
 fn now_ms() -> i64 {
     jobvisor::catalog::now_ms()
 }
@@ -301,21 +320,7 @@ fn pg_forbid_and_objects_hold_across_nodes() {
             ("trio", "allow", 3, 1),
         ],
     );
-    let mut c = db.client();
-    let obj: i64 = c
-        .query_one(
-            "INSERT INTO object (object_name) VALUES ('ledger') RETURNING object_id",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    for j in &jobs[1..3] {
-        c.execute(
-            "INSERT INTO job_object (job_id, object_id) VALUES ($1, $2)",
-            &[j, &obj],
-        )
-        .unwrap();
-    }
+    written_by(&db, "ledger", &jobs[1..3]);
     let cat = db.catalog("setup");
     let mut runs = Vec::new();
     for j in &jobs {
@@ -1068,4 +1073,130 @@ fn pg_two_nodes_deciding_the_same_due_slots_queue_each_once() {
     // Deciding again now fires nothing more: every slot is in the queue.
     let again = nodes[1].decide_due(due_planners(&nodes[1], leases[1].node_id), now);
     assert!(again.unwrap().fired.is_empty());
+}
+
+/// Activation per node on PostgreSQL, by the SQLite catalog's functions: a node settles the
+/// states of the jobs it may run (each change with its decision row), a policy step stores its
+/// samples and carries out its decisions — a job deactivated (its queued slot skipped), a
+/// processor's instances, writes paused (the data-writing job held) — and none of it touches
+/// another node's rows.
+#[test]
+fn pg_a_nodes_policy_settles_and_sheds_only_its_own_jobs() {
+    use jobvisor::catalog::activation::DecisionContext;
+    use jobvisor::catalog::upkeep::StatSample;
+    use jobvisor::catalog::verbs::{ActivationChange, DecidedStep};
+    use jobvisor::model::ActivationState;
+    use jobvisor::policy::{Action, Cause, Decision};
+    let Some(db) = PgDb::create("activation") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("report", "allow", 1, 1), ("ingest", "allow", 1, 1)]);
+    written_by(&db, "ledger", &jobs[1..]);
+    let (a, b) = (db.catalog("a"), db.catalog("b"));
+    let (la, lb) = (register(&a, "a", 30_000), register(&b, "b", 30_000));
+    let seen = a.job_activations(la.node_id).unwrap();
+    assert_eq!(seen.len(), 2);
+    assert!(seen.iter().all(|j| j.state.is_none()));
+    assert_eq!(
+        seen.iter().map(|j| j.writes_data).collect::<Vec<_>>(),
+        vec![false, true]
+    );
+    let now = now_ms();
+    for (cat, node) in [(&a, la.node_id), (&b, lb.node_id)] {
+        let changes = cat
+            .settle_activations(node, now, |jobs| {
+                jobs.iter()
+                    .map(|j| ActivationChange {
+                        job_id: j.job_id,
+                        name: j.name.clone(),
+                        state: ActivationState::Active,
+                        reason: "the minimum".into(),
+                        decision: Some("minimum"),
+                    })
+                    .collect()
+            })
+            .unwrap();
+        assert_eq!(changes.len(), 2);
+    }
+    // A queued slot of `report`, which node a's policy then deactivates.
+    a.enqueue(vec![run_of(jobs[0], p, Some(now))], now).unwrap();
+    let decision = |action, reason: &str| Decision {
+        at: now + 1,
+        action,
+        reason: reason.into(),
+        evidence: Vec::new(),
+        cause: Cause::Health,
+        jobs: Vec::new(),
+    };
+    let cx = DecisionContext {
+        jobs: [
+            (jobs[0], "report".to_string()),
+            (jobs[1], "ingest".to_string()),
+        ]
+        .into(),
+        processors: [(p, "p".to_string())].into(),
+        instances: [(p, 3)].into(),
+        ..DecisionContext::default()
+    };
+    let pause = Decision {
+        jobs: vec![jobs[1]],
+        ..decision(Action::PauseWrites, "disk critical")
+    };
+    let step = DecidedStep {
+        decisions: vec![
+            decision(Action::Deactivate { job_id: jobs[0] }, "cpu strained"),
+            decision(Action::AddInstance { processor_id: p }, "idle cpu"),
+            pause,
+        ],
+        cx,
+    };
+    let sample = StatSample {
+        stat_type: "device.cpu_used".into(),
+        unit: "%",
+        subject: None,
+        value: 96.5,
+    };
+    a.record_policy_step(la.node_id, now + 1, vec![sample], vec![step])
+        .unwrap();
+    let states = |cat: &PgCatalog, node: i64| -> Vec<Option<ActivationState>> {
+        cat.job_activations(node)
+            .unwrap()
+            .iter()
+            .map(|j| j.state)
+            .collect()
+    };
+    assert_eq!(
+        states(&a, la.node_id),
+        vec![
+            Some(ActivationState::Standby),
+            Some(ActivationState::Paused)
+        ]
+    );
+    assert_eq!(
+        states(&b, lb.node_id),
+        vec![Some(ActivationState::Active), Some(ActivationState::Active)],
+        "node b's jobs are its own"
+    );
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM job_run WHERE status = 'skipped'"),
+        1
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT instances FROM processor_activation WHERE node_id = (SELECT node_id FROM node WHERE node_name = 'a')"
+        ),
+        3
+    );
+    assert_eq!(count(&db, "SELECT sum(writes_paused)::bigint FROM node"), 1);
+    // 2 + 2 settled, 3 of the step.
+    assert_eq!(count(&db, "SELECT count(*) FROM decision"), 7);
+    let cpu: f64 = db
+        .client()
+        .query_one("SELECT value FROM stat", &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(cpu, 96.5);
+    a.set_writes_paused(la.node_id, false).unwrap();
+    assert_eq!(count(&db, "SELECT sum(writes_paused)::bigint FROM node"), 0);
 }

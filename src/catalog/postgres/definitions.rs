@@ -1,24 +1,20 @@
 //! The catalog's definitions on PostgreSQL: an import (the upserts of `catalog::definitions`,
 //! the same rows, the same report and audit row), the export back to a catalog file, and the
-//! jobs with their bookkeeping. The rows are read and the upserts' values built by the SQLite
-//! catalog's own functions (`Cols`, `DefinitionWriter`); only the SQL text that differs is here.
+//! jobs with their bookkeeping. The rows are read and the upserts written by the SQLite
+//! catalog's own functions (through `catalog::sql`); only the SQL text that differs is here.
 //!
 //! Invariant: one import is one transaction, under a transaction-level advisory lock, so two
 //! nodes importing at once never diff against a catalog the other is changing; an error
 //! changes nothing.
 
-use postgres::types::ToSql;
-use postgres::types::Type;
-use postgres::{Client, Row, Transaction};
-use serde_json::Value as Json;
+use postgres::{Client, Transaction};
 
 use super::{PgCatalog, commit};
 use crate::catalog::CatalogError;
 use crate::catalog::definitions::{
-    Cols, DefinitionWriter, ImportReport, JobRecord, SELECT_GROUPS, SELECT_JOB_ID, SELECT_OBJECTS,
-    SELECT_PROCESSORS, Val, group_row, import_with, job_record_of, object_row, processor_of,
+    ImportReport, JobRecord, SELECT_GROUPS, SELECT_OBJECTS, SELECT_PROCESSORS, group_row,
+    import_with, job_record_of, object_row, processor_of,
 };
-use crate::catalog::now_ms;
 use crate::jobconf::CatalogFile;
 
 /// The advisory lock key that serializes changes to the definitions (an arbitrary constant:
@@ -42,81 +38,6 @@ const SELECT_JOBS: &str = "SELECT j.job_name, t.job_type, p.processor_name, g.jo
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
     JOIN job_progress pr ON pr.job_id = j.job_id
     ORDER BY j.job_name";
-
-impl Cols for Row {
-    type Error = postgres::Error;
-    fn int(&self, i: usize) -> Result<i64, postgres::Error> {
-        // Flags are `integer` columns; the rest `bigint`.
-        if *self.columns()[i].type_() == Type::INT4 {
-            Ok(i64::from(self.try_get::<_, i32>(i)?))
-        } else {
-            self.try_get(i)
-        }
-    }
-    fn opt_int(&self, i: usize) -> Result<Option<i64>, postgres::Error> {
-        if *self.columns()[i].type_() == Type::INT4 {
-            Ok(self.try_get::<_, Option<i32>>(i)?.map(i64::from))
-        } else {
-            self.try_get(i)
-        }
-    }
-    fn text(&self, i: usize) -> Result<String, postgres::Error> {
-        self.try_get(i)
-    }
-    fn opt_text(&self, i: usize) -> Result<Option<String>, postgres::Error> {
-        self.try_get(i)
-    }
-}
-
-/// SQLite's `?N` placeholders as PostgreSQL's `$N`.
-fn numbered(sql: &str) -> String {
-    let mut out = String::with_capacity(sql.len());
-    let mut chars = sql.chars().peekable();
-    while let Some(c) = chars.next() {
-        if c == '?' && chars.peek().is_some_and(char::is_ascii_digit) {
-            out.push('$');
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// A value as PostgreSQL takes it: flags are `integer` columns, other integers `bigint`.
-fn pg_value(v: &Val) -> Box<dyn ToSql + Sync> {
-    match v {
-        Val::Int(n) => Box::new(*n),
-        Val::Flag(b) => Box::new(i32::from(*b)),
-        Val::Text(t) => Box::new(t.clone()),
-    }
-}
-
-impl DefinitionWriter for Transaction<'_> {
-    fn upsert(&mut self, sql: &'static str, values: &[Val]) -> Result<(), CatalogError> {
-        let boxed: Vec<Box<dyn ToSql + Sync>> = values.iter().map(pg_value).collect();
-        let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b).collect();
-        self.execute(numbered(sql).as_str(), &refs)?;
-        Ok(())
-    }
-    fn job_id(&mut self, name: &str) -> Result<i64, CatalogError> {
-        Ok(self
-            .query_one(numbered(SELECT_JOB_ID).as_str(), &[&name])?
-            .get(0))
-    }
-    fn audit(
-        &mut self,
-        actor: &str,
-        action: &str,
-        subject: &str,
-        detail: &Json,
-    ) -> Result<(), CatalogError> {
-        self.execute(
-            "INSERT INTO audit (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)",
-            &[&now_ms(), &actor, &action, &subject, &detail.to_string()],
-        )?;
-        Ok(())
-    }
-}
 
 /// The whole catalog's definitions as a file model.
 fn export_in(tx: &mut Transaction<'_>) -> Result<CatalogFile, CatalogError> {
@@ -210,18 +131,5 @@ impl PgCatalog {
             commit(tx)?;
             Ok(jobs)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::numbered;
-
-    #[test]
-    fn placeholders_are_renumbered_and_nothing_else_changes() {
-        assert_eq!(
-            numbered("SELECT ?1, '?', x FROM t WHERE a = ?12"),
-            "SELECT $1, '?', x FROM t WHERE a = $12"
-        );
     }
 }

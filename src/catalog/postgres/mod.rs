@@ -32,11 +32,13 @@ use postgres::{Client, GenericClient, NoTls, Row, Statement};
 
 use super::CatalogError;
 
+pub mod activation;
 pub mod definitions;
 pub mod migrate;
 pub mod node;
 pub mod queue;
 pub mod slots;
+mod sql;
 
 /// The first wait before reconnecting; each failed attempt doubles it up to [`BACKOFF_MAX`].
 const BACKOFF_START: Duration = Duration::from_millis(50);
