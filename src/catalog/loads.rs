@@ -4,19 +4,18 @@
 //! Invariant: every function here takes a read connection (or the writer's), never opens one,
 //! and reads no clock.
 
-use rusqlite::Connection;
-
 use super::CatalogError;
-use super::sql::Cols;
+use super::sql::{Fields, Query, Sql};
 use crate::schedule::{JobHistory, MisfirePolicy, OverlapPolicy, PlanPolicy, ScheduleSpec};
 
 /// The catalog generation: bumped by triggers on every definition change.
-pub fn generation(conn: &Connection) -> Result<i64, CatalogError> {
-    Ok(conn.query_row(
+pub fn generation(mut c: impl Sql) -> Result<i64, CatalogError> {
+    const SELECT: Query = Query::each(
         "SELECT CAST(value AS INTEGER) FROM catalog_meta WHERE key = 'generation'",
-        [],
-        |r| r.get(0),
-    )?)
+        "SELECT value::bigint FROM catalog_meta WHERE key = 'generation'",
+    );
+    c.row(&SELECT, &[], |r| r.int(0))?
+        .ok_or_else(|| CatalogError::Corrupt("catalog_meta has no generation".into()))
 }
 
 /// A job as the scheduler needs it.
@@ -83,7 +82,8 @@ impl ScheduledJob {
     }
 }
 
-const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
+const SELECT_SCHEDULED: Query = Query::each(SELECT_SCHEDULED_SQLITE, SELECT_SCHEDULED_PG);
+const SELECT_SCHEDULED_SQLITE: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
     j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
     j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
     -- Retries carry no slot, so the unique (job_id, scheduled_for) index answers this.
@@ -99,18 +99,34 @@ const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.p
       -- A processor that names its nodes: only they schedule its jobs (migration 19).
       AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
            JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))";
+/// In PostgreSQL's dialect: the history from the view `job_progress`, a processor's node list
+/// read with `jsonb_array_elements_text`.
+const SELECT_SCHEDULED_PG: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
+    j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
+    j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
+    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
+    j.create_date * 1000, pr.last_date_begin, pr.last_date_end,
+    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
+    (SELECT count(*) FROM job_run r
+     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL),
+    a.stretch
+    FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
+    JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = $1 AND a.state = 'active'
+    JOIN job_progress pr ON pr.job_id = j.job_id
+    WHERE j.status = 1 AND p.status = 1
+      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(p.nodes::jsonb) e
+           JOIN node n ON n.node_name = e.value WHERE n.node_id = $1))
+    ORDER BY j.job_id";
 
 /// Every enabled job on an enabled processor that `node_id` may run and on which the job is
 /// active, with its scheduling history (a job on a remote processor is scheduled here and runs
 /// as a call to that node).
-pub fn load_scheduled(conn: &Connection, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
-    let mut stmt = conn.prepare_cached(SELECT_SCHEDULED)?;
-    let rows = stmt.query_map([node_id], |r| scheduled_row(r))?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn load_scheduled(mut c: impl Sql, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
+    c.rows(&SELECT_SCHEDULED, &[node_id.into()], scheduled_row)
 }
 
-/// A [`ScheduledJob`] from a row of [`SELECT_SCHEDULED`]' columns, of either backend.
-pub(crate) fn scheduled_row<C: Cols>(r: &C) -> Result<ScheduledJob, C::Error> {
+/// A [`ScheduledJob`] from a row of [`SELECT_SCHEDULED`]' columns.
+fn scheduled_row(r: &Fields<'_>) -> Result<ScheduledJob, CatalogError> {
     let misfire = r.text(12)?;
     let overlap = r.text(15)?;
     Ok(ScheduledJob {
@@ -162,27 +178,33 @@ pub struct LocalProcessor {
 /// Every enabled processor, local and remote, that `node_id` may run: those that name no
 /// nodes, and those that name it.
 pub fn load_local_processors(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
 ) -> Result<Vec<LocalProcessor>, CatalogError> {
-    let mut stmt = conn.prepare_cached(
+    const SELECT: Query = Query::each(
         "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
                 ip_address IS NOT NULL
          FROM job_processor p WHERE status = 1
            AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
                 JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
          ORDER BY processor_name",
-    )?;
-    let rows = stmt.query_map([node_id], |r| {
+        "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
+                ip_address IS NOT NULL
+         FROM job_processor p WHERE status = 1
+           AND (p.nodes IS NULL OR EXISTS (SELECT 1
+                FROM jsonb_array_elements_text(p.nodes::jsonb) e
+                JOIN node n ON n.node_name = e.value WHERE n.node_id = $1))
+         ORDER BY processor_name",
+    );
+    c.rows(&SELECT, &[node_id.into()], |r| {
         Ok(LocalProcessor {
-            processor_id: r.get(0)?,
-            name: r.get(1)?,
-            instances: r.get(2)?,
-            max_instances: r.get(3)?,
-            remote: r.get(4)?,
+            processor_id: r.int(0)?,
+            name: r.text(1)?,
+            instances: r.int(2)?,
+            max_instances: r.int(3)?,
+            remote: r.flag(4)?,
         })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    })
 }
 
 /// A data object that jobs write, with where it lives.
@@ -197,19 +219,22 @@ pub struct WrittenObject {
 }
 
 /// Every enabled object that at least one job writes, or that a sql job targets.
-pub fn load_written_objects(conn: &Connection) -> Result<Vec<WrittenObject>, CatalogError> {
-    let mut stmt = conn.prepare_cached(
+pub fn load_written_objects(mut c: impl Sql) -> Result<Vec<WrittenObject>, CatalogError> {
+    const SELECT: Query = Query::each(
         "SELECT o.object_id, o.object_name, o.conn_string FROM object o WHERE o.status = 1 AND (
             EXISTS (SELECT 1 FROM job_object jo WHERE jo.object_id = o.object_id)
             OR EXISTS (SELECT 1 FROM job j WHERE json_extract(j.job_payload, '$.object') = o.object_name))
          ORDER BY o.object_name",
-    )?;
-    let rows = stmt.query_map([], |r| {
+        "SELECT o.object_id, o.object_name, o.conn_string FROM object o WHERE o.status = 1 AND (
+            EXISTS (SELECT 1 FROM job_object jo WHERE jo.object_id = o.object_id)
+            OR EXISTS (SELECT 1 FROM job j WHERE j.job_payload::jsonb ->> 'object' = o.object_name))
+         ORDER BY o.object_name",
+    );
+    c.rows(&SELECT, &[], |r| {
         Ok(WrittenObject {
-            object_id: r.get(0)?,
-            name: r.get(1)?,
-            conn_string: r.get(2)?,
+            object_id: r.int(0)?,
+            name: r.text(1)?,
+            conn_string: r.opt_text(2)?,
         })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    })
 }

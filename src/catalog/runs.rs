@@ -10,6 +10,7 @@ use serde_json::Value as Json;
 
 use crate::model::RunStatus;
 
+use super::sql::{Query, Sql};
 use super::{Catalog, CatalogError, audit, not_found, now_ms, tree, write_tx};
 
 /// Which runs to list.
@@ -126,9 +127,12 @@ const REQUEST_CANCEL: &str =
 // requests among the runs it executes.
 const BUMP_GENERATION: &str = "UPDATE catalog_meta SET value = value + 1 WHERE key = 'generation'";
 // A run waiting for its children executes nowhere: its node has nothing to cancel.
-const SELECT_CANCEL_REQUESTED: &str = "SELECT run_id FROM job_run
-    INDEXED BY job_run_running_job_idx
-    WHERE status = 'running' AND node_id = ?1 AND cancel_requested = 1 AND own_status IS NULL";
+const SELECT_CANCEL_REQUESTED: Query = Query::each(
+    "SELECT run_id FROM job_run INDEXED BY job_run_running_job_idx
+    WHERE status = 'running' AND node_id = ?1 AND cancel_requested = 1 AND own_status IS NULL",
+    "SELECT run_id FROM job_run
+    WHERE status = 'running' AND node_id = $1 AND cancel_requested = 1 AND own_status IS NULL",
+);
 const SELECT_FOR_RETRY: &str = "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
     j.job_name, r.pid, coalesce(r.stump, r.pid), t.job_type = 'workflow'
     FROM job_run r JOIN job j ON j.job_id = r.job_id
@@ -203,10 +207,8 @@ pub fn run_end(conn: &Connection, run_id: i64) -> Result<Option<RunEnd>, Catalog
 }
 
 /// The runs node `node_id` executes that an operator asked to cancel.
-pub fn cancel_requested(conn: &Connection, node_id: i64) -> Result<Vec<i64>, CatalogError> {
-    let mut stmt = conn.prepare_cached(SELECT_CANCEL_REQUESTED)?;
-    let ids = stmt.query_map([node_id], |r| r.get(0))?;
-    Ok(ids.collect::<Result<_, _>>()?)
+pub fn cancel_requested(mut c: impl Sql, node_id: i64) -> Result<Vec<i64>, CatalogError> {
+    c.rows(&SELECT_CANCEL_REQUESTED, &[node_id.into()], |r| r.int(0))
 }
 
 impl Catalog {

@@ -722,7 +722,7 @@ payload = { function = "f" }
         enqueue(conn, low, pid, 0, Some(60_000));
         let claim = queue::claim(conn, pid, node, 1, 0, 1000, 1, false).unwrap();
         assert_eq!(claim.runs[0].job_id, free);
-        let counts: Vec<(i64, i64, i64)> = loads::load_scheduled(conn, node)
+        let counts: Vec<(i64, i64, i64)> = loads::load_scheduled(&*conn, node)
             .unwrap()
             .iter()
             .filter(|j| j.job_id == free || j.job_id == low)

@@ -1200,3 +1200,69 @@ fn pg_a_nodes_policy_settles_and_sheds_only_its_own_jobs() {
     a.set_writes_paused(la.node_id, false).unwrap();
     assert_eq!(count(&db, "SELECT sum(writes_paused)::bigint FROM node"), 0);
 }
+
+/// What a node loads on PostgreSQL: the processors it may start (those naming no nodes, and
+/// those naming it), the objects jobs write, the generation (bumped by a definition's change),
+/// and its runs an operator asked to cancel.
+#[test]
+fn pg_a_node_loads_its_processors_objects_generation_and_cancels() {
+    use jobvisor::jobconf::toml_format;
+    let Some(db) = PgDb::create("loads") else {
+        return;
+    };
+    let cat = db.catalog("n1");
+    cat.import(&toml_format::parse(DEFINITIONS).unwrap(), "test")
+        .unwrap();
+    let (l1, l2) = (register(&cat, "n1", 30_000), register(&cat, "n3", 30_000));
+    let names = |node: i64| -> Vec<String> {
+        cat.local_processors(node)
+            .unwrap()
+            .into_iter()
+            .map(|p| p.name)
+            .collect()
+    };
+    // `edge` names n1 and n2; `remote` calls another node.
+    assert_eq!(names(l1.node_id), ["edge", "main", "remote"]);
+    assert_eq!(names(l2.node_id), ["main", "remote"]);
+    let remote: Vec<bool> = cat
+        .local_processors(l2.node_id)
+        .unwrap()
+        .iter()
+        .map(|p| p.remote)
+        .collect();
+    assert_eq!(remote, [false, true]);
+    let objects: Vec<String> = cat
+        .written_objects()
+        .unwrap()
+        .into_iter()
+        .map(|o| o.name)
+        .collect();
+    assert_eq!(objects, ["ledger"]);
+    let before = cat.generation().unwrap();
+    let mut edited = toml_format::parse(DEFINITIONS).unwrap();
+    edited.jobs.get_mut("fetch").unwrap().priority = 9;
+    cat.import(&edited, "test").unwrap();
+    assert!(cat.generation().unwrap() > before);
+
+    let job: i64 = count(&db, "SELECT job_id FROM job WHERE job_name = 'nightly'");
+    let p: i64 = count(
+        &db,
+        "SELECT processor_id FROM job_processor WHERE processor_name = 'main'",
+    );
+    cat.enqueue((0..2).map(|_| run_of(job, p, None)).collect(), now_ms())
+        .unwrap();
+    let claimed = cat.claim(claim_req(p, l1, 2)).unwrap();
+    assert_eq!(claimed.runs.len(), 1, "the job forbids overlap");
+    assert!(cat.cancel_requested(l1.node_id).unwrap().is_empty());
+    db.client()
+        .execute(
+            "UPDATE job_run SET cancel_requested = 1 WHERE run_id = $1",
+            &[&claimed.runs[0].run_id],
+        )
+        .unwrap();
+    assert_eq!(
+        cat.cancel_requested(l1.node_id).unwrap(),
+        [claimed.runs[0].run_id]
+    );
+    assert!(cat.cancel_requested(l2.node_id).unwrap().is_empty());
+}

@@ -34,6 +34,7 @@ use super::CatalogError;
 
 pub mod activation;
 pub mod definitions;
+mod loads;
 pub mod migrate;
 pub mod node;
 pub mod queue;

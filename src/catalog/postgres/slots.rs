@@ -1,6 +1,5 @@
-//! The scheduler's verbs on PostgreSQL: the jobs a node schedules (`catalog::loads`' rows, in
-//! PostgreSQL's dialect) and the deciding of due slots, by `catalog::slots`' own rules over a
-//! PostgreSQL transaction — so each slot fires once across the fleet (the unique `(job,
+//! The scheduler's verb on PostgreSQL: the deciding of due slots, by `catalog::slots`' own
+//! rules over a PostgreSQL transaction — so each slot fires once across the fleet (the unique `(job,
 //! scheduled_for)`: a slot another node took is handed back to the planner), a misfire is one
 //! row, and a job's overlap and failure backoff count the runs of every node.
 
@@ -8,29 +7,10 @@ use postgres::Transaction;
 
 use super::{PgCatalog, commit, query, query_one};
 use crate::catalog::CatalogError;
-use crate::catalog::loads::{ScheduledJob, scheduled_row};
 use crate::catalog::queue::{InFlight, NewRun, SELECT_RECENT_ENDS, streak_of};
 use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in};
 use crate::schedule::FailureStreak;
 
-/// `catalog::loads`' `SELECT_SCHEDULED`: the history from `job_progress`, a processor's node
-/// list read with `jsonb_array_elements_text`.
-const SELECT_SCHEDULED: &str = "SELECT j.job_id, j.job_name, j.processor_id, j.priority,
-    j.run_always, j.run_delay, j.run_every, j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone,
-    j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
-    (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
-    j.create_date * 1000, pr.last_date_begin, pr.last_date_end,
-    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
-    (SELECT count(*) FROM job_run r
-     WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL),
-    a.stretch
-    FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
-    JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = $1 AND a.state = 'active'
-    JOIN job_progress pr ON pr.job_id = j.job_id
-    WHERE j.status = 1 AND p.status = 1
-      AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM jsonb_array_elements_text(p.nodes::jsonb) e
-           JOIN node n ON n.node_name = e.value WHERE n.node_id = $1))
-    ORDER BY j.job_id";
 const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
 const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
     WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
@@ -78,18 +58,6 @@ impl SlotStore for Transaction<'_> {
 }
 
 impl PgCatalog {
-    /// The jobs `node_id` schedules: enabled, on an enabled processor the node may run, active
-    /// on the node; each with its history across the fleet (see `catalog::loads`).
-    pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
-        self.call(move |client, _| {
-            let rows = query(client, SELECT_SCHEDULED, &[&node_id])?;
-            Ok(rows
-                .iter()
-                .map(scheduled_row)
-                .collect::<Result<Vec<_>, _>>()?)
-        })
-    }
-
     /// Decides the due jobs' slots in one transaction (see `catalog::slots::decide_due`);
     /// after a lost connection, again from the planners as they were given.
     pub fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
