@@ -147,21 +147,36 @@ pub struct TriggerTarget {
     pub workflow: bool,
 }
 
+impl TriggerTarget {
+    /// An on-demand run of the job with `params`, due `now`.
+    pub fn run_now(&self, params: Option<String>, now: i64) -> NewRun {
+        NewRun {
+            job_id: self.job_id,
+            processor_id: self.processor_id,
+            priority: self.priority,
+            scheduled_for: None,
+            run_after: now,
+            params,
+            status: RunStatus::Queued,
+            error: None,
+        }
+    }
+}
+
 /// Looks up a job for an on-demand run.
-pub fn job_for_trigger(conn: &Connection, name: &str) -> Result<TriggerTarget, CatalogError> {
-    conn.prepare_cached(
+pub fn job_for_trigger(mut c: impl Sql, name: &str) -> Result<TriggerTarget, CatalogError> {
+    const SELECT: Query = Query::same(
         "SELECT j.job_id, j.processor_id, j.priority, t.job_type = 'workflow'
          FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_name = ?1",
-    )?
-    .query_row([name], |r| {
+    );
+    c.row(&SELECT, &[name.into()], |r| {
         Ok(TriggerTarget {
-            job_id: r.get(0)?,
-            processor_id: r.get(1)?,
-            priority: r.get(2)?,
-            workflow: r.get(3)?,
+            job_id: r.int(0)?,
+            processor_id: r.int(1)?,
+            priority: r.int(2)?,
+            workflow: r.flag(3)?,
         })
-    })
-    .optional()?
+    })?
     .ok_or_else(|| CatalogError::NotFound {
         kind: "job",
         name: name.to_string(),

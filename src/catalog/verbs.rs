@@ -10,7 +10,7 @@ use serde_json::Value as Json;
 
 use super::activation::{self, DecisionContext, JobActivation, NewDecision};
 use super::node::{self, NodeHolder, NodeLease, Swept};
-use super::queue::{self, Claim, Completion, NewRun, Recorded};
+use super::queue::{self, Claim, Completion, Recorded};
 use super::sharing::{self, GiveBack};
 use super::slots::{self, Decided, DueJob};
 use super::sql::Sql;
@@ -18,7 +18,7 @@ use super::tree::{self, Queued};
 use super::upkeep::{self, StatSample};
 use super::writer::DbWriter;
 use super::{CatalogError, audit_at};
-use crate::model::{ActivationState, RunStatus};
+use crate::model::ActivationState;
 use crate::policy::Decision;
 
 /// What a claim asks for.
@@ -91,20 +91,11 @@ pub(crate) fn trigger(
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
     let target = queue::job_for_trigger(c, job)?;
-    let (job_id, processor_id, priority) = (target.job_id, target.processor_id, target.priority);
+    let (processor_id, priority) = (target.processor_id, target.priority);
     let mut run_ids = Vec::with_capacity(params.len());
     let mut also_queued = Vec::new();
     for params in params {
-        let run = NewRun {
-            job_id,
-            processor_id,
-            priority,
-            scheduled_for: None,
-            run_after: now,
-            params: params.clone(),
-            status: RunStatus::Queued,
-            error: None,
-        };
+        let run = target.run_now(params.clone(), now);
         let id = queue::enqueue(c, &run, now)?
             .ok_or_else(|| CatalogError::Failed(format!("a run of `{job}` was not inserted")))?;
         if target.workflow {
@@ -113,21 +104,32 @@ pub(crate) fn trigger(
         }
         run_ids.push(id);
     }
-    let detail = match run_ids.as_slice() {
-        [one] => serde_json::json!({ "run_id": one }),
-        ids => serde_json::json!({
-            "runs": ids.len(),
-            "first_run_id": ids.first(),
-            "last_run_id": ids.last(),
-        }),
-    };
-    audit_at(c, now, actor, "job.run", job, Some(&detail))?;
+    audit_at(
+        c,
+        now,
+        actor,
+        "job.run",
+        job,
+        Some(&trigger_detail(&run_ids)),
+    )?;
     Ok(Triggered {
         run_ids,
         processor_id,
         priority,
         also_queued,
     })
+}
+
+/// The audit detail of a trigger's runs: the run, or how many and the first and last ids.
+pub(crate) fn trigger_detail(run_ids: &[i64]) -> Json {
+    match run_ids {
+        [one] => serde_json::json!({ "run_id": one }),
+        ids => serde_json::json!({
+            "runs": ids.len(),
+            "first_run_id": ids.first(),
+            "last_run_id": ids.last(),
+        }),
+    }
 }
 
 /// Writes `changes`: each job's state, and a decision row for those that are decisions.

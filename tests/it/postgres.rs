@@ -1266,3 +1266,45 @@ fn pg_a_node_loads_its_processors_objects_generation_and_cancels() {
     );
     assert!(cat.cancel_requested(l2.node_id).unwrap().is_empty());
 }
+
+/// The trigger path on PostgreSQL: one run per parameter set, queued now, one audit row
+/// naming the actor; an unknown job is not found and queues nothing.
+#[test]
+fn pg_a_trigger_queues_a_run_per_parameter_set_with_one_audit_row() {
+    use jobvisor::jobconf::toml_format;
+    let Some(db) = PgDb::create("trigger") else {
+        return;
+    };
+    let cat = db.catalog("api");
+    cat.import(&toml_format::parse(DEFINITIONS).unwrap(), "test")
+        .unwrap();
+    let params = (1..=3).map(|n| Some(format!("{{\"n\":{n}}}"))).collect();
+    let t = cat.trigger("fetch", params, now_ms(), "alice").unwrap();
+    assert_eq!(t.run_ids.len(), 3);
+    assert_eq!(t.priority, 7);
+    let rows = db
+        .client()
+        .query(
+            "SELECT params, status FROM job_run WHERE run_id = ANY($1) ORDER BY run_id",
+            &[&t.run_ids],
+        )
+        .unwrap();
+    let got: Vec<(String, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(got[2], ("{\"n\":3}".to_string(), "queued".to_string()));
+    let detail: String = db
+        .client()
+        .query_one(
+            "SELECT detail FROM audit WHERE action = 'job.run' AND actor = 'alice'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
+    assert_eq!(detail["runs"], 3);
+    let missing = cat.trigger("nope", vec![None], now_ms(), "alice");
+    assert!(
+        matches!(missing, Err(CatalogError::NotFound { .. })),
+        "{missing:?}"
+    );
+    assert_eq!(count(&db, "SELECT count(*) FROM job_run"), 3);
+}

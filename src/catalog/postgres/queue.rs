@@ -16,10 +16,13 @@ use postgres::{Client, Transaction};
 
 use super::{Attempt, PgCatalog, commit, execute, query, query_one, query_opt};
 use crate::catalog::CatalogError;
+use crate::catalog::audit::audit_in;
 use crate::catalog::node::NodeLease;
 use crate::catalog::queue::{
-    Claim, ClaimedRun, Completion, JobEnd, JobMeta, NewRun, Outcome, Recorded, Verdict, verdict,
+    Claim, ClaimedRun, Completion, JobEnd, JobMeta, NewRun, Outcome, Recorded, Verdict,
+    job_for_trigger, verdict,
 };
+use crate::catalog::verbs::{Triggered, trigger_detail};
 use crate::model::RunStatus;
 
 const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, scheduled_for,
@@ -660,7 +663,61 @@ fn complete_other(
     Ok(Recorded::Done(status, retry_id))
 }
 
+/// Queues one on-demand run of `job` per parameter set and one audit row for them, as
+/// `catalog::verbs::trigger` does on SQLite; a workflow is refused (trees are not here yet).
+fn trigger_in(
+    client: &mut Client,
+    job: &str,
+    params: &[Option<String>],
+    now: i64,
+    actor: &str,
+) -> Result<Triggered, CatalogError> {
+    let mut tx = client.transaction()?;
+    let target = job_for_trigger(&mut tx, job)?;
+    if target.workflow {
+        return Err(CatalogError::Refused(format!(
+            "`{job}` is a workflow: workflows are not on the PostgreSQL catalog yet"
+        )));
+    }
+    let runs: Vec<NewRun> = params
+        .iter()
+        .map(|p| target.run_now(p.clone(), now))
+        .collect();
+    let run_ids: Vec<i64> = enqueue_in(&mut tx, &runs, now)?
+        .into_iter()
+        .collect::<Option<_>>()
+        .ok_or_else(|| CatalogError::Failed(format!("a run of `{job}` was not inserted")))?;
+    audit_in(
+        &mut tx,
+        now,
+        actor,
+        "job.run",
+        job,
+        Some(&trigger_detail(&run_ids)),
+    )?;
+    commit(tx)?;
+    Ok(Triggered {
+        run_ids,
+        processor_id: target.processor_id,
+        priority: target.priority,
+        also_queued: Vec::new(),
+    })
+}
+
 impl PgCatalog {
+    /// Queues one run of `job` per parameter set, now, with one audit row naming `actor`: the
+    /// one trigger path, as on SQLite (see `catalog::verbs::trigger`).
+    pub fn trigger(
+        &self,
+        job: &str,
+        params: Vec<Option<String>>,
+        now: i64,
+        actor: &str,
+    ) -> Result<Triggered, CatalogError> {
+        let (job, actor) = (job.to_string(), actor.to_string());
+        self.call(move |client, _| trigger_in(client, &job, &params, now, &actor))
+    }
+
     /// Queues `runs` (see [`enqueue`]).
     pub fn enqueue(&self, runs: Vec<NewRun>, now: i64) -> Result<Vec<Option<i64>>, CatalogError> {
         self.call(move |client, _| enqueue(client, &runs, now))
