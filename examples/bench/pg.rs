@@ -183,6 +183,7 @@ fn catalog(n: usize, nodes: usize) -> f64 {
                         |_| true,
                     )
                     .unwrap()
+                    .0
                 else {
                     panic!("node name taken");
                 };

@@ -25,6 +25,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::CatalogError;
 use super::queue::RECOUNT_IN_PROGRESS;
+use super::sql::{Query, Sql};
 
 /// Who holds a node name.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -273,11 +274,11 @@ pub fn holder(conn: &Connection, node_id: i64) -> Result<Option<NodeHolder>, Cat
 }
 
 /// Releases the node name at a clean shutdown (only if this process still holds it).
-pub fn release_node(conn: &Connection, lease: NodeLease) -> Result<(), CatalogError> {
-    conn.execute(
+pub fn release_node(mut c: impl Sql, lease: NodeLease) -> Result<(), CatalogError> {
+    const RELEASE: Query = Query::same(
         "UPDATE node SET pid = NULL, heartbeat_at = NULL WHERE node_id = ?1 AND generation = ?2",
-        params![lease.node_id, lease.generation],
-    )?;
+    );
+    c.exec(&RELEASE, &[lease.node_id.into(), lease.generation.into()])?;
     Ok(())
 }
 
@@ -304,23 +305,41 @@ impl Recovery {
 }
 
 // Running runs are few: the partial index of running runs, scanned whole, finds a node's (all
-// of them, or with ?3 those whose lease ended before it).
-const SELECT_LEFT_RUNNING: &str = "SELECT r.run_id, r.suspect, r.crashes,
-    min(max(j.max_attempts, 1), ?2), r.cancel_requested
+// of them, or with ?3 those whose lease ended before it). PostgreSQL locks them.
+const SELECT_LEFT_RUNNING: Query = Query::each(
+    "SELECT r.run_id, r.suspect, r.crashes,
+    min(max(j.max_attempts, 1), ?2), r.cancel_requested, r.job_id
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
     WHERE r.status = 'running' AND r.node_id = ?1
       -- A run waiting for its children executes nowhere: its tree ends it.
       AND r.own_status IS NULL
-      AND (?3 IS NULL OR coalesce(r.lease_until, 0) < ?3) ORDER BY r.run_id";
-const REQUEUE_SUSPECT: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
+      AND (?3 IS NULL OR coalesce(r.lease_until, 0) < ?3) ORDER BY r.run_id",
+    "SELECT r.run_id, r.suspect, r.crashes,
+    LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested, r.job_id
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    WHERE r.status = 'running' AND r.node_id = $1 AND r.own_status IS NULL
+      AND ($3::bigint IS NULL OR coalesce(r.lease_until, 0) < $3::bigint)
+    ORDER BY r.run_id FOR UPDATE OF r",
+);
+const REQUEUE_SUSPECT: Query = Query::same(
+    "UPDATE job_run SET status = 'queued', node_id = NULL,
     claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
-    crashes = ?2, attempt = attempt + ?3 WHERE run_id = ?1";
-const CANCEL_LEFT: &str = "UPDATE job_run SET status = 'cancelled', node_id = NULL,
+    crashes = ?2, attempt = attempt + ?3 WHERE run_id = ?1",
+);
+const CANCEL_LEFT: Query = Query::same(
+    "UPDATE job_run SET status = 'cancelled', node_id = NULL,
     claim_token = NULL, lease_until = NULL, finished_at = ?2,
-    error = 'cancelled by an operator; its node stopped before it could' WHERE run_id = ?1";
-const QUARANTINE: &str = "UPDATE job_run SET status = 'dead', node_id = NULL, claim_token = NULL,
+    error = 'cancelled by an operator; its node stopped before it could' WHERE run_id = ?1",
+);
+const QUARANTINE: Query = Query::each(
+    "UPDATE job_run SET status = 'dead', node_id = NULL, claim_token = NULL,
     lease_until = NULL, suspect = 1, crashes = ?2, finished_at = ?3,
-    error = 'quarantined: the node died while it ran ' || ?2 || ' times' WHERE run_id = ?1";
+    error = 'quarantined: the node died while it ran ' || ?2 || ' times' WHERE run_id = ?1",
+    "UPDATE job_run SET status = 'dead', node_id = NULL, claim_token = NULL,
+    lease_until = NULL, suspect = 1, crashes = $2, finished_at = $3,
+    error = 'quarantined: the node died while it ran ' || $2::bigint::text || ' times'
+    WHERE run_id = $1",
+);
 
 /// Recovers the runs `node_id` left running (its process crashed or was killed): each goes back
 /// to the queue as a suspect, except a suspect the node died while executing for the
@@ -330,30 +349,40 @@ pub fn recover_node_runs(
     node_id: i64,
     now: i64,
 ) -> Result<Recovery, CatalogError> {
-    let recovery = recover_runs(conn, node_id, now, None)?;
+    let (recovery, _) = recover_runs(conn, node_id, now, None)?;
     conn.execute(RECOUNT_IN_PROGRESS, [])?;
     Ok(recovery)
 }
 
 /// Recovers `node_id`'s running runs (with `expired_by`, only those whose lease ended before
-/// it) by [`recover_node_runs`]' rules; the caller recounts `in_progress`.
-fn recover_runs(
-    conn: &Connection,
+/// it) by [`recover_node_runs`]' rules, on either backend; returns the recovery and the job of
+/// each run it ended (the caller recounts or tallies the jobs' runs in progress).
+pub(crate) fn recover_runs(
+    mut c: impl Sql,
     node_id: i64,
     now: i64,
     expired_by: Option<i64>,
-) -> Result<Recovery, CatalogError> {
-    let left: Vec<(i64, i64, i64, i64, bool)> = conn
-        .prepare_cached(SELECT_LEFT_RUNNING)?
-        .query_map(params![node_id, CRASH_LIMIT, expired_by], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })?
-        .collect::<Result<_, _>>()?;
+) -> Result<(Recovery, Vec<i64>), CatalogError> {
+    let left = c.rows(
+        &SELECT_LEFT_RUNNING,
+        &[node_id.into(), CRASH_LIMIT.into(), expired_by.into()],
+        |r| {
+            Ok((
+                r.int(0)?,
+                r.int(1)?,
+                r.int(2)?,
+                r.int(3)?,
+                r.flag(4)?,
+                r.int(5)?,
+            ))
+        },
+    )?;
     let mut recovery = Recovery::default();
-    for (run_id, suspect, crashes, limit, cancel_requested) in left {
+    let mut jobs = Vec::with_capacity(left.len());
+    for (run_id, suspect, crashes, limit, cancel_requested, job_id) in left {
+        jobs.push(job_id);
         if cancel_requested {
-            conn.prepare_cached(CANCEL_LEFT)?
-                .execute(params![run_id, now])?;
+            c.exec(&CANCEL_LEFT, &[run_id.into(), now.into()])?;
             recovery.cancelled.push(run_id);
             continue;
         }
@@ -361,16 +390,17 @@ fn recover_runs(
         let blamed = i64::from(suspect >= 2);
         let crashes = crashes + blamed;
         if blamed == 1 && crashes >= limit {
-            conn.prepare_cached(QUARANTINE)?
-                .execute(params![run_id, crashes, now])?;
+            c.exec(&QUARANTINE, &[run_id.into(), crashes.into(), now.into()])?;
             recovery.quarantined.push((run_id, crashes));
         } else {
-            conn.prepare_cached(REQUEUE_SUSPECT)?
-                .execute(params![run_id, crashes, blamed])?;
+            c.exec(
+                &REQUEUE_SUSPECT,
+                &[run_id.into(), crashes.into(), blamed.into()],
+            )?;
             recovery.requeued.push(run_id);
         }
     }
-    Ok(recovery)
+    Ok((recovery, jobs))
 }
 
 /// A node a sweep found dead, and what the sweep did about it.
@@ -472,7 +502,7 @@ pub fn sweep(conn: &Connection, fence: NodeLease, now: i64) -> Result<Vec<Swept>
             ])?;
             node.fenced = (changed == 1).then_some(generation);
         }
-        node.recovery = recover_runs(conn, node.node_id, now, Some(now))?;
+        node.recovery = recover_runs(conn, node.node_id, now, Some(now))?.0;
         let detail = node.audit_detail();
         super::audit_at(
             conn,

@@ -842,7 +842,7 @@ payload = { function = "f" }
             node::check_fence(conn, old),
             Err(CatalogError::Fenced { generation: 1, .. })
         ));
-        node::release_node(conn, old).unwrap();
+        node::release_node(&*conn, old).unwrap();
         let holder = node::holder(conn, node_id).unwrap().unwrap();
         assert_eq!(
             (holder.pid, holder.heartbeat_at, holder.generation),

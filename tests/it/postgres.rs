@@ -156,6 +156,7 @@ fn register(cat: &PgCatalog, name: &str, ttl: i64) -> NodeLease {
     match cat
         .register_node(name.into(), "test-host".into(), 1, ttl, now_ms(), |_| true)
         .unwrap()
+        .0
     {
         Registration::Taken(lease) => lease,
         other => panic!("node {name}: {other:?}"),
@@ -1307,4 +1308,55 @@ fn pg_a_trigger_queues_a_run_per_parameter_set_with_one_audit_row() {
         "{missing:?}"
     );
     assert_eq!(count(&db, "SELECT count(*) FROM job_run"), 3);
+}
+
+/// A node that restarts under its name (its earlier process gone) takes the name and recovers
+/// the runs that process left running, in the same transaction: back in the queue as suspects,
+/// the one it was executing with an attempt counted, and the job's runs in progress back to 0.
+#[test]
+fn pg_a_restarted_node_recovers_the_runs_its_earlier_process_left() {
+    let Some(db) = PgDb::create("restart") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("many", "allow", 10, 3)]);
+    let cat = db.catalog("n1");
+    cat.enqueue((0..2).map(|_| run_of(jobs[0], p, None)).collect(), now_ms())
+        .unwrap();
+    let first = register(&cat, "n1", 30_000);
+    let claimed = cat.claim(claim_req(p, first, 2)).unwrap();
+    assert!(
+        cat.mark_executing(claimed.runs[0].run_id, claimed.runs[0].claim_token)
+            .unwrap()
+    );
+    assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 2);
+    // Pid 1 is gone on this host: the name is taken over at once.
+    let (again, recovery) = cat
+        .register_node("n1".into(), "test-host".into(), 2, 30_000, now_ms(), |_| {
+            false
+        })
+        .unwrap();
+    let Registration::Taken(lease) = again else {
+        panic!("{again:?}");
+    };
+    assert_eq!(lease.generation, first.generation + 1);
+    let recovery = recovery.expect("a take-over recovers");
+    assert_eq!(recovery.requeued.len(), 2);
+    assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 0);
+    let attempts: Vec<(i64, i32)> = db
+        .client()
+        .query("SELECT attempt, suspect FROM job_run ORDER BY run_id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    assert_eq!(attempts, [(2, 1), (1, 1)]);
+    // Released at a clean stop: a new process (alive) takes the name at once, nothing to recover.
+    cat.release_node(lease).unwrap();
+    let (next, recovery) = cat
+        .register_node("n1".into(), "test-host".into(), 3, 30_000, now_ms(), |_| {
+            true
+        })
+        .unwrap();
+    assert!(matches!(next, Registration::Taken(_)), "{next:?}");
+    assert!(recovery.is_none_or(|r| r.is_empty()));
 }

@@ -12,7 +12,7 @@ use postgres::Client;
 use super::{PgCatalog, commit, execute, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::node::{
-    Applicant, CRASH_LIMIT, NodeHolder, NodeLease, Recovery, Registration, Swept, refusal,
+    Applicant, NodeHolder, NodeLease, Recovery, Registration, Swept, recover_runs, refusal,
 };
 use crate::catalog::sharing::{self, GiveBack};
 
@@ -38,21 +38,6 @@ const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heart
     ORDER BY n.node_id FOR UPDATE OF n SKIP LOCKED";
 const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = $3,
     fenced_by = $4 WHERE node_id = $1 AND generation = $2";
-const SELECT_LEFT_RUNNING: &str = "SELECT r.run_id, r.job_id, r.suspect, r.crashes,
-    LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested
-    FROM job_run r JOIN job j ON j.job_id = r.job_id
-    WHERE r.status = 'running' AND r.node_id = $1 AND r.own_status IS NULL
-      AND coalesce(r.lease_until, 0) < $3 ORDER BY r.run_id FOR UPDATE OF r";
-const REQUEUE_SUSPECT: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
-    claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
-    crashes = $2, attempt = attempt + $3 WHERE run_id = $1";
-const CANCEL_LEFT: &str = "UPDATE job_run SET status = 'cancelled', node_id = NULL,
-    claim_token = NULL, lease_until = NULL, finished_at = $2,
-    error = 'cancelled by an operator; its node stopped before it could' WHERE run_id = $1";
-const QUARANTINE: &str = "UPDATE job_run SET status = 'dead', node_id = NULL, claim_token = NULL,
-    lease_until = NULL, suspect = 1, crashes = $2, finished_at = $3,
-    error = 'quarantined: the node died while it ran ' || $2::bigint::text || ' times'
-    WHERE run_id = $1";
 const AUDIT: &str =
     "INSERT INTO audit (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)";
 
@@ -93,7 +78,12 @@ pub(super) fn ask_to_share(
     Ok(())
 }
 
-/// Asks for `who.name`, by `catalog::node::register_node`'s rules.
+/// A registration, and when the name was taken from an earlier process of the node, what
+/// recovering the runs it left running did.
+pub type Registered = (Registration, Option<Recovery>);
+
+/// Asks for `who.name`, by `catalog::node::register_node`'s rules (and `try_take_node_name`'s:
+/// a name taken over recovers its earlier process's runs in the same transaction).
 fn register(
     client: &mut Client,
     who: &Applicant<'_>,
@@ -101,7 +91,7 @@ fn register(
     stale_after_ms: i64,
     is_alive: &dyn Fn(i64) -> bool,
     watched: Option<&NodeHolder>,
-) -> Result<Registration, CatalogError> {
+) -> Result<Registered, CatalogError> {
     let mut tx = client.transaction()?;
     let args = (who.host, who.pid, who.version, now, who.lease_ttl_ms);
     if let Some(r) = tx.query_opt(
@@ -109,14 +99,16 @@ fn register(
         &[&who.name, &args.0, &args.1, &args.2, &args.3, &args.4],
     )? {
         commit(tx)?;
-        return Ok(Registration::Taken(NodeLease {
+        let lease = NodeLease {
             node_id: r.get(0),
             generation: 1,
-        }));
+        };
+        return Ok((Registration::Taken(lease), None));
     }
     let row = tx.query_one(SELECT_NODE, &[&who.name])?;
     let node_id: i64 = row.get(0);
-    let take = |tx: postgres::Transaction<'_>| -> Result<Registration, CatalogError> {
+    // Taken: the runs an earlier process of the node left running are recovered with it.
+    let take = |tx: postgres::Transaction<'_>| -> Result<Registered, CatalogError> {
         let mut tx = tx;
         let generation = tx
             .query_one(
@@ -124,11 +116,18 @@ fn register(
                 &[&node_id, &args.0, &args.1, &args.2, &args.3, &args.4],
             )?
             .get(0);
+        let (recovery, jobs) = recover_runs(&mut tx, node_id, now, None)?;
+        let mut ended = std::collections::BTreeMap::new();
+        for job_id in jobs {
+            *ended.entry((job_id, node_id)).or_default() += 1;
+        }
+        tally_recovered(&mut tx, ended)?;
         commit(tx)?;
-        Ok(Registration::Taken(NodeLease {
+        let lease = NodeLease {
             node_id,
             generation,
-        }))
+        };
+        Ok((Registration::Taken(lease), Some(recovery)))
     };
     let holder = match (
         row.get::<_, Option<i64>>(1),
@@ -147,7 +146,7 @@ fn register(
     match refusal(holder, who, now, stale_after_ms, is_alive, watched) {
         Some(answer) => {
             commit(tx)?;
-            Ok(answer)
+            Ok((answer, None))
         }
         None => take(tx),
     }
@@ -204,26 +203,10 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
             let changed = tx.execute(FENCE_NODE, &[&node.node_id, &generation, &now, &sweeper])?;
             node.fenced = (changed == 1).then_some(generation);
         }
-        let left = tx.query(SELECT_LEFT_RUNNING, &[&node.node_id, &CRASH_LIMIT, &now])?;
-        for run in left {
-            let (run_id, job_id): (i64, i64) = (run.get(0), run.get(1));
-            let (suspect, crashes, limit): (i32, i64, i64) = (run.get(2), run.get(3), run.get(4));
+        let (recovery, jobs) = recover_runs(&mut tx, node.node_id, now, Some(now))?;
+        node.recovery = recovery;
+        for job_id in jobs {
             *ended.entry((job_id, node.node_id)).or_default() += 1;
-            if run.get::<_, i32>(5) != 0 {
-                tx.execute(CANCEL_LEFT, &[&run_id, &now])?;
-                node.recovery.cancelled.push(run_id);
-                continue;
-            }
-            // Only a run marked executing (2) was surely executing when its node died.
-            let blamed = i64::from(suspect >= 2);
-            let crashes = crashes + blamed;
-            if blamed == 1 && crashes >= limit {
-                tx.execute(QUARANTINE, &[&run_id, &crashes, &now])?;
-                node.recovery.quarantined.push((run_id, crashes));
-            } else {
-                tx.execute(REQUEUE_SUSPECT, &[&run_id, &crashes, &blamed])?;
-                node.recovery.requeued.push(run_id);
-            }
         }
         let detail = node.audit_detail().to_string();
         tx.execute(
@@ -238,21 +221,31 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
         )?;
         swept.push(node);
     }
-    if !ended.is_empty() {
-        let (keys, counts): (Vec<(i64, i64)>, Vec<i64>) = ended.into_iter().unzip();
-        let (jobs, nodes): (Vec<i64>, Vec<i64>) = keys.into_iter().unzip();
-        let none = vec![None::<i64>; jobs.len()];
-        let no_text = vec![None::<String>; jobs.len()];
-        execute(
-            &mut tx,
-            super::queue::TALLY_ENDS,
-            &[&jobs, &nodes, &counts, &none, &none, &no_text],
-        )?;
-        // Idle processors on every node claim the requeued runs at once.
-        tx.execute("SELECT pg_notify('jobvisor_queue', 'requeued')", &[])?;
-    }
+    tally_recovered(&mut tx, ended)?;
     commit(tx)?;
     Ok(swept)
+}
+
+/// Counts the runs a recovery ended on their jobs' tallies (per job and node, in job order),
+/// and tells idle processors on every node to claim the requeued ones.
+fn tally_recovered(
+    tx: &mut postgres::Transaction<'_>,
+    ended: std::collections::BTreeMap<(i64, i64), i64>,
+) -> Result<(), CatalogError> {
+    if ended.is_empty() {
+        return Ok(());
+    }
+    let (keys, counts): (Vec<(i64, i64)>, Vec<i64>) = ended.into_iter().unzip();
+    let (jobs, nodes): (Vec<i64>, Vec<i64>) = keys.into_iter().unzip();
+    let none = vec![None::<i64>; jobs.len()];
+    let no_text = vec![None::<String>; jobs.len()];
+    execute(
+        tx,
+        super::queue::TALLY_ENDS,
+        &[&jobs, &nodes, &counts, &none, &none, &no_text],
+    )?;
+    tx.execute("SELECT pg_notify('jobvisor_queue', 'requeued')", &[])?;
+    Ok(())
 }
 
 impl PgCatalog {
@@ -266,7 +259,7 @@ impl PgCatalog {
         lease_ttl_ms: i64,
         now: i64,
         is_alive: fn(i64) -> bool,
-    ) -> Result<Registration, CatalogError> {
+    ) -> Result<Registered, CatalogError> {
         self.call(move |client, _| {
             let who = Applicant {
                 name: &name,
@@ -315,6 +308,16 @@ impl PgCatalog {
             }
             commit(tx)?;
             Ok(asks)
+        })
+    }
+
+    /// Gives the node name up at a clean stop (if `lease` still holds it): the next process
+    /// of the node takes it at once.
+    pub fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            crate::catalog::node::release_node(&mut tx, lease)?;
+            commit(tx)
         })
     }
 
