@@ -5,10 +5,11 @@
 
 use postgres::Transaction;
 
-use super::{PgCatalog, commit, query, query_one};
+use super::{PgCatalog, commit, query_one};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{InFlight, NewRun, SELECT_RECENT_ENDS, streak_of};
 use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in};
+use crate::catalog::sql::{Query, Sql};
 use crate::schedule::FailureStreak;
 
 const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
@@ -16,12 +17,6 @@ const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
     WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
 const IS_WORKFLOW: &str = "SELECT t.job_type = 'workflow' FROM job j
     JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = $1";
-
-/// SQLite's `?1` as PostgreSQL's `$1` in the one statement shared with the SQLite catalog.
-fn recent_ends_sql() -> &'static str {
-    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| SELECT_RECENT_ENDS.replace("?1", "$1"))
-}
 
 impl SlotStore for Transaction<'_> {
     fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError> {
@@ -31,8 +26,10 @@ impl SlotStore for Transaction<'_> {
         })
     }
     fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError> {
-        let rows = query(self, recent_ends_sql(), &[&job_id])?;
-        Ok(streak_of(rows.iter().map(|r| (r.get(0), r.get(1)))))
+        let ends = self.rows(&Query::same(SELECT_RECENT_ENDS), &[job_id.into()], |r| {
+            Ok((r.text(0)?, r.opt_int(1)?))
+        })?;
+        Ok(streak_of(ends))
     }
     fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError> {
         Ok(
