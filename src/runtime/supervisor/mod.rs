@@ -19,9 +19,8 @@ use serde::Serialize;
 use super::events::{Event, EventBus};
 use super::health::HealthReport;
 use super::processor::{
-    self, CancelRuns, Drain, Fence, GetStatus, GiveBack, Processor, ProcessorConfig,
-    ProcessorStatus, SetInstances, SetPaused, SetWritesPaused, SuspectGate, TakeUtilization,
-    Utilization, Wake,
+    self, CancelRuns, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances,
+    SetPaused, SetWritesPaused, SuspectGate, TakeUtilization, Utilization,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
@@ -29,14 +28,15 @@ use super::tuning::{self, StatsBook};
 use crate::catalog::CatalogError;
 use crate::catalog::activation::{DecisionContext, JobActivation};
 use crate::catalog::loads::LocalProcessor;
-use crate::catalog::node::{NodeHolder, Swept};
 use crate::catalog::reader::Reader;
 use crate::catalog::upkeep::StatSample;
-use crate::catalog::verbs::{ActivationChange, Beat, DecidedStep};
+use crate::catalog::verbs::{ActivationChange, DecidedStep};
 use crate::catalog::writer::DbWriter;
 use crate::executor::ExecEnv;
 use crate::model::ActivationState;
 use crate::policy::{Action, Decision, JobView, Policy, PolicyConfig, ProcessorView};
+
+mod fleet;
 
 /// How long a node that lost its name waits for its processors to offer the completions of
 /// runs that finished (each rejected by its stale claim token, and counted) before it stops.
@@ -676,118 +676,6 @@ impl Actor for Supervisor {
         self.sync_processors(ctx);
         let every = Duration::from_millis(self.tenure.cadence().heartbeat_ms() as u64);
         ctx.run_interval(every, |act, ctx| act.heartbeat(ctx));
-    }
-}
-
-impl Supervisor {
-    /// Writes the heartbeat under this process's generation: it renews the tenure and the
-    /// leases of the runs the node holds, or finds that another process took the name (or a
-    /// sweep fenced it). A confirmed heartbeat is followed by a sweep of the dead nodes.
-    fn heartbeat(&mut self, ctx: &mut Context<Self>) {
-        if self.tenure.is_lost() {
-            return;
-        }
-        let (writer, lease, mark) = (self.writer.clone(), self.tenure.lease(), self.tenure.mark());
-        let (now, ttl) = (self.now(), self.tenure.cadence().ttl_ms());
-        let beat = async move { writer.heartbeat(lease, now, ttl).await };
-        ctx.spawn(
-            beat.into_actor(self)
-                .map(move |result, act, ctx| match result {
-                    Ok(Beat::Held(give_back)) => {
-                        act.tenure.confirm(mark);
-                        // Idle nodes asked for runs this node's processors have not started.
-                        for ask in give_back {
-                            if let Some((_, addr)) = act.processors.get(&ask.processor_id) {
-                                addr.do_send(GiveBack(ask.runs));
-                            }
-                        }
-                        act.sweep(ctx);
-                    }
-                    Ok(Beat::Lost(taker)) => act.fenced(taker, ctx),
-                    Err(e) => super::log_write_error("heartbeat", &e),
-                }),
-        );
-    }
-
-    /// Sweeps the nodes sharing the catalog whose heartbeat stopped for longer than their
-    /// lease TTL: fences them and returns their runs whose leases expired to the queue, then
-    /// wakes this node's processors to claim them.
-    fn sweep(&mut self, ctx: &mut Context<Self>) {
-        if self.stopping {
-            return;
-        }
-        let (writer, fence, now) = (self.writer.clone(), self.tenure.lease(), self.now());
-        let sweep = async move { writer.sweep(fence, now).await };
-        ctx.spawn(
-            sweep
-                .into_actor(self)
-                .map(move |result, act, _| match result {
-                    Ok(swept) => act.on_swept(&swept, now),
-                    // This node lost its name meanwhile: its next heartbeat says so.
-                    Err(CatalogError::Fenced { .. }) => {}
-                    Err(e) => super::log_write_error("sweeping dead nodes", &e),
-                }),
-        );
-    }
-
-    fn on_swept(&mut self, swept: &[Swept], now: i64) {
-        for s in swept {
-            super::tenure::log_sweep(s, now);
-        }
-        if swept.iter().any(|s| !s.recovery.requeued.is_empty()) {
-            for (_, addr) in self.processors.values() {
-                addr.do_send(Wake);
-            }
-        }
-    }
-
-    /// Another process took the node name, or another node's sweep fenced this one: stop
-    /// claiming and starting at once, give the processors a moment to offer the completions
-    /// of runs that finished (each is rejected by its stale claim token and counted: the runs
-    /// are another node's now), and stop the node without requeueing anything.
-    fn fenced(&mut self, holder: Option<NodeHolder>, ctx: &mut Context<Self>) {
-        self.tenure.lose();
-        self.stopping = true;
-        self.scheduler.do_send(PauseSchedules(true));
-        let offered: Vec<_> = self
-            .processors
-            .values()
-            .map(|(_, addr)| addr.send(Fence(FENCED_GRACE)))
-            .collect();
-        let ttl = self.tenure.cadence().ttl_ms();
-        let reason = match holder {
-            Some(NodeHolder {
-                fenced_by: Some(by),
-                ..
-            }) => format!(
-                "node `{by}` fenced this node: its heartbeat was older than its lease TTL of \
-                 {ttl} ms (this process was stopped or cut off), and its runs went back to the \
-                 queue: stopping; completions of runs that finished meanwhile were rejected \
-                 by their stale claim tokens"
-            ),
-            other => {
-                let by = other.map_or_else(
-                    || "another process".to_string(),
-                    |t| format!("pid {} on host {}", t.pid, t.host),
-                );
-                format!(
-                    "the node name was taken by {by} while this process did not renew it \
-                     (stopped or cut off past its heartbeats): stopping without requeueing its \
-                     runs; completions of runs that finished meanwhile were rejected by their \
-                     stale claim tokens"
-                )
-            }
-        };
-        let fatal = self.env.fatal.clone();
-        ctx.spawn(
-            async move {
-                for offer in offered {
-                    let _ = offer.await;
-                }
-                fatal.raise(reason);
-            }
-            .into_actor(self),
-        );
     }
 }
 
