@@ -69,13 +69,15 @@ impl PgSettings {
     }
 }
 
-/// What the thread did to a call's transaction: how a closure learns whether it runs again.
+/// What the thread did to a call's transactions: how a closure learns whether it runs again,
+/// and whether an earlier attempt may have committed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Attempt {
     /// The first attempt.
     First,
-    /// Again after the connection broke while the previous attempt's commit was unanswered:
-    /// it may have committed.
+    /// Again after the connection broke while an earlier attempt's commit was unanswered: it
+    /// may have committed. Sticky: the attempts after it are told so too, even when the one
+    /// in between failed before its commit (whatever it undid was undone with it).
     AfterUnansweredCommit,
     /// Again after the previous attempt failed before its commit (nothing of it was kept).
     AfterAbort,
@@ -89,6 +91,17 @@ pub struct Conn {
     settings: PgSettings,
     /// Connections made so far (more than 1: it reconnected, which `listen` reports).
     pub connects: u64,
+}
+
+impl Attempt {
+    /// The next attempt's state after this one ended as `ended` says.
+    fn then(self, ended: Attempt) -> Attempt {
+        if self == Attempt::AfterUnansweredCommit {
+            self
+        } else {
+            ended
+        }
+    }
 }
 
 impl Conn {
@@ -257,12 +270,12 @@ impl PgCatalog {
                     Ok(v) => break Ok(v),
                     Err(e) if connection_lost(&e) && Instant::now() < deadline => {
                         tracing::warn!("postgres: connection lost ({e}); reconnecting");
-                        attempt = commit_state();
+                        attempt = attempt.then(commit_state());
                         conn.drop_client();
                     }
                     Err(e) if conflict(&e) && conflicts < CONFLICT_RETRIES => {
                         conflicts += 1;
-                        attempt = Attempt::AfterAbort;
+                        attempt = attempt.then(Attempt::AfterAbort);
                     }
                     Err(e) => break Err(e),
                 }

@@ -238,8 +238,11 @@ struct Locked {
 /// it put back. A first pass fetches `limit` candidates; when some were blocked (their job at its
 /// overlap cap, an object busy), up to [`PASSES`] - 1 more fetch past those jobs, so a blocked
 /// job at the head of the queue neither starves the rest nor makes every claim lock eight
-/// times the runs it takes. `tokens_drawn` holds the tokens of an earlier attempt whose commit
-/// went unanswered: its runs are put back first.
+/// times the runs it takes. `tokens_drawn` holds the tokens of every earlier attempt of this
+/// call: once one's commit went unanswered, the runs any of them may have taken are put back
+/// first — also when the attempt that put them back was itself aborted (its undo with it), so
+/// none stays claimed by a node that never heard of it. Tokens of aborted attempts match
+/// nothing (each is drawn once).
 fn claim_in(
     client: &mut Client,
     c: PgClaim,
@@ -252,7 +255,6 @@ fn claim_in(
     if attempt == Attempt::AfterUnansweredCommit && !tokens_drawn.is_empty() {
         execute(&mut tx, UNDO_CLAIM, &[&*tokens_drawn])?;
     }
-    tokens_drawn.clear();
     let mut claim = Claim::default();
     let mut jobs: HashMap<i64, Locked> = HashMap::new();
     let mut busy: BTreeSet<i64> = BTreeSet::new();
