@@ -144,8 +144,12 @@ impl Default for NodeSection {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DatabaseSection {
-    /// Catalog file. Default: "" (`<data_dir>/jobvisor.db`).
+    /// Catalog file. Default: "" (`<data_dir>/jobvisor.db`). A `postgres://` URL here (as
+    /// `--db` gives it) is the same as `url`.
     pub path: String,
+    /// The catalog on PostgreSQL, shared by a fleet across hosts:
+    /// `postgres://user[:password]@host[:port]/database`. Default: "" (the SQLite file).
+    pub url: String,
     /// `synchronous` level. Default: normal.
     pub durability: Durability,
     /// Lock wait in milliseconds. Default: 5000.
@@ -158,6 +162,7 @@ impl Default for DatabaseSection {
     fn default() -> Self {
         Self {
             path: String::new(),
+            url: String::new(),
             durability: Durability::Normal,
             busy_timeout: 5000,
             read_pool_size: 4,
@@ -340,6 +345,11 @@ fn env_sets(keys: Option<&Vec<String>>, key: &str) -> bool {
     }
 }
 
+/// Whether `s` is a PostgreSQL connection URL.
+pub fn is_postgres_url(s: &str) -> bool {
+    s.starts_with("postgres://") || s.starts_with("postgresql://")
+}
+
 /// An invalid value, located at its line in the file when the file is where it came from (not
 /// the environment or a flag): a config file with an error names file, line and reason.
 fn locate_invalid(
@@ -472,6 +482,15 @@ impl NodeConfig {
                 reason: e.to_string(),
             });
         }
+        if let Some(url) = self.postgres_url()
+            && !is_postgres_url(url)
+        {
+            return Err(ConfigError::Invalid {
+                key: "database.url",
+                // Not echoed: it may hold a password.
+                reason: "not a postgres:// or postgresql:// URL".into(),
+            });
+        }
         if self.database.read_pool_size == 0 {
             return Err(ConfigError::Invalid {
                 key: "database.read_pool_size",
@@ -537,6 +556,18 @@ impl NodeConfig {
             Path::new(&self.node.data_dir).join("jobvisor.db")
         } else {
             PathBuf::from(&self.database.path)
+        }
+    }
+
+    /// The PostgreSQL catalog's URL, when the catalog is there: `database.url`, or a
+    /// `postgres://` URL given as `database.path` (`--db`).
+    pub fn postgres_url(&self) -> Option<&str> {
+        if !self.database.url.is_empty() {
+            Some(&self.database.url)
+        } else if is_postgres_url(&self.database.path) {
+            Some(&self.database.path)
+        } else {
+            None
         }
     }
 

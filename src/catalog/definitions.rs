@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, OptionalExtension, Row, Transaction};
+use rusqlite::{Connection, Row, Transaction};
 use serde::Serialize;
 use serde_json::{Map as JsonMap, Value as Json};
 
@@ -540,19 +540,16 @@ pub struct NodeInstances {
     pub changed_at: Option<i64>,
 }
 
-pub(super) const SELECT_OBJECT_CONN: &str =
-    "SELECT conn_string FROM object WHERE object_name = ?1 AND status = 1";
+const SELECT_OBJECT_CONN: Query =
+    Query::same("SELECT conn_string FROM object WHERE object_name = ?1 AND status = 1");
 
 /// An enabled object's `conn_string` (`Some(None)`: it has none), or `None` when there is no
 /// such enabled object.
 pub fn object_conn_string(
-    conn: &Connection,
+    mut c: impl Sql,
     name: &str,
 ) -> Result<Option<Option<String>>, CatalogError> {
-    Ok(conn
-        .prepare_cached(SELECT_OBJECT_CONN)?
-        .query_row([name], |r| r.get(0))
-        .optional()?)
+    c.row(&SELECT_OBJECT_CONN, &[name.into()], |r| r.opt_text(0))
 }
 
 pub(super) const SELECT_OBJECT_ROWS: &str = "SELECT o.object_name, o.object_type, o.conn_string,

@@ -277,7 +277,7 @@ fn a_sweep_fences_a_silent_node_and_requeues_its_runs_whose_leases_expired() {
     );
     // The fenced process learns it at its next heartbeat, and from whom; it claims nothing.
     assert!(!node::heartbeat(conn, a, TTL + 2, TTL).unwrap());
-    let holder = node::holder(conn, a.node_id).unwrap().unwrap();
+    let holder = node::holder(&mut *conn, a.node_id).unwrap().unwrap();
     assert_eq!(holder.fenced_by.as_deref(), Some("b"));
     assert!(matches!(
         node::check_fence(conn, a),

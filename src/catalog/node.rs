@@ -27,6 +27,9 @@ use super::CatalogError;
 use super::queue::RECOUNT_IN_PROGRESS;
 use super::sql::{Query, Sql};
 
+/// A registration's answer, and the runs recovered when the name was taken over.
+pub type Registered = (Registration, Option<Recovery>);
+
 /// Who holds a node name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodeHolder {
@@ -245,21 +248,19 @@ pub fn check_fence(conn: &Connection, lease: NodeLease) -> Result<(), CatalogErr
 }
 
 /// Who holds the name of `node_id` now.
-pub fn holder(conn: &Connection, node_id: i64) -> Result<Option<NodeHolder>, CatalogError> {
-    type Row = (
-        Option<i64>,
-        Option<String>,
-        Option<i64>,
-        i64,
-        Option<String>,
+pub fn holder(mut c: impl Sql, node_id: i64) -> Result<Option<NodeHolder>, CatalogError> {
+    const SELECT: Query = Query::same(
+        "SELECT pid, host, heartbeat_at, generation, fenced_by FROM node WHERE node_id = ?1",
     );
-    let row: Option<Row> = conn
-        .query_row(
-            "SELECT pid, host, heartbeat_at, generation, fenced_by FROM node WHERE node_id = ?1",
-            [node_id],
-            |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
-        )
-        .optional()?;
+    let row = c.row(&SELECT, &[node_id.into()], |r| {
+        Ok((
+            r.opt_int(0)?,
+            r.opt_text(1)?,
+            r.opt_int(2)?,
+            r.int(3)?,
+            r.opt_text(4)?,
+        ))
+    })?;
     Ok(
         row.and_then(|(pid, host, heartbeat_at, generation, fenced_by)| {
             Some(NodeHolder {

@@ -56,8 +56,9 @@ pub(super) fn precheck(path: &Path, access: Access) -> Result<bool, CatalogError
     let text = path.to_string_lossy();
     if let Some((scheme, _)) = text.split_once("://") {
         let reason = if scheme.starts_with("postgres") {
-            "a PostgreSQL URL: this build keeps its catalog in a SQLite file (PostgreSQL \
-             catalogs are not supported yet); give a file path"
+            "a PostgreSQL URL: only `jobvisor run` takes a PostgreSQL catalog so far (the \
+             other commands, the API and the web UI work on a SQLite catalog file); give a \
+             file path"
                 .to_string()
         } else {
             format!("a `{scheme}://` URL, not a file path; give the path of a SQLite catalog file")

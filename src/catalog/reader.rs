@@ -19,6 +19,7 @@ use serde_json::Value as Json;
 use super::activation::{self, JobActivation};
 use super::damage::Damage;
 use super::loads::{self, LocalProcessor, ScheduledJob};
+use super::postgres::PgCatalog;
 use super::upkeep::{self, PrunableObject};
 use super::{CatalogError, DbSettings};
 
@@ -26,9 +27,13 @@ use super::{CatalogError, DbSettings};
 #[derive(Clone)]
 pub struct Reader {
     path: PathBuf,
-    pool: Pool<SqliteConnectionManager>,
+    /// `None` on PostgreSQL.
+    pool: Option<Pool<SqliteConnectionManager>>,
     /// Whether the file was found damaged (shared with the catalog's writer).
     damage: Arc<Damage>,
+    /// The catalog on PostgreSQL instead: each verb is a transaction on its connection thread
+    /// (blocking, as the pool's reads are).
+    pg: Option<PgCatalog>,
 }
 
 impl std::fmt::Debug for Reader {
@@ -43,7 +48,27 @@ impl Reader {
         pool: Pool<SqliteConnectionManager>,
         damage: Arc<Damage>,
     ) -> Self {
-        Self { path, pool, damage }
+        Self {
+            path,
+            pool: Some(pool),
+            damage,
+            pg: None,
+        }
+    }
+
+    /// The reads of a node whose catalog is on PostgreSQL.
+    pub(in crate::catalog) fn on_postgres(pg: PgCatalog) -> Self {
+        Self {
+            path: PathBuf::from(pg.url()),
+            pool: None,
+            damage: Arc::default(),
+            pg: Some(pg),
+        }
+    }
+
+    /// Whether the catalog is on PostgreSQL (SQLite's own upkeep has nothing to do there).
+    pub fn is_postgres(&self) -> bool {
+        self.pg.is_some()
     }
 
     /// The catalog file.
@@ -52,7 +77,14 @@ impl Reader {
     }
 
     fn conn(&self) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
-        Ok(self.pool.get()?)
+        match &self.pool {
+            Some(pool) => Ok(pool.get()?),
+            None => Err(CatalogError::Refused(
+                "SQLite's own upkeep (counting an object's rows, quick_check, maintenance, \
+                 backups): the catalog is on PostgreSQL, whose server does its own"
+                    .into(),
+            )),
+        }
     }
 
     /// Runs `f` on a connection of the pool; a corruption error marks the file damaged, as
@@ -70,11 +102,17 @@ impl Reader {
     /// A change detector on the catalog (the scheduler's): a connection of its own, whose
     /// corruption errors mark the file damaged like the pool's.
     pub fn watch(&self, settings: &DbSettings) -> Result<Watch, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return Watch::on_postgres(pg);
+        }
         Watch::open(&self.path, settings, self.damage.clone())
     }
 
     /// Every job's activation row on `node_id`.
     pub fn job_activations(&self, node_id: i64) -> Result<Vec<JobActivation>, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return pg.job_activations(node_id);
+        }
         self.read("reading the jobs' activations", |c| {
             activation::job_activations(c, node_id)
         })
@@ -86,6 +124,9 @@ impl Reader {
         &self,
         node_id: i64,
     ) -> Result<(Vec<LocalProcessor>, HashMap<i64, u32>), CatalogError> {
+        if let Some(pg) = &self.pg {
+            return Ok((pg.local_processors(node_id)?, pg.instances(node_id)?));
+        }
         self.read("reading the processors", |c| {
             Ok((
                 loads::load_local_processors(c, node_id)?,
@@ -100,6 +141,11 @@ impl Reader {
         &self,
         processor_id: i64,
     ) -> Result<(String, crate::jobconf::ProcessorDef), CatalogError> {
+        if self.pg.is_some() {
+            return Err(CatalogError::Refused(
+                "remote processors: not supported on a PostgreSQL catalog yet".into(),
+            ));
+        }
         self.read("reading a remote processor", |c| {
             super::remote::processor(c, processor_id)
         })
@@ -107,11 +153,17 @@ impl Reader {
 
     /// Where run `run_id` stands (`None`: no such run), for code awaiting its end.
     pub fn run_end(&self, run_id: i64) -> Result<Option<super::runs::RunEnd>, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return pg.run_end(run_id);
+        }
         self.read("reading a run", |c| super::runs::run_end(c, run_id))
     }
 
     /// The running runs of `node_id` an operator asked to cancel.
     pub fn cancel_requested(&self, node_id: i64) -> Result<Vec<i64>, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return pg.cancel_requested(node_id);
+        }
         self.read("reading cancel requests", |c| {
             super::runs::cancel_requested(c, node_id)
         })
@@ -119,16 +171,25 @@ impl Reader {
 
     /// Every enabled object: name and `conn_string`.
     pub fn enabled_objects(&self) -> Result<Vec<(String, Option<String>)>, CatalogError> {
-        self.read("reading the objects", upkeep::all_objects)
+        if let Some(pg) = &self.pg {
+            return pg.enabled_objects();
+        }
+        self.read("reading the objects", |c| upkeep::all_objects(c))
     }
 
     /// An object's `conn_string` (`None`: no such object; `Some(None)`: in the catalog).
     pub fn object_conn_string(&self, name: &str) -> Result<Option<Option<String>>, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return pg.object_conn_string(name);
+        }
         self.read("reading an object", |c| super::object_conn_string(c, name))
     }
 
     /// The jobs `node_id` schedules.
     pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return pg.scheduled(node_id);
+        }
         self.read("reading the scheduled jobs", |c| {
             loads::load_scheduled(c, node_id)
         })
@@ -143,7 +204,12 @@ impl Reader {
 
     /// The objects whose old rows may be pruned.
     pub fn prunable_objects(&self) -> Result<Vec<PrunableObject>, CatalogError> {
-        self.read("reading the prunable objects", upkeep::prunable_objects)
+        if let Some(pg) = &self.pg {
+            return pg.transact(|tx| upkeep::prunable_objects(tx));
+        }
+        self.read("reading the prunable objects", |c| {
+            upkeep::prunable_objects(c)
+        })
     }
 
     /// `PRAGMA quick_check`: a damaged catalog is an error naming the file (and marks it
@@ -197,6 +263,27 @@ pub fn count_rows_in_file(path: &Path, table: &str) -> Result<i64, CatalogError>
     upkeep::count_rows(&conn, table)
 }
 
+/// What a PostgreSQL watch's LISTEN thread heard.
+#[derive(Debug, Default)]
+struct Notices {
+    /// The highest generation announced.
+    generation: std::sync::atomic::AtomicI64,
+    /// Runs were queued.
+    data: std::sync::atomic::AtomicBool,
+    /// Notices may have been missed (a reconnect): reload.
+    resync: std::sync::atomic::AtomicBool,
+    /// The watch is gone: the thread stops.
+    dropped: std::sync::atomic::AtomicBool,
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        if let Some(n) = &self.notices {
+            n.dropped.store(true, std::sync::atomic::Ordering::Release);
+        }
+    }
+}
+
 /// What changed since the last poll.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Changed {
@@ -211,7 +298,10 @@ pub enum Changed {
 /// Change detection for the scheduler: a connection of its own, whose `PRAGMA data_version`
 /// moves when another connection commits, plus the catalog's generation counter.
 pub struct Watch {
-    conn: Connection,
+    /// SQLite: a connection of its own. `None` on PostgreSQL, whose watch is `notices`.
+    conn: Option<Connection>,
+    /// PostgreSQL: what a LISTEN thread heard since the last poll.
+    notices: Option<Arc<Notices>>,
     data_version: i64,
     generation: i64,
     path: PathBuf,
@@ -233,7 +323,8 @@ impl Watch {
     fn open(path: &Path, settings: &DbSettings, damage: Arc<Damage>) -> Result<Self, CatalogError> {
         let conn = super::open_connection(path, settings)?;
         let mut w = Watch {
-            conn,
+            conn: Some(conn),
+            notices: None,
             data_version: -1,
             generation: -1,
             path: path.to_path_buf(),
@@ -241,6 +332,63 @@ impl Watch {
         };
         w.poll();
         Ok(w)
+    }
+
+    /// A watch on a PostgreSQL catalog: a thread LISTENs to its channels (`jobvisor_catalog`
+    /// says the generation moved, `jobvisor_queue` that runs were queued) and the poll reads
+    /// what it heard, without a round trip. A reconnect of that thread (notices may have been
+    /// missed) counts as a generation change, a second without notices as data. The thread
+    /// stops soon after the watch is dropped.
+    fn on_postgres(pg: &PgCatalog) -> Result<Self, CatalogError> {
+        let generation = pg.generation()?;
+        let notices = Arc::new(Notices::default());
+        let heard = notices.clone();
+        super::postgres::listen(pg.settings(), "watch", move |channel, payload| {
+            use std::sync::atomic::Ordering::Release;
+            match channel {
+                "jobvisor_catalog" => {
+                    match payload.parse::<i64>() {
+                        Ok(g) => heard.generation.fetch_max(g, Release),
+                        Err(_) => heard.resync.swap(true, Release) as i64,
+                    };
+                }
+                // A quiet second counts too: a run blocked by an overlap cap or a busy object
+                // that a completion (on any node) freed is claimed within a second.
+                // Completions announce nothing: a NOTIFY in each would serialize commits.
+                "jobvisor_queue" | "idle" => heard.data.store(true, Release),
+                "reconnected" => heard.resync.store(true, Release),
+                _ => {}
+            }
+            !heard.dropped.load(std::sync::atomic::Ordering::Acquire)
+        })?;
+        notices
+            .generation
+            .store(generation, std::sync::atomic::Ordering::Release);
+        Ok(Watch {
+            conn: None,
+            notices: Some(notices),
+            data_version: 0,
+            generation,
+            path: PathBuf::from(pg.url()),
+            damage: Arc::default(),
+        })
+    }
+
+    /// The PostgreSQL watch's poll.
+    fn poll_notices(&mut self, notices: &Notices) -> Changed {
+        use std::sync::atomic::Ordering::AcqRel;
+        let generation = notices
+            .generation
+            .load(std::sync::atomic::Ordering::Acquire);
+        let data = notices.data.swap(false, AcqRel);
+        if notices.resync.swap(false, AcqRel) || generation > self.generation {
+            self.generation = self.generation.max(generation);
+            Changed::Generation
+        } else if data {
+            Changed::Data
+        } else {
+            Changed::Nothing
+        }
     }
 
     /// The generation last seen.
@@ -252,10 +400,13 @@ impl Watch {
     /// generation is read only once `data_version` moved. A failed read is no change (and a
     /// corruption error marks the file damaged).
     pub fn poll(&mut self) -> Changed {
-        let version = match self
-            .conn
-            .query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0))
-        {
+        if let Some(notices) = self.notices.clone() {
+            return self.poll_notices(&notices);
+        }
+        let Some(conn) = &self.conn else {
+            return Changed::Nothing;
+        };
+        let version = match conn.query_row("PRAGMA data_version", [], |r| r.get::<_, i64>(0)) {
             Ok(version) => version,
             Err(e) => {
                 self.noticed(e.into());
@@ -266,7 +417,7 @@ impl Watch {
             return Changed::Nothing;
         }
         self.data_version = version;
-        match loads::generation(&self.conn) {
+        match loads::generation(conn) {
             Ok(generation) if generation != self.generation => {
                 self.generation = generation;
                 Changed::Generation

@@ -4,7 +4,7 @@
 //! running run only records the request (the node executing it carries it out), so a run's
 //! result is still written once, by its claim token.
 
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{OptionalExtension, Row, params};
 use serde::Serialize;
 use serde_json::Value as Json;
 
@@ -173,25 +173,24 @@ pub struct RunEnd {
     pub retry: Option<i64>,
 }
 
-const SELECT_RUN_END: &str = "SELECT r.status, r.attempt, r.result, r.error,
+const SELECT_RUN_END: Query = Query::same(
+    "SELECT r.status, r.attempt, r.result, r.error,
     (SELECT n.run_id FROM job_run n
       WHERE n.retry_of = coalesce(r.retry_of, r.run_id) AND n.attempt = r.attempt + 1)
-    FROM job_run r WHERE r.run_id = ?1";
+    FROM job_run r WHERE r.run_id = ?1",
+);
 
 /// Where run `run_id` stands; `None` when there is no such run.
-pub fn run_end(conn: &Connection, run_id: i64) -> Result<Option<RunEnd>, CatalogError> {
-    let row = conn
-        .prepare_cached(SELECT_RUN_END)?
-        .query_row([run_id], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get(1)?,
-                r.get::<_, Option<String>>(2)?,
-                r.get(3)?,
-                r.get(4)?,
-            ))
-        })
-        .optional()?;
+pub fn run_end(mut c: impl Sql, run_id: i64) -> Result<Option<RunEnd>, CatalogError> {
+    let row = c.row(&SELECT_RUN_END, &[run_id.into()], |r| {
+        Ok((
+            r.text(0)?,
+            r.int(1)?,
+            r.opt_text(2)?,
+            r.opt_text(3)?,
+            r.opt_int(4)?,
+        ))
+    })?;
     let Some((status, attempt, result, error, retry)) = row else {
         return Ok(None);
     };

@@ -843,7 +843,7 @@ payload = { function = "f" }
             Err(CatalogError::Fenced { generation: 1, .. })
         ));
         node::release_node(&*conn, old).unwrap();
-        let holder = node::holder(conn, node_id).unwrap().unwrap();
+        let holder = node::holder(&mut *conn, node_id).unwrap().unwrap();
         assert_eq!(
             (holder.pid, holder.heartbeat_at, holder.generation),
             (99, 20, 2)

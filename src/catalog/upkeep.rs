@@ -125,31 +125,36 @@ const PRUNABLE: &str = "run_id < coalesce((SELECT run_id FROM job_run WHERE crea
                     AND (m.status = 'queued' OR m.status = 'running'))";
 
 /// Deletes stat rows sampled before `before`. Returns how many.
-pub fn prune_stats(conn: &Connection, before: i64) -> Result<usize, CatalogError> {
-    Ok(conn.execute("DELETE FROM stat WHERE sampled_at < ?1", [before])?)
+pub fn prune_stats(mut c: impl Sql, before: i64) -> Result<usize, CatalogError> {
+    const DELETE: Query = Query::same("DELETE FROM stat WHERE sampled_at < ?1");
+    c.exec(&DELETE, &[before.into()])
 }
 
 /// Objects with their pruning settings: (name, conn_string, key_field, name_field, ttl seconds).
 pub type PrunableObject = (String, Option<String>, Option<String>, Option<String>, i64);
 
 /// Every enabled object that allows pruning.
-pub fn prunable_objects(conn: &Connection) -> Result<Vec<PrunableObject>, CatalogError> {
-    let mut stmt = conn.prepare_cached(
+pub fn prunable_objects(mut c: impl Sql) -> Result<Vec<PrunableObject>, CatalogError> {
+    const SELECT: Query = Query::same(
         "SELECT object_name, conn_string, object_key, object_name_field, time_to_live
          FROM object WHERE status = 1 AND allow_prune = 1 AND time_to_live IS NOT NULL",
-    )?;
-    let rows = stmt.query_map([], |r| {
-        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    );
+    c.rows(&SELECT, &[], |r| {
+        Ok((
+            r.text(0)?,
+            r.opt_text(1)?,
+            r.opt_text(2)?,
+            r.opt_text(3)?,
+            r.int(4)?,
+        ))
+    })
 }
 
 /// Every enabled object: (name, conn_string).
-pub fn all_objects(conn: &Connection) -> Result<Vec<(String, Option<String>)>, CatalogError> {
-    let mut stmt =
-        conn.prepare_cached("SELECT object_name, conn_string FROM object WHERE status = 1")?;
-    let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    Ok(rows.collect::<Result<_, _>>()?)
+pub fn all_objects(mut c: impl Sql) -> Result<Vec<(String, Option<String>)>, CatalogError> {
+    const SELECT: Query =
+        Query::same("SELECT object_name, conn_string FROM object WHERE status = 1");
+    c.rows(&SELECT, &[], |r| Ok((r.text(0)?, r.opt_text(1)?)))
 }
 
 /// Rows in a table of the catalog (for `object.record_count`). The name is checked to be a

@@ -10,6 +10,7 @@ use serde_json::Value as Json;
 
 use super::activation::{self, DecisionContext, JobActivation, NewDecision};
 use super::node::{self, NodeHolder, NodeLease, Swept};
+use super::postgres::queue::PgClaim;
 use super::queue::{self, Claim, Completion, Recorded};
 use super::sharing::{self, GiveBack};
 use super::slots::{self, Decided, DueJob};
@@ -20,6 +21,13 @@ use super::writer::DbWriter;
 use super::{CatalogError, audit_at};
 use crate::model::ActivationState;
 use crate::policy::Decision;
+
+/// A verb the PostgreSQL catalog does not have yet (issue 16): refused, naming what.
+fn not_on_postgres(what: &str) -> CatalogError {
+    CatalogError::Refused(format!(
+        "{what}: not supported on a PostgreSQL catalog yet (only on a SQLite one)"
+    ))
+}
 
 /// What a claim asks for.
 #[derive(Debug, Clone, Copy)]
@@ -218,6 +226,17 @@ impl DbWriter {
     /// name (else [`CatalogError::Fenced`]); each claimed run gets a claim token no other
     /// claim of any process got.
     pub async fn claim(&self, r: ClaimRequest) -> Result<Claim, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            let c = PgClaim {
+                processor_id: r.processor_id,
+                lease: r.fence,
+                limit: r.limit,
+                now: r.now,
+                lease_ms: r.lease_ms,
+                writes_paused: r.writes_paused,
+            };
+            return pg.off_thread(move |pg| pg.claim(c)).await;
+        }
         self.call("claiming runs", move |c| {
             // The fencing token first: a process that lost its name claims nothing.
             node::check_fence(c, r.fence)?;
@@ -249,6 +268,11 @@ impl DbWriter {
         run_id: i64,
         claim_token: i64,
     ) -> Result<bool, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.mark_executing(run_id, claim_token))
+                .await;
+        }
         self.call("marking a run executing", move |c| {
             node::mark_executing(c, run_id, claim_token)
         })
@@ -265,6 +289,11 @@ impl DbWriter {
         node_id: i64,
         completions: std::sync::Arc<Vec<Completion>>,
     ) -> Result<Vec<Recorded>, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.complete(node_id, completions.to_vec()))
+                .await;
+        }
         let (recorded, queued) = self
             .call("recording completed runs", move |c| {
                 let mut queued = Vec::new();
@@ -288,6 +317,9 @@ impl DbWriter {
         now: i64,
         actor: Option<String>,
     ) -> Result<i64, CatalogError> {
+        if self.postgres().is_some() {
+            return Err(not_on_postgres("a child run"));
+        }
         let (id, queued) = self
             .call("queueing a child run", move |c| {
                 let mut queued = Vec::new();
@@ -312,6 +344,9 @@ impl DbWriter {
         file: super::inbox::InboxFile,
         now: i64,
     ) -> Result<Option<i64>, CatalogError> {
+        if self.postgres().is_some() {
+            return Err(not_on_postgres("an inbox"));
+        }
         let (id, queued) = self.call_blocking("queueing an inbox file", move |c| {
             let mut queued = Vec::new();
             let id = super::inbox::enqueue_file(c, &file, now, &mut queued)?;
@@ -329,6 +364,9 @@ impl DbWriter {
         params: Option<Json>,
         now: i64,
     ) -> Result<i64, CatalogError> {
+        if self.postgres().is_some() {
+            return Err(not_on_postgres("a child run"));
+        }
         let (id, queued) = self.call_blocking("queueing a child run", move |c| {
             let mut queued = Vec::new();
             let params = params.map(|p| p.to_string());
@@ -351,6 +389,11 @@ impl DbWriter {
             .into_iter()
             .map(|p| p.map(|p| p.to_string()))
             .collect();
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.trigger(&job, params, now, &actor))
+                .await;
+        }
         let triggered = self
             .call("queueing runs", move |c| {
                 trigger(c, &job, &params, now, &actor)
@@ -363,6 +406,9 @@ impl DbWriter {
     /// Lets each due job's planner decide against the catalog's counts and writes what it
     /// decided (see [`slots`]).
     pub async fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.off_thread(move |pg| pg.decide_due(due, now)).await;
+        }
         self.call("recording due slots", move |c| {
             slots::decide_due(c, due, now)
         })
@@ -376,6 +422,11 @@ impl DbWriter {
         at: i64,
         stats: Vec<StatSample>,
     ) -> Result<(), CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.record_stats(node_id, at, stats))
+                .await;
+        }
         self.call("recording statistics", move |c| {
             upkeep::record_stats(c, node_id, at, &stats)
         })
@@ -389,6 +440,9 @@ impl DbWriter {
         at: i64,
         stats: Vec<StatSample>,
     ) -> Result<(), CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.record_stats(node_id, at, stats);
+        }
         self.call_blocking("recording statistics", move |c| {
             upkeep::record_stats(c, node_id, at, &stats)
         })
@@ -405,6 +459,11 @@ impl DbWriter {
         stats: Vec<StatSample>,
         steps: Vec<DecidedStep>,
     ) -> Result<(), CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.record_policy_step(node_id, at, stats, steps))
+                .await;
+        }
         self.call("recording a policy step", move |c| {
             policy_step_in(c, node_id, at, &stats, &steps)
         })
@@ -422,6 +481,21 @@ impl DbWriter {
     where
         F: FnOnce(&[JobActivation]) -> Vec<ActivationChange> + Send + 'static,
     {
+        if let Some(pg) = self.postgres() {
+            // Called once: a retried transaction reuses the first answer's changes.
+            let mut decide = Some(decide);
+            let mut first: Option<Vec<ActivationChange>> = None;
+            return pg
+                .off_thread(move |pg| {
+                    pg.settle_activations(node_id, now, move |jobs| {
+                        if let Some(decide) = decide.take() {
+                            first = Some(decide(jobs));
+                        }
+                        first.clone().unwrap_or_default()
+                    })
+                })
+                .await;
+        }
         self.call("settling job activations", move |c| {
             settle_in(c, node_id, now, decide)
         })
@@ -430,6 +504,11 @@ impl DbWriter {
 
     /// Writes whether the node's writes are paused.
     pub async fn set_writes_paused(&self, node_id: i64, paused: bool) -> Result<(), CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.set_writes_paused(node_id, paused))
+                .await;
+        }
         self.call("recording the write pause", move |c| {
             activation::set_writes_paused(c, node_id, paused)
         })
@@ -445,6 +524,14 @@ impl DbWriter {
         now: i64,
         ttl_ms: i64,
     ) -> Result<Beat, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| match pg.heartbeat(lease, now, ttl_ms)? {
+                    Some(asks) => Ok(Beat::Held(asks)),
+                    None => Ok(Beat::Lost(pg.holder(lease.node_id)?)),
+                })
+                .await;
+        }
         self.call("renewing the node's heartbeat", move |c| {
             if node::heartbeat(c, lease, now, ttl_ms)? {
                 Ok(Beat::Held(sharing::take(c, lease.node_id)?))
@@ -459,12 +546,18 @@ impl DbWriter {
     /// fences them and recovers their runs whose leases expired ([`node::sweep`]); the node
     /// `fence` holds must still hold its name (else [`CatalogError::Fenced`]).
     pub async fn sweep(&self, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.off_thread(move |pg| pg.sweep(fence, now)).await;
+        }
         self.call("sweeping dead nodes", move |c| node::sweep(c, fence, now))
             .await
     }
 
     /// Gives the node name up at a clean stop (if this process still holds it).
     pub async fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.off_thread(move |pg| pg.release_node(lease)).await;
+        }
         self.call("releasing the node name", move |c| {
             node::release_node(c, lease)
         })
@@ -473,6 +566,9 @@ impl DbWriter {
 
     /// Runs a sql job's statement on this writer's database (a data object's).
     pub async fn execute_sql(&self, sql: String, params: Vec<Json>) -> Result<Json, CatalogError> {
+        if self.postgres().is_some() {
+            return Err(not_on_postgres("a sql job on the catalog itself"));
+        }
         self.call("running a sql job's statement", move |c| {
             super::sql_job::execute(c, &sql, &params)
         })
@@ -481,6 +577,9 @@ impl DbWriter {
 
     /// Fails runs still `running` past their timeout plus `grace_ms` (blocking).
     pub fn fail_stuck_runs(&self, now: i64, grace_ms: i64) -> Result<usize, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.fail_stuck_runs(now, grace_ms);
+        }
         self.call_blocking("failing stuck runs", move |c| {
             upkeep::fail_stuck_runs(c, now, grace_ms)
         })
@@ -488,6 +587,9 @@ impl DbWriter {
 
     /// Deletes finished runs older than `before` (blocking).
     pub fn prune_runs(&self, before: i64) -> Result<usize, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.prune_runs(before);
+        }
         self.call_blocking("pruning run history", move |c| {
             upkeep::prune_runs(c, before)
         })
@@ -495,6 +597,9 @@ impl DbWriter {
 
     /// Deletes statistics older than `before` (blocking).
     pub fn prune_stats(&self, before: i64) -> Result<usize, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg.prune_stats(before);
+        }
         self.call_blocking("pruning statistics", move |c| {
             upkeep::prune_stats(c, before)
         })
@@ -507,6 +612,9 @@ impl DbWriter {
         time_field: String,
         before: i64,
     ) -> Result<usize, CatalogError> {
+        if self.postgres().is_some() {
+            return Err(not_on_postgres("pruning an object kept in the catalog"));
+        }
         self.call_blocking("pruning an object's rows", move |c| {
             upkeep::prune_table(c, &table, &time_field, before)
         })

@@ -294,6 +294,9 @@ pub struct DbWriter {
     damage: Arc<Damage>,
     /// Told of runs queued as a side effect (shared by every clone of the handle).
     queued_hook: std::sync::Arc<std::sync::RwLock<Option<QueuedHook>>>,
+    /// The catalog on PostgreSQL instead: the verbs go to its connection thread (there is no
+    /// file, no writer thread and no damage to find).
+    pg: Option<crate::catalog::postgres::PgCatalog>,
 }
 
 impl std::fmt::Debug for DbWriter {
@@ -346,7 +349,26 @@ impl DbWriter {
             ops,
             damage,
             queued_hook: Default::default(),
+            pg: None,
         }
+    }
+
+    /// The catalog writer of a node whose catalog is on PostgreSQL: each verb is a
+    /// transaction on `pg`'s connection thread, awaited off the caller's thread.
+    pub fn on_postgres(pg: crate::catalog::postgres::PgCatalog) -> Self {
+        Self {
+            label: "catalog".into(),
+            path: PathBuf::from(pg.url()),
+            ops: None,
+            damage: Arc::new(Damage::default()),
+            queued_hook: Default::default(),
+            pg: Some(pg),
+        }
+    }
+
+    /// The PostgreSQL catalog this writer's verbs go to, if it is one.
+    pub(in crate::catalog) fn postgres(&self) -> Option<&crate::catalog::postgres::PgCatalog> {
+        self.pg.as_ref()
     }
 
     /// Calls `hook` once when the file is found damaged, by this writer or by a read sharing
@@ -388,6 +410,9 @@ impl DbWriter {
     /// Calls `hook` (on the writer's thread) whenever a transaction fails because the disk is
     /// full, at most once per [`FULL_HOOK_EVERY`]; replaces an earlier hook.
     pub fn on_full(&self, hook: FullHook) {
+        if self.pg.is_some() {
+            return; // The server's disk is the server's to watch.
+        }
         self.submit(Job::OnFull(hook));
     }
 
@@ -441,6 +466,9 @@ impl DbWriter {
     /// transactions): at a clean shutdown, so that the file alone holds everything. Answers
     /// when done (or given up on because a reader held the log).
     pub async fn settle(&self) {
+        if self.pg.is_some() {
+            return;
+        }
         let (tx, rx) = oneshot::channel();
         self.submit(Job::Settle(tx));
         let _ = rx.await;

@@ -17,6 +17,7 @@ mod jobs;
 mod listing;
 mod metrics;
 mod node;
+pub use node::health_only;
 mod rpc;
 pub mod rules;
 mod runs;

@@ -238,6 +238,11 @@ fn run_history_prune(ctx: &FnContext, input: Json) -> Result<Json, String> {
 /// `PRAGMA optimize`, incremental vacuum and a WAL checkpoint, on a connection of its own
 /// (a checkpoint cannot run inside the writer's transaction).
 fn db_maintenance(ctx: &FnContext, _input: Json) -> Result<Json, String> {
+    if ctx.env.catalog.is_postgres() {
+        return Ok(json!({
+            "skipped": "the catalog is on PostgreSQL, whose server maintains it (autovacuum)"
+        }));
+    }
     // A damaged catalog stops the node before anything else is written to it: the Reader's
     // finding raises the fatal alarm, and the writer commits nothing more.
     ctx.env.catalog.quick_check().map_err(err)?;
@@ -247,6 +252,13 @@ fn db_maintenance(ctx: &FnContext, _input: Json) -> Result<Json, String> {
 /// Online backup of the catalog to `<data_dir>/backups/catalog-<time>.db`, keeping the newest
 /// `keep` (default 4).
 fn catalog_backup(ctx: &FnContext, input: Json) -> Result<Json, String> {
+    if ctx.env.catalog.is_postgres() {
+        return Err(
+            "the catalog is on PostgreSQL: back it up with the server's tools \
+                    (pg_dump, base backups)"
+                .into(),
+        );
+    }
     let keep = int(&input, "keep", 4).max(1) as usize;
     let dir = ctx.env.data_dir.join("backups");
     std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -176,12 +176,7 @@ impl EngineBuilder {
     pub fn start(self) -> Result<Engine, EngineError> {
         let cfg = self.config;
         let (seed, source) = jobconf::load_seed(&cfg)?;
-        let db_path = cfg.db_path();
         let settings = DbSettings::from(&cfg.database);
-        let mut catalog = Catalog::open(&db_path, &settings)?;
-        let seeded = catalog
-            .seed_if_new(&seed, &source)
-            .map_err(|e| e.within(&db_path, "seeding the catalog"))?;
         let node_name = cfg.node_name();
         let host = sysinfo::System::host_name().unwrap_or_else(|_| "localhost".into());
         let pid = i64::from(std::process::id());
@@ -196,13 +191,20 @@ impl EngineBuilder {
             version: env!("CARGO_PKG_VERSION"),
             lease_ttl_ms: cadence.ttl_ms(),
         };
-        let lease = tenure::take_name(&mut catalog, &who, &*self.clock, cadence)?;
+        let clock = &*self.clock;
+        let opened = match cfg.postgres_url() {
+            Some(url) => open_postgres(url, &seed, &source, &who, clock, cadence)?,
+            None => open_sqlite(&cfg, &settings, &seed, &source, &who, clock, cadence)?,
+        };
+        let Opened {
+            writer: catalog_writer,
+            reader,
+            lease,
+            written,
+            seeded,
+            db_path,
+        } = opened;
         let node_id = lease.node_id;
-        let written = catalog
-            .written_objects()
-            .map_err(|e| e.within(&db_path, "reading the objects"))?;
-        // The writer's thread survives a panicking operation: no actix supervisor is needed.
-        let (catalog_writer, reader) = catalog.into_node_handles(&settings);
         let sup_ctx = Context::<supervisor::Supervisor>::new();
         let sup_addr = sup_ctx.address();
         // A write that fails for a full disk is the Supervisor's cue to pause writes.
@@ -316,6 +318,80 @@ impl EngineBuilder {
             seeded,
         })
     }
+}
+
+/// A catalog opened for a node: its handles, the node name taken, what it found there.
+struct Opened {
+    writer: crate::catalog::writer::DbWriter,
+    reader: Reader,
+    lease: crate::catalog::node::NodeLease,
+    /// The objects jobs write (each gets a writer).
+    written: Vec<crate::catalog::loads::WrittenObject>,
+    /// Whether this start seeded the catalog.
+    seeded: bool,
+    /// The catalog file, or the PostgreSQL URL with its password redacted.
+    db_path: PathBuf,
+}
+
+/// Opens (and, the first time, seeds) the SQLite catalog, takes the node name, recovers the
+/// runs this node left running.
+fn open_sqlite(
+    cfg: &NodeConfig,
+    settings: &DbSettings,
+    seed: &crate::jobconf::CatalogFile,
+    source: &str,
+    who: &crate::catalog::node::Applicant<'_>,
+    clock: &dyn Clock,
+    cadence: crate::lease::Cadence,
+) -> Result<Opened, EngineError> {
+    let db_path = cfg.db_path();
+    let mut catalog = Catalog::open(&db_path, settings)?;
+    let seeded = catalog
+        .seed_if_new(seed, source)
+        .map_err(|e| e.within(&db_path, "seeding the catalog"))?;
+    let lease = tenure::take_name(&mut catalog, who, clock, cadence)?;
+    let written = catalog
+        .written_objects()
+        .map_err(|e| e.within(&db_path, "reading the objects"))?;
+    let (writer, reader) = catalog.into_node_handles(settings);
+    Ok(Opened {
+        writer,
+        reader,
+        lease,
+        written,
+        seeded,
+        db_path,
+    })
+}
+
+/// The same on a PostgreSQL catalog (its schema brought up to date first).
+fn open_postgres(
+    url: &str,
+    seed: &crate::jobconf::CatalogFile,
+    source: &str,
+    who: &crate::catalog::node::Applicant<'_>,
+    clock: &dyn Clock,
+    cadence: crate::lease::Cadence,
+) -> Result<Opened, EngineError> {
+    use crate::catalog::postgres::{PgCatalog, PgSettings};
+    let pg = PgCatalog::open(PgSettings::new(url), "catalog")?;
+    let db_path = PathBuf::from(pg.url());
+    let seeded = pg
+        .seed_if_new(seed, source, clock.now_ms())
+        .map_err(|e| e.within(&db_path, "seeding the catalog"))?;
+    let lease = tenure::take_name_on_postgres(&pg, who, clock, cadence)?;
+    let written = pg
+        .written_objects()
+        .map_err(|e| e.within(&db_path, "reading the objects"))?;
+    let (writer, reader) = pg.node_handles();
+    Ok(Opened {
+        writer,
+        reader,
+        lease,
+        written,
+        seeded,
+        db_path,
+    })
 }
 
 /// A running engine: the handle an embedding application (or `jobvisor run`) holds.

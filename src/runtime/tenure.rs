@@ -19,7 +19,9 @@ use std::time::{Duration, Instant};
 
 use super::EngineError;
 use crate::catalog::Catalog;
-use crate::catalog::node::{self, Applicant, NodeHolder, NodeLease, Registration};
+use crate::catalog::node::{self, Applicant, NodeHolder, NodeLease, Registered, Registration};
+use crate::catalog::postgres::PgCatalog;
+use crate::catalog::postgres::node::TakeName;
 use crate::executor::Clock;
 use crate::lease::Cadence;
 
@@ -92,15 +94,48 @@ pub fn take_name(
     clock: &dyn Clock,
     cadence: Cadence,
 ) -> Result<NodeLease, EngineError> {
+    let path = catalog.path().to_path_buf();
+    take_name_with(who, clock, cadence, |now, stale, watched| {
+        Ok(catalog
+            .try_take_node_name(who, now, stale, is_alive, watched)
+            .map_err(|e| e.within(&path, format!("taking the node name `{}`", who.name)))?)
+    })
+}
+
+/// [`take_name`] on a PostgreSQL catalog.
+pub fn take_name_on_postgres(
+    pg: &PgCatalog,
+    who: &Applicant<'_>,
+    clock: &dyn Clock,
+    cadence: Cadence,
+) -> Result<NodeLease, EngineError> {
+    take_name_with(who, clock, cadence, |now, stale, watched| {
+        let take = TakeName {
+            name: who.name.to_string(),
+            host: who.host.to_string(),
+            pid: who.pid,
+            lease_ttl_ms: who.lease_ttl_ms,
+            now,
+            stale_after_ms: stale,
+            watched: watched.cloned(),
+        };
+        Ok(pg.try_take_node_name(take, is_alive)?)
+    })
+}
+
+/// Asks `try_take(now, stale_after_ms, watched)` for the name until it is taken or found held
+/// by a live process, watching a stale holder that may be alive for a heartbeat interval.
+fn take_name_with(
+    who: &Applicant<'_>,
+    clock: &dyn Clock,
+    cadence: Cadence,
+    mut try_take: impl FnMut(i64, i64, Option<&NodeHolder>) -> Result<Registered, EngineError>,
+) -> Result<NodeLease, EngineError> {
     let mut watched: Option<NodeHolder> = None;
     let watch_for = Duration::from_millis(cadence.watch_for_ms() as u64);
     loop {
         let now = clock.now_ms();
-        let stale = cadence.stale_after_ms();
-        let path = catalog.path().to_path_buf();
-        let taken = catalog
-            .try_take_node_name(who, now, stale, is_alive, watched.as_ref())
-            .map_err(|e| e.within(&path, format!("taking the node name `{}`", who.name)))?;
+        let taken = try_take(now, cadence.stale_after_ms(), watched.as_ref())?;
         match taken {
             (Registration::Taken(lease), recovery) => {
                 if let Some(old) = &watched {

@@ -445,48 +445,7 @@ fn a_per_second_job_on_three_nodes_fires_each_slot_exactly_once() {
         .unwrap()
         .map(Result::unwrap)
         .collect();
-    let expected: Vec<i64> = (from..to).step_by(1000).collect();
-    let mut fired: BTreeMap<i64, usize> = BTreeMap::new();
-    for (slot, _, _) in &rows {
-        *fired.entry(*slot).or_default() += 1;
-    }
-    let missing: Vec<i64> = expected
-        .iter()
-        .filter(|s| !fired.contains_key(s))
-        .copied()
-        .collect();
-    let twice: Vec<i64> = fired
-        .iter()
-        .filter(|(_, n)| **n > 1)
-        .map(|(s, _)| *s)
-        .collect();
-    let not_run: Vec<&(i64, String, Option<String>)> =
-        rows.iter().filter(|(_, s, _)| s != "succeeded").collect();
-    let mut by_node: BTreeMap<String, usize> = BTreeMap::new();
-    for (_, _, node) in &rows {
-        *by_node
-            .entry(node.clone().unwrap_or_else(|| "-".into()))
-            .or_default() += 1;
-    }
-    figures(
-        "scenario 8 fleet per-second slots",
-        &[
-            format!(
-                "a per-second cron job active on 3 nodes for {secs} s: {} slots checked, fired \
-                 {} (missing {}, twice {}, not succeeded {})",
-                expected.len(),
-                fired.len(),
-                missing.len(),
-                twice.len(),
-                not_run.len()
-            ),
-            format!("runs by the node that executed them: {by_node:?}"),
-        ],
-    );
-    assert!(expected.len() as u64 >= secs - 2);
-    assert!(missing.is_empty(), "slots never fired: {missing:?}");
-    assert!(twice.is_empty(), "slots fired twice: {twice:?}");
-    assert!(not_run.is_empty(), "slots skipped or failed: {not_run:?}");
+    crate::slots_fired_once("scenario 8 fleet per-second slots", secs, from, to, &rows);
 }
 
 /// Work sharing: a node whose claims grew on fast runs claims a batch of slow ones it cannot

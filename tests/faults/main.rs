@@ -4,7 +4,10 @@
 //! damaged under a running node (5, `files`) —, a stopped process whose name is taken
 //! (6, `fence`), proptest targets for the parsers (7, `fuzz`, with its corpus in `corpus/`),
 //! kills during an inbox's stream of files (8, `inbox`), and three nodes on one SQLite file — a
-//! drain, a node killed, a node stopped past its lease, a per-second job (9, `fleet`). A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! drain, a node killed, a node stopped past its lease, a per-second job, work sharing (9,
+//! `fleet`), and the same on PostgreSQL — with a server restart mid-drain and a node's
+//! housekeeping there (10, `fleet_pg`: a database of each test's own on the server `.ci/test`
+//! starts). A binary of its own, and its scenarios one at a time (`serial`), so that no
 //! other test's load changes their timing.
 //!
 //! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery
@@ -20,6 +23,7 @@ mod disk;
 mod fence;
 mod files;
 mod fleet;
+mod fleet_pg;
 mod fuzz;
 mod inbox;
 mod poison;
@@ -134,4 +138,59 @@ pub fn size_mb(path: &Path) -> f64 {
 /// The catalog's WAL beside `db`.
 pub fn wal(db: &Path) -> PathBuf {
     PathBuf::from(format!("{}-wal", db.display()))
+}
+
+/// Checks that each whole second in `[from, to)` of a per-second job active on three nodes for
+/// `secs` seconds fired once and succeeded; `rows` are its runs (slot, status, node name).
+/// Prints the figures as `scenario`.
+pub fn slots_fired_once(
+    scenario: &str,
+    secs: u64,
+    from: i64,
+    to: i64,
+    rows: &[(i64, String, Option<String>)],
+) {
+    use std::collections::BTreeMap;
+    let expected: Vec<i64> = (from..to).step_by(1000).collect();
+    let mut fired: BTreeMap<i64, usize> = BTreeMap::new();
+    for (slot, _, _) in rows {
+        *fired.entry(*slot).or_default() += 1;
+    }
+    let missing: Vec<i64> = expected
+        .iter()
+        .filter(|s| !fired.contains_key(s))
+        .copied()
+        .collect();
+    let twice: Vec<i64> = fired
+        .iter()
+        .filter(|(_, n)| **n > 1)
+        .map(|(s, _)| *s)
+        .collect();
+    let not_run: Vec<&(i64, String, Option<String>)> =
+        rows.iter().filter(|(_, s, _)| s != "succeeded").collect();
+    let mut by_node: BTreeMap<String, usize> = BTreeMap::new();
+    for (_, _, node) in rows {
+        *by_node
+            .entry(node.clone().unwrap_or_else(|| "-".into()))
+            .or_default() += 1;
+    }
+    figures(
+        scenario,
+        &[
+            format!(
+                "a per-second cron job active on 3 nodes for {secs} s: {} slots checked, fired \
+                 {} (missing {}, twice {}, not succeeded {})",
+                expected.len(),
+                fired.len(),
+                missing.len(),
+                twice.len(),
+                not_run.len()
+            ),
+            format!("runs by the node that executed them: {by_node:?}"),
+        ],
+    );
+    assert!(expected.len() as u64 >= secs - 2);
+    assert!(missing.is_empty(), "slots never fired: {missing:?}");
+    assert!(twice.is_empty(), "slots fired twice: {twice:?}");
+    assert!(not_run.is_empty(), "slots skipped or failed: {not_run:?}");
 }

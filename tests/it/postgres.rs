@@ -21,73 +21,7 @@ use jobvisor::catalog::queue::{Completion, NewRun, Outcome, Recorded};
 use jobvisor::model::RunStatus;
 use postgres::{Client, NoTls};
 
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
-
-/// A database of one test's own, dropped (with its connections) at the end.
-pub struct PgDb {
-    admin: String,
-    name: String,
-    /// Its URL.
-    pub url: String,
-}
-
-impl PgDb {
-    /// A new empty database, or `None` when no server was asked for and none is reachable.
-    pub fn create(test: &str) -> Option<PgDb> {
-        let (admin, required) = match std::env::var("JOBVISOR_TEST_PG") {
-            Ok(url) if !url.is_empty() => (url, true),
-            _ => (DEFAULT_URL.to_string(), false),
-        };
-        let mut client = match Client::connect(&admin, NoTls) {
-            Ok(c) => c,
-            Err(e) if !required => {
-                eprintln!("{test}: not run: no PostgreSQL at {admin} ({e}); set JOBVISOR_TEST_PG");
-                return None;
-            }
-            Err(e) => panic!("JOBVISOR_TEST_PG={admin}: cannot connect: {e}"),
-        };
-        static N: AtomicI64 = AtomicI64::new(0);
-        let name = format!(
-            "jv_{}_{}_{}",
-            test.chars().take(30).collect::<String>(),
-            std::process::id(),
-            N.fetch_add(1, Ordering::Relaxed)
-        );
-        client
-            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
-            .expect("drop a leftover test database");
-        client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
-            .expect("create the test database");
-        let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
-        Some(PgDb {
-            url: format!("{base}/{name}"),
-            admin,
-            name,
-        })
-    }
-
-    /// A catalog handle on it (migrated).
-    pub fn catalog(&self, label: &str) -> PgCatalog {
-        PgCatalog::open(PgSettings::new(&self.url), label).expect("open the postgres catalog")
-    }
-
-    /// A plain client, for setup and checks.
-    pub fn client(&self) -> Client {
-        Client::connect(&self.url, NoTls).expect("connect to the test database")
-    }
-}
-
-impl Drop for PgDb {
-    fn drop(&mut self) {
-        if let Ok(mut c) = Client::connect(&self.admin, NoTls) {
-            let _ = c.batch_execute(&format!(
-                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
-                self.name
-            ));
-        }
-    }
-}
+pub use crate::support::PgDb;
 
 /// One processor `p` and the jobs named, each `(name, overlap, max_overlap, max_attempts)`;
 /// returns (processor id, job ids).
@@ -204,7 +138,15 @@ fn drain(db: &PgDb, p: i64, nodes: usize, total: usize, batch: usize) -> HashMap
             let done = done.clone();
             thread::spawn(move || {
                 let lease = register(&cat, &format!("node{n}"), 30_000);
+                // A run left claimed by an attempt nobody heard of (a commit unanswered,
+                // then its undo aborted) would keep the drain from ending: fail instead.
+                let deadline = std::time::Instant::now() + Duration::from_secs(120);
                 while (done.load(Ordering::SeqCst) as usize) < total {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "{} of {total} runs recorded after 120 s",
+                        done.load(Ordering::SeqCst)
+                    );
                     let claim = cat.claim(claim_req(p, lease, batch)).unwrap();
                     if claim.runs.is_empty() {
                         thread::sleep(Duration::from_millis(2));

@@ -508,3 +508,78 @@ impl Drop for ReadOnly {
         }
     }
 }
+
+/// The PostgreSQL server of the tests: `JOBVISOR_TEST_PG` (an admin URL; `.ci/test` starts
+/// PostgreSQL and sets it, and then every test that needs it fails when it cannot connect),
+/// else `postgres://postgres@127.0.0.1:5432/postgres`; when that is unset and not reachable,
+/// the tests say so on stderr and pass without running.
+const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/postgres";
+
+/// A database of one test's own, dropped (with its connections) at the end.
+pub struct PgDb {
+    /// The admin URL it was created through.
+    pub admin: String,
+    /// The database's name.
+    pub name: String,
+    /// Its URL.
+    pub url: String,
+}
+
+impl PgDb {
+    /// A new empty database, or `None` when no server was asked for and none is reachable.
+    pub fn create(test: &str) -> Option<PgDb> {
+        let (admin, required) = match std::env::var("JOBVISOR_TEST_PG") {
+            Ok(url) if !url.is_empty() => (url, true),
+            _ => (DEFAULT_URL.to_string(), false),
+        };
+        let mut client = match postgres::Client::connect(&admin, postgres::NoTls) {
+            Ok(c) => c,
+            Err(e) if !required => {
+                eprintln!("{test}: not run: no PostgreSQL at {admin} ({e}); set JOBVISOR_TEST_PG");
+                return None;
+            }
+            Err(e) => panic!("JOBVISOR_TEST_PG={admin}: cannot connect: {e}"),
+        };
+        static N: std::sync::atomic::AtomicI64 = std::sync::atomic::AtomicI64::new(0);
+        let name = format!(
+            "jv_{}_{}_{}",
+            test.chars().take(30).collect::<String>(),
+            std::process::id(),
+            N.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        client
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
+            .expect("drop a leftover test database");
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create the test database");
+        let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
+        Some(PgDb {
+            url: format!("{base}/{name}"),
+            admin,
+            name,
+        })
+    }
+
+    /// A catalog handle on it (migrated).
+    pub fn catalog(&self, label: &str) -> jobvisor::catalog::postgres::PgCatalog {
+        use jobvisor::catalog::postgres::{PgCatalog, PgSettings};
+        PgCatalog::open(PgSettings::new(&self.url), label).expect("open the postgres catalog")
+    }
+
+    /// A plain client, for setup and checks.
+    pub fn client(&self) -> postgres::Client {
+        postgres::Client::connect(&self.url, postgres::NoTls).expect("connect to the test database")
+    }
+}
+
+impl Drop for PgDb {
+    fn drop(&mut self) {
+        if let Ok(mut c) = postgres::Client::connect(&self.admin, postgres::NoTls) {
+            let _ = c.batch_execute(&format!(
+                "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+                self.name
+            ));
+        }
+    }
+}

@@ -15,6 +15,8 @@ use crate::catalog::definitions::{
     ImportReport, JobRecord, SELECT_GROUPS, SELECT_OBJECTS, SELECT_PROCESSORS, group_row,
     import_with, job_record_of, object_row, processor_of,
 };
+use crate::catalog::reader::Reader;
+use crate::catalog::writer::DbWriter;
 use crate::jobconf::CatalogFile;
 
 /// The advisory lock key that serializes changes to the definitions (an arbitrary constant:
@@ -87,7 +89,51 @@ fn update_in<E: From<CatalogError>>(
     Ok(Ok(report))
 }
 
+/// The seed's marks in `catalog_meta`.
+const SELECT_SEEDED: &str = "SELECT value FROM catalog_meta WHERE key = 'seeded_at'";
+const MARK_SEEDED: &str = "INSERT INTO catalog_meta (key, value) VALUES ('seeded_at', $1),
+    ('seeded_from', $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value";
+
 impl PgCatalog {
+    /// Imports `file` (the seed, read from `source`) if the catalog was never seeded, in one
+    /// transaction under the definitions' lock: of several nodes starting at once on a new
+    /// catalog, one seeds it. Whether this call did.
+    pub fn seed_if_new(
+        &self,
+        file: &CatalogFile,
+        source: &str,
+        now: i64,
+    ) -> Result<bool, CatalogError> {
+        let (file, source) = (file.clone(), source.to_string());
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            tx.execute("SELECT pg_advisory_xact_lock($1)", &[&DEFINITIONS_LOCK])?;
+            if tx.query_opt(SELECT_SEEDED, &[])?.is_some() {
+                return Ok(false);
+            }
+            let before = export_in(&mut tx)?;
+            import_with(
+                &mut tx,
+                &before,
+                &file,
+                "node",
+                &format!("seed from {source}"),
+            )?;
+            tx.execute(MARK_SEEDED, &[&now.to_string(), &source])?;
+            commit(tx)?;
+            Ok(true)
+        })
+    }
+
+    /// The handles a node's runtime holds on this catalog: its verbs and its reads, each a
+    /// transaction on this connection thread.
+    pub fn node_handles(&self) -> (DbWriter, Reader) {
+        (
+            DbWriter::on_postgres(self.clone()),
+            Reader::on_postgres(self.clone()),
+        )
+    }
+
     /// Stores `file`'s entries over the catalog (see `Catalog::import`).
     pub fn import(&self, file: &CatalogFile, actor: &str) -> Result<ImportReport, CatalogError> {
         let file = file.clone();

@@ -3,48 +3,35 @@
 //! schedules (with their history across the fleet), the processors it starts, the objects
 //! that get a writer, and the runs it executes that an operator asked to cancel.
 
-use super::{PgCatalog, commit};
+use super::PgCatalog;
 use crate::catalog::CatalogError;
 use crate::catalog::loads::{self, LocalProcessor, ScheduledJob, WrittenObject};
 use crate::catalog::runs;
 
 impl PgCatalog {
-    /// Runs `read` in a transaction of its own (one snapshot).
-    fn read<T: Send + 'static>(
-        &self,
-        read: impl Fn(&mut postgres::Transaction<'_>) -> Result<T, CatalogError> + Send + 'static,
-    ) -> Result<T, CatalogError> {
-        self.call(move |client, _| {
-            let mut tx = client.transaction()?;
-            let out = read(&mut tx)?;
-            commit(tx)?;
-            Ok(out)
-        })
-    }
-
     /// The catalog generation (bumped by every change to a definition).
     pub fn generation(&self) -> Result<i64, CatalogError> {
-        self.read(|tx| loads::generation(tx))
+        self.transact(|tx| loads::generation(tx))
     }
 
     /// The jobs `node_id` schedules: enabled, on an enabled processor the node may run, active
     /// on the node; each with its history across the fleet.
     pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
-        self.read(move |tx| loads::load_scheduled(tx, node_id))
+        self.transact(move |tx| loads::load_scheduled(tx, node_id))
     }
 
     /// The processors `node_id` starts: enabled, naming no nodes or naming it.
     pub fn local_processors(&self, node_id: i64) -> Result<Vec<LocalProcessor>, CatalogError> {
-        self.read(move |tx| loads::load_local_processors(tx, node_id))
+        self.transact(move |tx| loads::load_local_processors(tx, node_id))
     }
 
     /// The enabled objects that jobs write.
     pub fn written_objects(&self) -> Result<Vec<WrittenObject>, CatalogError> {
-        self.read(|tx| loads::load_written_objects(tx))
+        self.transact(|tx| loads::load_written_objects(tx))
     }
 
     /// The running runs of `node_id` an operator asked to cancel.
     pub fn cancel_requested(&self, node_id: i64) -> Result<Vec<i64>, CatalogError> {
-        self.read(move |tx| runs::cancel_requested(tx, node_id))
+        self.transact(move |tx| runs::cancel_requested(tx, node_id))
     }
 }

@@ -40,6 +40,7 @@ pub mod node;
 pub mod queue;
 pub mod slots;
 mod sql;
+mod upkeep;
 
 /// The first wait before reconnecting; each failed attempt doubles it up to [`BACKOFF_MAX`].
 const BACKOFF_START: Duration = Duration::from_millis(50);
@@ -191,6 +192,7 @@ pub fn redact(url: &str) -> String {
 pub struct PgCatalog {
     tx: mpsc::Sender<Work>,
     url: String,
+    settings: PgSettings,
 }
 
 impl std::fmt::Debug for PgCatalog {
@@ -207,6 +209,7 @@ impl PgCatalog {
     pub fn open(settings: PgSettings, label: &str) -> Result<Self, CatalogError> {
         let (tx, rx) = mpsc::channel::<Work>();
         let url = settings.url.clone();
+        let kept = settings.clone();
         thread::Builder::new()
             .name(format!("pg {label}"))
             .spawn(move || {
@@ -220,9 +223,18 @@ impl PgCatalog {
                 }
             })
             .map_err(|e| CatalogError::Unavailable(format!("cannot start a thread: {e}")))?;
-        let catalog = PgCatalog { tx, url };
+        let catalog = PgCatalog {
+            tx,
+            url,
+            settings: kept,
+        };
         catalog.call(|c, _| migrate::migrate(c))?;
         Ok(catalog)
+    }
+
+    /// How its connection reaches the server (for a connection of another thread's own).
+    pub(crate) fn settings(&self) -> PgSettings {
+        self.settings.clone()
     }
 
     /// The server's URL, its password redacted.
@@ -245,6 +257,34 @@ impl PgCatalog {
         })?;
         rx.recv()
             .map_err(|_| CatalogError::Unavailable("the postgres thread stopped".into()))?
+    }
+
+    /// Runs `f` in a transaction of its own (one snapshot, one commit); again, from the
+    /// start, after a lost connection or a conflict.
+    pub(crate) fn transact<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut postgres::Transaction<'_>) -> Result<T, CatalogError> + Send + 'static,
+    ) -> Result<T, CatalogError> {
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            let out = f(&mut tx)?;
+            commit(tx)?;
+            Ok(out)
+        })
+    }
+
+    /// Runs `f`, which calls this catalog's blocking verbs, on the blocking pool and awaits
+    /// it: how async code (the runtime's actors) reaches the connection thread without
+    /// blocking its own.
+    pub async fn off_thread<T, F>(&self, f: F) -> Result<T, CatalogError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&PgCatalog) -> Result<T, CatalogError> + Send + 'static,
+    {
+        let pg = self.clone();
+        tokio::task::spawn_blocking(move || f(&pg))
+            .await
+            .map_err(|e| CatalogError::Unavailable(format!("a postgres call did not end: {e}")))?
     }
 
     fn submit<T, F>(

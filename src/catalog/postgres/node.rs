@@ -80,7 +80,7 @@ pub(super) fn ask_to_share(
 
 /// A registration, and when the name was taken from an earlier process of the node, what
 /// recovering the runs it left running did.
-pub type Registered = (Registration, Option<Recovery>);
+pub use crate::catalog::node::Registered;
 
 /// Asks for `who.name`, by `catalog::node::register_node`'s rules (and `try_take_node_name`'s:
 /// a name taken over recovers its earlier process's runs in the same transaction).
@@ -228,7 +228,7 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
 
 /// Counts the runs a recovery ended on their jobs' tallies (per job and node, in job order),
 /// and tells idle processors on every node to claim the requeued ones.
-fn tally_recovered(
+pub(super) fn tally_recovered(
     tx: &mut postgres::Transaction<'_>,
     ended: std::collections::BTreeMap<(i64, i64), i64>,
 ) -> Result<(), CatalogError> {
@@ -248,9 +248,28 @@ fn tally_recovered(
     Ok(())
 }
 
+/// A request for a node name (see [`PgCatalog::try_take_node_name`]).
+#[derive(Debug, Clone)]
+pub struct TakeName {
+    /// The name.
+    pub name: String,
+    /// This host.
+    pub host: String,
+    /// This process.
+    pub pid: i64,
+    /// The lease TTL this process states.
+    pub lease_ttl_ms: i64,
+    /// Epoch ms now.
+    pub now: i64,
+    /// A holder's heartbeat older than this is stale.
+    pub stale_after_ms: i64,
+    /// The stale holder watched since the last ask, if any.
+    pub watched: Option<NodeHolder>,
+}
+
 impl PgCatalog {
-    /// Asks for a node name (see `catalog::node::register_node`); `is_alive` tells whether a
-    /// process of this host exists.
+    /// Asks for a node name (see `catalog::node::register_node`), a holder stale after
+    /// `lease_ttl_ms`; `is_alive` tells whether a process of this host exists.
     pub fn register_node(
         &self,
         name: String,
@@ -260,15 +279,42 @@ impl PgCatalog {
         now: i64,
         is_alive: fn(i64) -> bool,
     ) -> Result<Registered, CatalogError> {
+        let take = TakeName {
+            name,
+            host,
+            pid,
+            lease_ttl_ms,
+            now,
+            stale_after_ms: lease_ttl_ms,
+            watched: None,
+        };
+        self.try_take_node_name(take, is_alive)
+    }
+
+    /// Asks for a node name by `Catalog::try_take_node_name`'s rules: a holder whose heartbeat
+    /// is older than `stale_after_ms` and whose process may be alive is watched first (the
+    /// answer is `Watch`), and taken when asked again with it as `watched`.
+    pub fn try_take_node_name(
+        &self,
+        take: TakeName,
+        is_alive: fn(i64) -> bool,
+    ) -> Result<Registered, CatalogError> {
         self.call(move |client, _| {
             let who = Applicant {
-                name: &name,
-                host: &host,
-                pid,
+                name: &take.name,
+                host: &take.host,
+                pid: take.pid,
                 version: env!("CARGO_PKG_VERSION"),
-                lease_ttl_ms,
+                lease_ttl_ms: take.lease_ttl_ms,
             };
-            register(client, &who, now, lease_ttl_ms, &is_alive, None)
+            register(
+                client,
+                &who,
+                take.now,
+                take.stale_after_ms,
+                &is_alive,
+                take.watched.as_ref(),
+            )
         })
     }
 
@@ -324,6 +370,11 @@ impl PgCatalog {
     /// One sweep of the dead nodes by the node `fence` holds (see [`sweep`]).
     pub fn sweep(&self, fence: NodeLease, now: i64) -> Result<Vec<Swept>, CatalogError> {
         self.call(move |client, _| sweep(client, fence, now))
+    }
+
+    /// Who holds the name of `node_id` now (after a heartbeat found it lost).
+    pub fn holder(&self, node_id: i64) -> Result<Option<NodeHolder>, CatalogError> {
+        self.transact(move |tx| crate::catalog::node::holder(tx, node_id))
     }
 
     /// The stale completions counted on a node.
