@@ -150,6 +150,10 @@ pub struct DatabaseSection {
     /// The catalog on PostgreSQL, shared by a fleet across hosts:
     /// `postgres://user[:password]@host[:port]/database`. Default: "" (the SQLite file).
     pub url: String,
+    /// How long a PostgreSQL call waits for the server to answer again (reconnecting with
+    /// backoff) before it fails, ms; also how long a node starting waits for it. Default:
+    /// 60000.
+    pub reconnect_for: u64,
     /// `synchronous` level. Default: normal.
     pub durability: Durability,
     /// Lock wait in milliseconds. Default: 5000.
@@ -163,6 +167,7 @@ impl Default for DatabaseSection {
         Self {
             path: String::new(),
             url: String::new(),
+            reconnect_for: 60_000,
             durability: Durability::Normal,
             busy_timeout: 5000,
             read_pool_size: 4,

@@ -244,29 +244,92 @@ fn catalog(n: usize, nodes: usize) -> f64 {
 
 /// Prints the rows: the floor and the catalog with 1 and 3 nodes, and the ratios of each
 /// round's pair, medians over `rounds`.
+/// Runs/s of a drain of `n` no-op runs by `nodes` node processes (`jobvisor run`, this
+/// executable re-run as for the API's rows; 2 executions each, as the SQLite fleet's rows) on
+/// one PostgreSQL catalog: the runs queued in one statement while they run, the rate counted
+/// from the first run claimed to the last one recorded, read every millisecond.
+fn processes(n: usize, nodes: usize) -> f64 {
+    let db = Db::create(&format!("procs{nodes}"));
+    let dir = super::fresh_dir("pgfleet");
+    let cfg = super::node_config(&dir, jobvisor::config::Durability::Normal);
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let file = jobvisor::jobconf::toml_format::parse(&super::catalog_text(2, super::NOOP))
+        .unwrap_or_else(|d| panic!("{d:?}"));
+    PgCatalog::open(PgSettings::new(&db.url), "bench")
+        .unwrap()
+        .seed_if_new(&file, "bench", 0)
+        .unwrap();
+    let env = [("JOBVISOR__DATABASE__URL", db.url.as_str())];
+    let fleet: Vec<super::api::Node> = (1..=nodes)
+        .map(|i| super::api::spawn(&cfg, &format!("n{i}"), &env))
+        .collect();
+    let mut c = Client::connect(&db.url, NoTls).unwrap();
+    c.execute(
+        "INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
+         SELECT j.job_id, j.processor_id, 'queued', 0, 0
+         FROM job j, generate_series(1, $1::bigint) WHERE j.job_name = 'noop'",
+        &[&(n as i64)],
+    )
+    .unwrap();
+    let left = |c: &mut Client| -> (i64, i64) {
+        let r = c
+            .query_one(
+                "SELECT (SELECT count(*) FROM job_run WHERE status = 'queued'),
+                        (SELECT count(*) FROM job_run WHERE status = 'running')",
+                &[],
+            )
+            .unwrap();
+        (r.get(0), r.get(1))
+    };
+    let deadline = Instant::now() + std::time::Duration::from_secs(600);
+    while left(&mut c).0 == n as i64 {
+        assert!(Instant::now() < deadline, "no node claimed a run");
+        thread::sleep(std::time::Duration::from_micros(200));
+    }
+    let t0 = Instant::now();
+    while left(&mut c) != (0, 0) {
+        assert!(Instant::now() < deadline, "the drain did not end");
+        thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let rate = n as f64 / t0.elapsed().as_secs_f64();
+    drop(fleet);
+    drop(c);
+    let _ = std::fs::remove_dir_all(&dir);
+    rate
+}
+
 pub fn print(n: usize, rounds: usize) {
-    let mut rows: [Vec<f64>; 4] = Default::default();
-    let mut ratios: [Vec<f64>; 2] = Default::default();
+    let mut rows: [Vec<f64>; 6] = Default::default();
+    let mut ratios: [Vec<f64>; 4] = Default::default();
     for _ in 0..rounds {
         for (k, nodes) in [1, 3].into_iter().enumerate() {
             let f = floor(n, nodes);
             let c = catalog(n, nodes);
-            rows[2 * k].push(f);
-            rows[2 * k + 1].push(c);
-            ratios[k].push(c / f);
+            let p = processes(n, nodes);
+            rows[3 * k].push(f);
+            rows[3 * k + 1].push(c);
+            rows[3 * k + 2].push(p);
+            ratios[2 * k].push(c / f);
+            ratios[2 * k + 1].push(p / f);
         }
     }
     for (k, nodes) in [1, 3].into_iter().enumerate() {
         println!(
             "{:<52} {:>10.0} r/s",
             format!("postgres floor: SKIP LOCKED loop, {nodes} conn, batch {BATCH}"),
-            median(rows[2 * k].clone())
+            median(rows[3 * k].clone())
         );
         println!(
             "{:<52} {:>10.0} r/s {:>9.2}x",
             format!("postgres catalog: drain, {nodes} node(s), batch {BATCH}"),
-            median(rows[2 * k + 1].clone()),
-            median(ratios[k].clone())
+            median(rows[3 * k + 1].clone()),
+            median(ratios[2 * k].clone())
+        );
+        println!(
+            "{:<52} {:>10.0} r/s {:>9.2}x",
+            format!("postgres: drain by {nodes} node process(es)"),
+            median(rows[3 * k + 2].clone()),
+            median(ratios[2 * k + 1].clone())
         );
     }
 }

@@ -204,6 +204,22 @@ pub(super) fn annotated_config(effective: &toml::Table) -> String {
             continue;
         };
         let mut shown = format!("{key} = {value}");
+        match (section.as_str(), key, value) {
+            // A PostgreSQL URL's password is never shown.
+            ("database", "url" | "path", toml::Value::String(s))
+                if crate::config::is_postgres_url(s) =>
+            {
+                let redacted = toml::Value::String(crate::catalog::postgres::redact(s));
+                shown = format!("{key} = {redacted}");
+                if key == "path" {
+                    shown.push_str("  # a PostgreSQL catalog");
+                }
+            }
+            ("database", "url", toml::Value::String(s)) if s.is_empty() => {
+                shown.push_str("  # none: the catalog is the SQLite file of `path`")
+            }
+            _ => {}
+        }
         match (key, value) {
             ("seed", toml::Value::String(s)) if s.is_empty() => {
                 shown.push_str("  # the built-in config/job.conf")

@@ -193,7 +193,13 @@ impl EngineBuilder {
         };
         let clock = &*self.clock;
         let opened = match cfg.postgres_url() {
-            Some(url) => open_postgres(url, &seed, &source, &who, clock, cadence)?,
+            Some(url) => {
+                let pg = crate::catalog::postgres::PgSettings {
+                    url: url.to_string(),
+                    reconnect_for: Duration::from_millis(cfg.database.reconnect_for),
+                };
+                open_postgres(pg, &seed, &source, &who, clock, cadence)?
+            }
             None => open_sqlite(&cfg, &settings, &seed, &source, &who, clock, cadence)?,
         };
         let Opened {
@@ -366,15 +372,14 @@ fn open_sqlite(
 
 /// The same on a PostgreSQL catalog (its schema brought up to date first).
 fn open_postgres(
-    url: &str,
+    settings: crate::catalog::postgres::PgSettings,
     seed: &crate::jobconf::CatalogFile,
     source: &str,
     who: &crate::catalog::node::Applicant<'_>,
     clock: &dyn Clock,
     cadence: crate::lease::Cadence,
 ) -> Result<Opened, EngineError> {
-    use crate::catalog::postgres::{PgCatalog, PgSettings};
-    let pg = PgCatalog::open(PgSettings::new(url), "catalog")?;
+    let pg = crate::catalog::postgres::PgCatalog::open(settings, "catalog")?;
     let db_path = PathBuf::from(pg.url());
     let seeded = pg
         .seed_if_new(seed, source, clock.now_ms())

@@ -190,20 +190,44 @@ fn database_errors_name_the_file_and_what_was_being_done() {
 }
 
 #[test]
-fn a_postgres_url_is_refused_until_the_backend_exists() {
+fn a_postgres_url_is_refused_by_the_commands_that_work_on_a_file() {
     let ws = Workspace::new();
-    for args in [
-        &["jobs", "list"][..],
-        &["init"],
-        &["run", "--bind", "127.0.0.1:0"],
-    ] {
+    for args in [&["jobs", "list"][..], &["init"]] {
         let mut full = vec!["--db", "postgres://user@host/db"];
         full.extend(args);
         let out = raw(&ws, &full);
         assert_eq!(out.status.code(), Some(78), "{}", text(&out));
-        assert!(stderr(&out).contains("PostgreSQL"), "{}", text(&out));
+        assert!(
+            stderr(&out).contains("only `jobvisor run` takes a PostgreSQL catalog"),
+            "{}",
+            text(&out)
+        );
     }
     assert!(!ws.path("postgres:").exists());
+}
+
+/// A node whose PostgreSQL server does not answer waits `database.reconnect_for`, then
+/// stops with the reason (the server, its password redacted) and exit 75 (try again later).
+#[test]
+fn a_node_whose_postgres_server_does_not_answer_stops_naming_it() {
+    let ws = Workspace::new();
+    let out = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+        .args(["--db", "postgres://jv:secret@127.0.0.1:1/db", "run"])
+        .args(["--bind", "127.0.0.1:0", "--data-dir"])
+        .arg(ws.path("data"))
+        .current_dir(ws.dir.path())
+        .env_remove("JOBVISOR_CONFIG")
+        .env("JOBVISOR__DATABASE__RECONNECT_FOR", "300")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(75), "{}", text(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("cannot reach postgres://jv:***@127.0.0.1:1/db"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("secret"), "{}", text(&out));
 }
 
 #[test]
@@ -352,7 +376,9 @@ fn every_command_speaks_json_and_errors_are_json_objects() {
     let human = ws.ok(&["config"]);
     for line in human.lines().filter(|l| !l.starts_with('#')) {
         assert!(
-            !line.ends_with("= \"\"") && !line.contains("= \"\"  ") || line.contains("built-in"),
+            !line.ends_with("= \"\"") && !line.contains("= \"\"  ")
+                || line.contains("built-in")
+                || line.contains("# none: "),
             "an unexplained empty value: {line}\n{human}"
         );
     }
