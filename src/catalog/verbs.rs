@@ -289,7 +289,7 @@ impl DbWriter {
         node_id: i64,
         completions: std::sync::Arc<Vec<Completion>>,
     ) -> Result<Vec<Recorded>, CatalogError> {
-        if let Some(pg) = self.postgres() {
+        if let Some(pg) = self.postgres_ends() {
             return pg
                 .off_thread(move |pg| pg.complete(node_id, completions.to_vec()))
                 .await;

@@ -297,6 +297,8 @@ pub struct DbWriter {
     /// The catalog on PostgreSQL instead: the verbs go to its connection thread (there is no
     /// file, no writer thread and no damage to find).
     pg: Option<crate::catalog::postgres::PgCatalog>,
+    /// On PostgreSQL, the connection completions go to (beside `pg`'s claims).
+    pg_ends: Option<crate::catalog::postgres::PgCatalog>,
 }
 
 impl std::fmt::Debug for DbWriter {
@@ -350,12 +352,16 @@ impl DbWriter {
             damage,
             queued_hook: Default::default(),
             pg: None,
+            pg_ends: None,
         }
     }
 
     /// The catalog writer of a node whose catalog is on PostgreSQL: each verb is a
     /// transaction on `pg`'s connection thread, awaited off the caller's thread.
-    pub fn on_postgres(pg: crate::catalog::postgres::PgCatalog) -> Self {
+    pub fn on_postgres(
+        pg: crate::catalog::postgres::PgCatalog,
+        ends: crate::catalog::postgres::PgCatalog,
+    ) -> Self {
         Self {
             label: "catalog".into(),
             path: PathBuf::from(pg.url()),
@@ -363,12 +369,18 @@ impl DbWriter {
             damage: Arc::new(Damage::default()),
             queued_hook: Default::default(),
             pg: Some(pg),
+            pg_ends: Some(ends),
         }
     }
 
     /// The PostgreSQL catalog this writer's verbs go to, if it is one.
     pub(in crate::catalog) fn postgres(&self) -> Option<&crate::catalog::postgres::PgCatalog> {
         self.pg.as_ref()
+    }
+
+    /// The PostgreSQL connection completions go to.
+    pub(in crate::catalog) fn postgres_ends(&self) -> Option<&crate::catalog::postgres::PgCatalog> {
+        self.pg_ends.as_ref()
     }
 
     /// Calls `hook` once when the file is found damaged, by this writer or by a read sharing

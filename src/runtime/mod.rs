@@ -388,7 +388,9 @@ fn open_postgres(
     let written = pg
         .written_objects()
         .map_err(|e| e.within(&db_path, "reading the objects"))?;
-    let (writer, reader) = pg.node_handles();
+    let (writer, reader) = pg
+        .node_handles()
+        .map_err(|e| e.within(&db_path, "connecting the node"))?;
     Ok(Opened {
         writer,
         reader,

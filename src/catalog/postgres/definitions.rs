@@ -126,12 +126,13 @@ impl PgCatalog {
     }
 
     /// The handles a node's runtime holds on this catalog: its verbs and its reads, each a
-    /// transaction on this connection thread.
-    pub fn node_handles(&self) -> (DbWriter, Reader) {
-        (
-            DbWriter::on_postgres(self.clone()),
-            Reader::on_postgres(self.clone()),
-        )
+    /// transaction — claims and the rest on this connection thread, completions on a second,
+    /// reads on a third, so that none waits behind the others' round trips.
+    pub fn node_handles(&self) -> Result<(DbWriter, Reader), CatalogError> {
+        Ok((
+            DbWriter::on_postgres(self.clone(), self.another("ends")?),
+            Reader::on_postgres(self.another("reads")?),
+        ))
     }
 
     /// Stores `file`'s entries over the catalog (see `Catalog::import`).

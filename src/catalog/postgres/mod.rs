@@ -207,6 +207,18 @@ impl PgCatalog {
     /// Starts the connection thread for `settings`, connects, and brings the schema up to
     /// date (`migrate`: several nodes starting at once apply each migration once).
     pub fn open(settings: PgSettings, label: &str) -> Result<Self, CatalogError> {
+        let catalog = Self::start(settings, label)?;
+        catalog.call(|c, _| migrate::migrate(c))?;
+        Ok(catalog)
+    }
+
+    /// A second connection thread to the same server (`pg <label>`), its schema already
+    /// checked by this one: calls on it run beside this one's, not behind them.
+    pub fn another(&self, label: &str) -> Result<Self, CatalogError> {
+        Self::start(self.settings.clone(), label)
+    }
+
+    fn start(settings: PgSettings, label: &str) -> Result<Self, CatalogError> {
         let (tx, rx) = mpsc::channel::<Work>();
         let url = settings.url.clone();
         let kept = settings.clone();
@@ -223,13 +235,11 @@ impl PgCatalog {
                 }
             })
             .map_err(|e| CatalogError::Unavailable(format!("cannot start a thread: {e}")))?;
-        let catalog = PgCatalog {
+        Ok(PgCatalog {
             tx,
             url,
             settings: kept,
-        };
-        catalog.call(|c, _| migrate::migrate(c))?;
-        Ok(catalog)
+        })
     }
 
     /// How its connection reaches the server (for a connection of another thread's own).
