@@ -33,6 +33,11 @@ const SELECT_KEY: &str = "SELECT run_id FROM inbox_file WHERE inbox_key = ?1";
 const INSERT_KEY: &str = "INSERT INTO inbox_file (inbox_key, run_id, path, source, created_at)
     VALUES (?1, ?2, ?3, ?4, ?5)";
 
+/// The parameters of a file's run: where it is, its name, the inbox it came from.
+pub(crate) fn run_params(f: &InboxFile) -> String {
+    json!({ "path": f.path, "file": f.file, "inbox": f.inbox }).to_string()
+}
+
 /// Queues the run of `f` and records its key; `Ok(None)` (nothing queued) when the key was
 /// queued before. Appends the runs queued to `queued` (the run, or a workflow's first steps).
 pub(crate) fn enqueue_file(
@@ -48,7 +53,7 @@ pub(crate) fn enqueue_file(
     {
         return Ok(None);
     }
-    let params = json!({ "path": f.path, "file": f.file, "inbox": f.inbox }).to_string();
+    let params = run_params(f);
     let actor = format!("inbox:{}", f.inbox);
     let t = verbs::trigger(c, &f.job, &[Some(params)], now, &actor)?;
     let run_id = t.run_ids[0];

@@ -344,8 +344,15 @@ impl DbWriter {
         file: super::inbox::InboxFile,
         now: i64,
     ) -> Result<Option<i64>, CatalogError> {
-        if self.postgres().is_some() {
-            return Err(not_on_postgres("an inbox"));
+        if let Some(pg) = self.postgres() {
+            let Some(t) = pg.enqueue_inbox_file(file, now)? else {
+                return Ok(None);
+            };
+            self.announce(&[Queued {
+                processor_id: t.processor_id,
+                priority: t.priority,
+            }]);
+            return Ok(t.run_ids.first().copied());
         }
         let (id, queued) = self.call_blocking("queueing an inbox file", move |c| {
             let mut queued = Vec::new();

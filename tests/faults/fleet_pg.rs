@@ -654,3 +654,58 @@ fn a_node_on_postgres_seeds_the_default_catalog_and_runs_its_housekeeping() {
     assert!(api_status.contains("503"), "{api_status}");
     assert!(api_body.contains("PostgreSQL"), "{api_body}");
 }
+
+/// An inbox on a node whose catalog is on PostgreSQL: each file becomes one run there, its key
+/// recorded with it.
+#[test]
+fn an_inbox_on_a_postgres_node_queues_each_file_once() {
+    let _one = serial();
+    const FILES: i64 = 20;
+    let Some((ws, db)) = fleet("pg_inbox", &job("take", "debug.noop", "")) else {
+        return;
+    };
+    let inbox = ws.path("in");
+    std::fs::create_dir_all(&inbox).unwrap();
+    let cfg = ws.write(
+        "node.toml",
+        &format!(
+            "[[inbox]]\npath = \"{}\"\njob = \"take\"\npattern = \"*.txt\"\n",
+            inbox.display()
+        ),
+    );
+    ws.set_node_env("JOBVISOR_CONFIG", &cfg.display().to_string());
+    let node = ws.start_node("n1");
+    for i in 0..FILES {
+        std::fs::write(inbox.join(format!("f{i}.txt")), format!("file {i}")).unwrap();
+    }
+    let mut c = db.client();
+    wait_for(60.0, "a run of each file to succeed", || {
+        (succeeded(&mut c, "take") == FILES).then_some(())
+    });
+    assert_eq!(node.stop(), Some(0));
+    let keys = count(
+        &mut c,
+        "SELECT count(*) FROM inbox_file f JOIN job_run r USING (run_id)",
+    );
+    let files: Vec<String> = c
+        .query("SELECT params FROM job_run ORDER BY run_id", &[])
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let p: serde_json::Value = serde_json::from_str(r.get::<_, &str>(0)).unwrap();
+            p["file"].as_str().unwrap().to_string()
+        })
+        .collect();
+    figures(
+        "scenario 10 fleet on postgres: inbox",
+        &[format!(
+            "{FILES} files dropped into an inbox of a node on PostgreSQL: {} runs succeeded, \
+             {keys} keys recorded with their runs",
+            files.len()
+        )],
+    );
+    assert_eq!(keys, FILES);
+    let distinct: HashSet<&String> = files.iter().collect();
+    assert_eq!(distinct.len(), FILES as usize, "{files:?}");
+    assert_eq!(count(&mut c, "SELECT count(*) FROM job_run"), FILES);
+}

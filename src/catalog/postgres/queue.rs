@@ -675,6 +675,20 @@ fn trigger_in(
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
     let mut tx = client.transaction()?;
+    let triggered = trigger_tx(&mut tx, job, params, now, actor)?;
+    commit(tx)?;
+    Ok(triggered)
+}
+
+/// [`trigger_in`]'s work inside the caller's transaction.
+fn trigger_tx(
+    tx: &mut postgres::Transaction<'_>,
+    job: &str,
+    params: &[Option<String>],
+    now: i64,
+    actor: &str,
+) -> Result<Triggered, CatalogError> {
+    let mut tx = tx;
     let target = job_for_trigger(&mut tx, job)?;
     if target.workflow {
         return Err(CatalogError::Refused(format!(
@@ -697,7 +711,6 @@ fn trigger_in(
         job,
         Some(&trigger_detail(&run_ids)),
     )?;
-    commit(tx)?;
     Ok(Triggered {
         run_ids,
         processor_id: target.processor_id,
@@ -706,7 +719,35 @@ fn trigger_in(
     })
 }
 
+/// The key of an inbox file, taken before its run is queued (`0` until then, in the same
+/// transaction): of two nodes queueing one file at once, one takes it.
+const TAKE_INBOX_KEY: &str = "INSERT INTO inbox_file (inbox_key, run_id, path, source,
+    created_at) VALUES ($1, 0, $2, $3, $4) ON CONFLICT (inbox_key) DO NOTHING";
+const SET_INBOX_RUN: &str = "UPDATE inbox_file SET run_id = $2 WHERE inbox_key = $1";
+
 impl PgCatalog {
+    /// Queues the run of a file an inbox moved into its run's folder, with its key, in one
+    /// transaction (see `catalog::inbox`); `Ok(None)` when the key was queued before, by this
+    /// node or another.
+    pub fn enqueue_inbox_file(
+        &self,
+        f: crate::catalog::inbox::InboxFile,
+        now: i64,
+    ) -> Result<Option<Triggered>, CatalogError> {
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            if tx.execute(TAKE_INBOX_KEY, &[&f.key, &f.path, &f.source, &now])? == 0 {
+                return Ok(None);
+            }
+            let params = crate::catalog::inbox::run_params(&f);
+            let actor = format!("inbox:{}", f.inbox);
+            let t = trigger_tx(&mut tx, &f.job, &[Some(params)], now, &actor)?;
+            tx.execute(SET_INBOX_RUN, &[&f.key, &t.run_ids[0]])?;
+            commit(tx)?;
+            Ok(Some(t))
+        })
+    }
+
     /// Queues one run of `job` per parameter set, now, with one audit row naming `actor`: the
     /// one trigger path, as on SQLite (see `catalog::verbs::trigger`).
     pub fn trigger(
