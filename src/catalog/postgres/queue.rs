@@ -688,8 +688,7 @@ fn trigger_tx(
     now: i64,
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
-    let mut tx = tx;
-    let target = job_for_trigger(&mut tx, job)?;
+    let target = job_for_trigger(&mut *tx, job)?;
     if target.workflow {
         return Err(CatalogError::Refused(format!(
             "`{job}` is a workflow: workflows are not on the PostgreSQL catalog yet"
@@ -699,12 +698,12 @@ fn trigger_tx(
         .iter()
         .map(|p| target.run_now(p.clone(), now))
         .collect();
-    let run_ids: Vec<i64> = enqueue_in(&mut tx, &runs, now)?
+    let run_ids: Vec<i64> = enqueue_in(tx, &runs, now)?
         .into_iter()
         .collect::<Option<_>>()
         .ok_or_else(|| CatalogError::Failed(format!("a run of `{job}` was not inserted")))?;
     audit_in(
-        &mut tx,
+        &mut *tx,
         now,
         actor,
         "job.run",
