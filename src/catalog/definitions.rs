@@ -312,7 +312,7 @@ pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorD
 }
 
 /// [`processor_row`], from either backend's row.
-pub(crate) fn processor_of<C: Cols>(r: &C) -> Result<(String, ProcessorDef), C::Error> {
+pub(crate) fn processor_of<C: Cols + ?Sized>(r: &C) -> Result<(String, ProcessorDef), C::Error> {
     Ok((
         r.text(0)?,
         ProcessorDef {

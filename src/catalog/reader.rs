@@ -141,10 +141,8 @@ impl Reader {
         &self,
         processor_id: i64,
     ) -> Result<(String, crate::jobconf::ProcessorDef), CatalogError> {
-        if self.pg.is_some() {
-            return Err(CatalogError::Refused(
-                "remote processors: not supported on a PostgreSQL catalog yet".into(),
-            ));
+        if let Some(pg) = &self.pg {
+            return pg.transact(move |tx| super::remote::processor(tx, processor_id));
         }
         self.read("reading a remote processor", |c| {
             super::remote::processor(c, processor_id)

@@ -4,23 +4,22 @@
 //! Invariant: read-only; the credential read here is handed to the executor only, never to a
 //! view or a log.
 
-use rusqlite::{Connection, OptionalExtension};
-
-use super::definitions::processor_row;
+use super::definitions::processor_of;
+use super::sql::{Query, Sql};
 use super::{CatalogError, not_found};
 use crate::jobconf::ProcessorDef;
 
 /// The columns of `SELECT_PROCESSORS`, for one row.
-const SELECT_REMOTE: &str = "SELECT processor_name, instances, max_instances, ip_address, port,
-    rpc_user, rpc_password, status, nodes FROM job_processor WHERE processor_id = ?1";
+const SELECT_REMOTE: Query = Query::same(
+    "SELECT processor_name, instances, max_instances, ip_address, port,
+    rpc_user, rpc_password, status, nodes FROM job_processor WHERE processor_id = ?1",
+);
 
 /// Processor `processor_id` (its name and row), as a remote call needs it.
 pub fn processor(
-    conn: &Connection,
+    mut c: impl Sql,
     processor_id: i64,
 ) -> Result<(String, ProcessorDef), CatalogError> {
-    conn.prepare_cached(SELECT_REMOTE)?
-        .query_row([processor_id], processor_row)
-        .optional()?
+    c.row(&SELECT_REMOTE, &[processor_id.into()], |r| processor_of(r))?
         .ok_or_else(|| not_found("processor", &format!("#{processor_id}")))
 }

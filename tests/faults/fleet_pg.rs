@@ -709,3 +709,66 @@ fn an_inbox_on_a_postgres_node_queues_each_file_once() {
     assert_eq!(distinct.len(), FILES as usize, "{files:?}");
     assert_eq!(count(&mut c, "SELECT count(*) FROM job_run"), FILES);
 }
+
+/// A node on PostgreSQL runs a job of a remote processor: a JSON-RPC call to another node (on
+/// a SQLite catalog here), the processor's address and credential read from PostgreSQL.
+#[test]
+fn a_postgres_node_runs_a_job_on_a_remote_processor() {
+    let _one = serial();
+    // Node B, whose API A's processor points at, and an operator's token made on it.
+    let wb = Workspace::new();
+    wb.ok(&["init"]);
+    wb.disable_seeded_jobs();
+    let b = wb.start_node("b");
+    wb.ok(&["users", "add", "from-a", "--role", "operator"]);
+    let token: serde_json::Value =
+        serde_json::from_str(&wb.ok(&["--json", "tokens", "create", "from-a"])).unwrap();
+    let token = token["token"].as_str().unwrap().to_string();
+    let (host, port) = b
+        .api
+        .trim_start_matches("http://")
+        .rsplit_once(':')
+        .unwrap();
+    let Some((ws, db)) = fleet(
+        "pg_remote",
+        &format!(
+            "[processor.nodeb]\nip_address = \"{host}\"\nport = {port}\nrpc_password = \
+             \"{token}\"\n[job.echo_on_b]\ntype = \"function\"\nprocessor = \"nodeb\"\n\
+             payload = {{ function = \"debug.echo\", from = \"a\" }}\n"
+        ),
+    ) else {
+        return;
+    };
+    let a = ws.start_node("a");
+    let mut c = db.client();
+    c.execute(
+        "INSERT INTO job_run (job_id, processor_id, status, run_after, created_at, params)
+         SELECT job_id, processor_id, 'queued', 0, 0, '{\"word\": \"hi\"}' FROM job
+         WHERE job_name = 'echo_on_b'",
+        &[],
+    )
+    .unwrap();
+    let (status, result): (String, Option<String>) =
+        wait_for(30.0, "the remote run to end", || {
+            let r = c
+                .query_one("SELECT status, result FROM job_run", &[])
+                .unwrap();
+            let status: String = r.get(0);
+            (status != "queued" && status != "running").then(|| (status, r.get(1)))
+        });
+    assert_eq!(a.stop(), Some(0));
+    let on_b = crate::support::runs_of(&wb.db(), "rpc.debug.echo");
+    assert_eq!(b.stop(), Some(0));
+    figures(
+        "scenario 10 fleet on postgres: remote processor",
+        &[format!(
+            "a run on a remote processor from a node on PostgreSQL: {status}, result {result:?}; \
+             runs on the remote node {}",
+            on_b.len()
+        )],
+    );
+    assert_eq!(status, "succeeded", "{result:?}");
+    let result: serde_json::Value = serde_json::from_str(&result.unwrap()).unwrap();
+    assert_eq!(result, serde_json::json!({"from": "a", "word": "hi"}));
+    assert_eq!(on_b.len(), 1);
+}
