@@ -772,3 +772,78 @@ fn a_postgres_node_runs_a_job_on_a_remote_processor() {
     assert_eq!(result, serde_json::json!({"from": "a", "word": "hi"}));
     assert_eq!(on_b.len(), 1);
 }
+
+/// A node on PostgreSQL records failures with their retries (the last attempt dead), a run
+/// past its timeout as timed out, and runs one `forbid` job's runs one at a time.
+#[test]
+fn a_postgres_node_retries_times_out_and_holds_forbid() {
+    let _one = serial();
+    let Some((ws, db)) = fleet(
+        "pg_outcomes",
+        "[job.flaky]\ntype = \"function\"\nprocessor = \"wide\"\nmax_attempts = 3\n\
+         backoff_base = 10\nbackoff_max = 20\npayload = { function = \"debug.fail\" }\n\
+         [job.slow]\ntype = \"function\"\nprocessor = \"wide\"\ntimeout = 300\n\
+         max_attempts = 1\npayload = { function = \"debug.sleep\", ms = 5000 }\n\
+         [job.one]\ntype = \"function\"\nprocessor = \"wide\"\noverlap_policy = \"forbid\"\n\
+         payload = { function = \"debug.sleep\", ms = 150 }\n",
+    ) else {
+        return;
+    };
+    let nodes = start(&ws, 2);
+    let mut c = db.client();
+    queue(&mut c, "flaky", 1);
+    queue(&mut c, "slow", 1);
+    queue(&mut c, "one", 6);
+    wait_for(60.0, "every run to end", || {
+        let open = count(
+            &mut c,
+            "SELECT count(*) FROM job_run WHERE status IN ('queued', 'running')",
+        );
+        let flaky = statuses(&mut c, "flaky").get("dead").copied().unwrap_or(0);
+        (open == 0 && flaky == 1).then_some(())
+    });
+    for node in nodes {
+        assert_eq!(node.stop(), Some(0));
+    }
+    let flaky: Vec<(i64, String)> = c
+        .query(
+            "SELECT r.attempt, r.status FROM job_run r JOIN job j USING (job_id)
+             WHERE j.job_name = 'flaky' ORDER BY r.attempt",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let slow = statuses(&mut c, "slow");
+    let spans: Vec<(i64, i64, Option<i64>)> = c
+        .query(
+            "SELECT r.started_at, r.finished_at, r.node_id FROM job_run r JOIN job j USING (job_id)
+             WHERE j.job_name = 'one' ORDER BY r.started_at",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    let overlaps = spans.windows(2).filter(|w| w[1].0 < w[0].1).count();
+    let on: HashSet<Option<i64>> = spans.iter().map(|s| s.2).collect();
+    figures(
+        "scenario 10 fleet on postgres: outcomes",
+        &[format!(
+            "2 nodes: flaky's attempts {flaky:?}; slow (timeout 300 ms, sleeps 5 s) {slow:?}; \
+             6 runs of a forbid job of 150 ms on nodes {on:?}, overlapping pairs {overlaps}"
+        )],
+    );
+    assert_eq!(
+        flaky,
+        vec![
+            (1, "failed".to_string()),
+            (2, "failed".to_string()),
+            (3, "dead".to_string())
+        ]
+    );
+    assert_eq!(slow.get("timed_out"), Some(&1), "{slow:?}");
+    assert_eq!(spans.len(), 6);
+    assert_eq!(overlaps, 0, "forbid held across the two nodes: {spans:?}");
+}
