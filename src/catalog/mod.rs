@@ -46,6 +46,10 @@ use definitions::{
 pub use error::CatalogError;
 pub(crate) use error::not_found;
 pub use open::Access;
+/// The PostgreSQL catalog as the rest of the crate names it (outside `catalog`, no path names
+/// the driver's crate: `tests/tidy.rs`).
+pub use postgres::node::TakeName as PgTakeName;
+pub use postgres::{PgCatalog, PgSettings, redact as redact_url};
 pub use runs::{CancelOutcome, RunFilter, RunRow};
 
 use std::path::{Path, PathBuf};

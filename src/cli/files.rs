@@ -209,7 +209,7 @@ pub(super) fn annotated_config(effective: &toml::Table) -> String {
             ("database", "url" | "path", toml::Value::String(s))
                 if crate::config::is_postgres_url(s) =>
             {
-                let redacted = toml::Value::String(crate::catalog::postgres::redact(s));
+                let redacted = toml::Value::String(crate::catalog::redact_url(s));
                 shown = format!("{key} = {redacted}");
                 if key == "path" {
                     shown.push_str("  # a PostgreSQL catalog");

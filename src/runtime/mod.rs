@@ -194,7 +194,7 @@ impl EngineBuilder {
         let clock = &*self.clock;
         let opened = match cfg.postgres_url() {
             Some(url) => {
-                let pg = crate::catalog::postgres::PgSettings {
+                let pg = crate::catalog::PgSettings {
                     url: url.to_string(),
                     reconnect_for: Duration::from_millis(cfg.database.reconnect_for),
                 };
@@ -372,14 +372,14 @@ fn open_sqlite(
 
 /// The same on a PostgreSQL catalog (its schema brought up to date first).
 fn open_postgres(
-    settings: crate::catalog::postgres::PgSettings,
+    settings: crate::catalog::PgSettings,
     seed: &crate::jobconf::CatalogFile,
     source: &str,
     who: &crate::catalog::node::Applicant<'_>,
     clock: &dyn Clock,
     cadence: crate::lease::Cadence,
 ) -> Result<Opened, EngineError> {
-    let pg = crate::catalog::postgres::PgCatalog::open(settings, "catalog")?;
+    let pg = crate::catalog::PgCatalog::open(settings, "catalog")?;
     let db_path = PathBuf::from(pg.url());
     let seeded = pg
         .seed_if_new(seed, source, clock.now_ms())

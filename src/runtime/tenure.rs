@@ -20,8 +20,7 @@ use std::time::{Duration, Instant};
 use super::EngineError;
 use crate::catalog::Catalog;
 use crate::catalog::node::{self, Applicant, NodeHolder, NodeLease, Registered, Registration};
-use crate::catalog::postgres::PgCatalog;
-use crate::catalog::postgres::node::TakeName;
+use crate::catalog::{PgCatalog, PgTakeName};
 use crate::executor::Clock;
 use crate::lease::Cadence;
 
@@ -110,7 +109,7 @@ pub fn take_name_on_postgres(
     cadence: Cadence,
 ) -> Result<NodeLease, EngineError> {
     take_name_with(who, clock, cadence, |now, stale, watched| {
-        let take = TakeName {
+        let take = PgTakeName {
             name: who.name.to_string(),
             host: who.host.to_string(),
             pid: who.pid,
