@@ -8,6 +8,7 @@ pub mod accounts;
 pub mod activation;
 mod audit;
 pub mod browse;
+mod checkpoint;
 pub mod damage;
 mod definitions;
 mod error;
