@@ -148,7 +148,9 @@ fn has_users(cfg: &NodeConfig) -> bool {
 /// (one writer and a small read pool), and on a catalog without users a first admin token.
 fn api_ops(cfg: &NodeConfig, engine: &Engine) -> Result<(Ops, Option<String>), DaemonError> {
     let mut cfg = cfg.clone();
-    cfg.database.path = engine.db_path().display().to_string();
+    if cfg.postgres_url().is_none() {
+        cfg.database.path = engine.db_path().display().to_string();
+    }
     cfg.database.read_pool_size = 2;
     let caller = Caller {
         actor: "api".into(),
@@ -208,38 +210,24 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         .map(|a| vec![format!("http://{a}")])
         .unwrap_or_default();
     let addr = cfg.http.bind.clone();
-    let on_postgres = cfg.postgres_url().is_some();
-    let (server, api_ops, admin_token) = if on_postgres {
-        // The application layer is on SQLite only so far (issue 16): the node runs its
-        // catalog's work, and its listener answers /healthz.
-        let server = HttpServer::new(|| actix_web::App::new().configure(crate::http::health_only))
-            .workers(1)
-            .disable_signals()
-            .listen(listener)
-            .map_err(|source| DaemonError::Bind { addr, source })?
-            .run();
-        (server, None, None)
-    } else {
-        let (ops, admin_token) = api_ops(&cfg, &engine)?;
-        let bound = listener.local_addr().ok().map(|a| a.ip());
-        let api_ops = std::sync::Arc::new(std::sync::Mutex::new(ops));
-        let state = web::Data::new(crate::http::ApiState {
-            ops: api_ops.clone(),
-            engine: engine.clone(),
-            auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
-        });
-        // The web UI's sessions live as long as the process: one store for every worker.
-        let ui = web::Data::new(crate::ui::Ui::default());
-        let server = HttpServer::new(move || {
-            crate::http::app_with(state.clone(), crate::ui::configure(ui.clone()))
-        })
-        .workers(1)
-        .disable_signals()
-        .listen(listener)
-        .map_err(|source| DaemonError::Bind { addr, source })?
-        .run();
-        (server, Some(api_ops), admin_token)
-    };
+    let (ops, admin_token) = api_ops(&cfg, &engine)?;
+    let bound = listener.local_addr().ok().map(|a| a.ip());
+    let api_ops = std::sync::Arc::new(std::sync::Mutex::new(ops));
+    let state = web::Data::new(crate::http::ApiState {
+        ops: api_ops.clone(),
+        engine: engine.clone(),
+        auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
+    });
+    // The web UI's sessions live as long as the process: one store for every worker.
+    let ui = web::Data::new(crate::ui::Ui::default());
+    let server = HttpServer::new(move || {
+        crate::http::app_with(state.clone(), crate::ui::configure(ui.clone()))
+    })
+    .workers(1)
+    .disable_signals()
+    .listen(listener)
+    .map_err(|source| DaemonError::Bind { addr, source })?
+    .run();
     let handle = server.handle();
     actix_rt::spawn(server);
     actix_rt::spawn(release_freed_memory_now_and_then());
@@ -271,20 +259,12 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         );
     }
     let _ = writeln!(out, "  api:      {}", addrs.join(", "));
-    if on_postgres {
-        let _ = writeln!(
-            out,
-            "  (the catalog is on PostgreSQL: the API and the web UI are not served there yet, \
-             only /healthz)"
-        );
-    } else {
-        let ui: Vec<String> = addrs.iter().map(|a| format!("{a}/ui/")).collect();
-        let _ = writeln!(
-            out,
-            "  web ui:   {} (sign in as a user with a password)",
-            ui.join(", ")
-        );
-    }
+    let ui: Vec<String> = addrs.iter().map(|a| format!("{a}/ui/")).collect();
+    let _ = writeln!(
+        out,
+        "  web ui:   {} (sign in as a user with a password)",
+        ui.join(", ")
+    );
     let _ = out.flush();
     drop(out);
     tokio::select! {
@@ -294,9 +274,7 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
             // damaged file. The runs it left running are recovered once it is repaired. The
             // API's own handle on the file, dropped when the server stops, checkpoints nothing
             // into it either.
-            if let Some(ops) = &api_ops {
-                ops.lock().unwrap_or_else(|p| p.into_inner()).keep_bytes();
-            }
+            api_ops.lock().unwrap_or_else(|p| p.into_inner()).keep_bytes();
             handle.stop(false).await;
             return Err(DaemonError::Fatal(reason));
         }

@@ -4,10 +4,10 @@
 //! Invariant: no secret is stored in clear — a user's password only as a PHC string, a token
 //! only as its hash; every change is one transaction with its audit row (no secret in it).
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 
-use super::{Catalog, CatalogError, audit, not_found, now_ms, write_tx};
+use super::sql::{Query, Sql};
+use super::{Catalog, CatalogError, audit_in, not_found, now_ms};
 
 const COUNT_USERS: &str = "SELECT count(*) FROM users";
 const INSERT_USER: &str = "INSERT INTO users (user_name, password_hash, role) VALUES (?1, ?2, ?3)
@@ -21,7 +21,7 @@ const SELECT_PASSWORD: &str =
     "SELECT password_hash, role FROM users WHERE user_name = ?1 AND status = 1";
 const SELECT_USER_ID: &str = "SELECT user_id FROM users WHERE user_name = ?1";
 const INSERT_TOKEN: &str = "INSERT INTO api_token (user_id, token_name, token_hash, created_at)
-    VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING";
+    VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING RETURNING token_id";
 const SELECT_TOKENS: &str = "SELECT t.token_id, u.user_name, t.token_name, t.created_at
     FROM api_token t JOIN users u ON u.user_id = t.user_id ORDER BY t.token_id";
 const DELETE_TOKEN: &str = "DELETE FROM api_token WHERE token_id = ?1";
@@ -59,7 +59,10 @@ pub struct TokenRow {
 impl Catalog {
     /// How many users exist (a node with none prints a first admin token at start).
     pub fn user_count(&self) -> Result<i64, CatalogError> {
-        Ok(self.read()?.query_row(COUNT_USERS, [], |r| r.get(0))?)
+        self.reading(|tx| {
+            let n = tx.row(&Query::same(COUNT_USERS), &[], |r| r.int(0))?;
+            Ok(n.unwrap_or(0))
+        })
     }
 
     /// Adds a user with a password hash (a PHC string) and a role.
@@ -70,43 +73,51 @@ impl Catalog {
         role: crate::model::Role,
         actor: &str,
     ) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        if tx.execute(INSERT_USER, params![name, password_hash, role.as_str()])? == 0 {
-            return Err(CatalogError::Conflict(format!(
-                "user `{name}` exists already"
-            )));
-        }
-        let detail = serde_json::json!({ "after": { "role": role.as_str() } });
-        audit(&tx, actor, "user.add", name, Some(&detail))?;
-        tx.commit()?;
-        Ok(())
+        let (name, hash, actor) = (
+            name.to_string(),
+            password_hash.to_string(),
+            actor.to_string(),
+        );
+        self.writing(move |tx| {
+            let vals = [
+                name.as_str().into(),
+                hash.as_str().into(),
+                role.as_str().into(),
+            ];
+            if tx.exec(&Query::same(INSERT_USER), &vals)? == 0 {
+                return Err(CatalogError::Conflict(format!(
+                    "user `{name}` exists already"
+                )));
+            }
+            let detail = serde_json::json!({ "after": { "role": role.as_str() } });
+            audit_in(tx, now_ms(), &actor, "user.add", &name, Some(&detail))
+        })
     }
 
     /// Every user, by name.
     pub fn users(&self) -> Result<Vec<UserRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_USERS)?;
-        let rows = stmt.query_map([], |r| {
-            Ok(UserRow {
-                name: r.get(0)?,
-                role: r.get(1)?,
-                enabled: r.get::<_, i64>(2)? == 1,
-                created: r.get(3)?,
-                tokens: r.get(4)?,
+        self.reading(|tx| {
+            tx.rows(&Query::same(SELECT_USERS), &[], |r| {
+                Ok(UserRow {
+                    name: r.text(0)?,
+                    role: r.text(1)?,
+                    enabled: r.flag(2)?,
+                    created: r.int(3)?,
+                    tokens: r.int(4)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 
     /// Removes a user and its tokens.
     pub fn remove_user(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        if tx.execute(DELETE_USER, [name])? == 0 {
-            return Err(not_found("user", name));
-        }
-        audit(&tx, actor, "user.remove", name, None)?;
-        tx.commit()?;
-        Ok(())
+        let (name, actor) = (name.to_string(), actor.to_string());
+        self.writing(move |tx| {
+            if tx.exec(&Query::same(DELETE_USER), &[name.as_str().into()])? == 0 {
+                return Err(not_found("user", &name));
+            }
+            audit_in(tx, now_ms(), &actor, "user.remove", &name, None)
+        })
     }
 
     /// Replaces a user's password hash.
@@ -116,22 +127,30 @@ impl Catalog {
         password_hash: &str,
         actor: &str,
     ) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        if tx.execute(UPDATE_PASSWORD, params![name, password_hash])? == 0 {
-            return Err(not_found("user", name));
-        }
-        audit(&tx, actor, "user.password", name, None)?;
-        tx.commit()?;
-        Ok(())
+        let (name, hash, actor) = (
+            name.to_string(),
+            password_hash.to_string(),
+            actor.to_string(),
+        );
+        self.writing(move |tx| {
+            let vals = [name.as_str().into(), hash.as_str().into()];
+            if tx.exec(&Query::same(UPDATE_PASSWORD), &vals)? == 0 {
+                return Err(not_found("user", &name));
+            }
+            audit_in(tx, now_ms(), &actor, "user.password", &name, None)
+        })
     }
 
     /// An enabled user's password hash and role.
     pub fn password_of(&self, name: &str) -> Result<Option<(String, String)>, CatalogError> {
-        let conn = self.read()?;
-        Ok(conn
-            .prepare_cached(SELECT_PASSWORD)?
-            .query_row([name], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
+        let name = name.to_string();
+        self.reading(move |tx| {
+            tx.row(
+                &Query::same(SELECT_PASSWORD),
+                &[name.as_str().into()],
+                |r| Ok((r.text(0)?, r.text(1)?)),
+            )
+        })
     }
 
     /// Stores a token's hash for `user` under `token_name`; returns its id.
@@ -142,51 +161,58 @@ impl Catalog {
         token_hash: &str,
         actor: &str,
     ) -> Result<i64, CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let user_id: i64 = tx
-            .query_row(SELECT_USER_ID, [user], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| not_found("user", user))?;
-        if tx.execute(
-            INSERT_TOKEN,
-            params![user_id, token_name, token_hash, now_ms()],
-        )? == 0
-        {
-            return Err(CatalogError::Conflict(format!(
-                "user `{user}` has a token named `{token_name}` already"
-            )));
-        }
-        let id = tx.last_insert_rowid();
-        let detail = serde_json::json!({ "token_id": id, "name": token_name });
-        audit(&tx, actor, "token.create", user, Some(&detail))?;
-        tx.commit()?;
-        Ok(id)
+        let (user, token_name, hash, actor) = (
+            user.to_string(),
+            token_name.to_string(),
+            token_hash.to_string(),
+            actor.to_string(),
+        );
+        self.writing(move |tx| {
+            let user_id = tx
+                .row(&Query::same(SELECT_USER_ID), &[user.as_str().into()], |r| {
+                    r.int(0)
+                })?
+                .ok_or_else(|| not_found("user", &user))?;
+            let vals = [
+                user_id.into(),
+                token_name.as_str().into(),
+                hash.as_str().into(),
+                now_ms().into(),
+            ];
+            let Some(id) = tx.row(&Query::same(INSERT_TOKEN), &vals, |r| r.int(0))? else {
+                return Err(CatalogError::Conflict(format!(
+                    "user `{user}` has a token named `{token_name}` already"
+                )));
+            };
+            let detail = serde_json::json!({ "token_id": id, "name": token_name });
+            audit_in(tx, now_ms(), &actor, "token.create", &user, Some(&detail))?;
+            Ok(id)
+        })
     }
 
     /// Every token (never a hash).
     pub fn tokens(&self) -> Result<Vec<TokenRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_TOKENS)?;
-        let rows = stmt.query_map([], |r| {
-            Ok(TokenRow {
-                id: r.get(0)?,
-                user: r.get(1)?,
-                name: r.get(2)?,
-                created_at: r.get(3)?,
+        self.reading(|tx| {
+            tx.rows(&Query::same(SELECT_TOKENS), &[], |r| {
+                Ok(TokenRow {
+                    id: r.int(0)?,
+                    user: r.text(1)?,
+                    name: r.text(2)?,
+                    created_at: r.int(3)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 
     /// Revokes a token by id.
     pub fn revoke_token(&mut self, id: i64, actor: &str) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        if tx.execute(DELETE_TOKEN, [id])? == 0 {
-            return Err(not_found("token", &id.to_string()));
-        }
-        audit(&tx, actor, "token.revoke", &id.to_string(), None)?;
-        tx.commit()?;
-        Ok(())
+        let actor = actor.to_string();
+        self.writing(move |tx| {
+            if tx.exec(&Query::same(DELETE_TOKEN), &[id.into()])? == 0 {
+                return Err(not_found("token", &id.to_string()));
+            }
+            audit_in(tx, now_ms(), &actor, "token.revoke", &id.to_string(), None)
+        })
     }
 
     /// The enabled user (name, role) whose token hashes to `token_hash`.
@@ -194,10 +220,13 @@ impl Catalog {
         &self,
         token_hash: &str,
     ) -> Result<Option<(String, String)>, CatalogError> {
-        let conn = self.read()?;
-        Ok(conn
-            .prepare_cached(SELECT_PRINCIPAL)?
-            .query_row([token_hash], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?)
+        let hash = token_hash.to_string();
+        self.reading(move |tx| {
+            tx.row(
+                &Query::same(SELECT_PRINCIPAL),
+                &[hash.as_str().into()],
+                |r| Ok((r.text(0)?, r.text(1)?)),
+            )
+        })
     }
 }

@@ -8,11 +8,10 @@
 
 use std::collections::HashMap;
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde::Serialize;
 
 use super::CatalogError;
-use super::sql::{Query, Sql};
+use super::sql::{Fields, Query, Sql};
 use crate::model::{ActivationState, Pin};
 use crate::policy::{Action, Decision};
 
@@ -284,19 +283,16 @@ const UPSERT_PIN: &str =
     "INSERT INTO job_activation (job_id, node_id, state, pinned, reason, changed_at)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
     ON CONFLICT (job_id, node_id) DO UPDATE SET pinned = excluded.pinned,
-        state = coalesce(?7, state), reason = excluded.reason, changed_at = excluded.changed_at";
+        state = coalesce(?7, job_activation.state), reason = excluded.reason, changed_at = excluded.changed_at";
 
 /// The pin of job `job_id` on node `node_id`, as stored (`active`, `inactive`), if any.
-pub fn pin_of(
-    conn: &Connection,
-    node_id: i64,
-    job_id: i64,
-) -> Result<Option<String>, CatalogError> {
-    Ok(conn
-        .prepare_cached(SELECT_PIN)?
-        .query_row(params![job_id, node_id], |r| r.get(0))
-        .optional()?
-        .flatten())
+pub fn pin_of(mut c: impl Sql, node_id: i64, job_id: i64) -> Result<Option<String>, CatalogError> {
+    let pin = c.row(
+        &Query::same(SELECT_PIN),
+        &[job_id.into(), node_id.into()],
+        |r| r.opt_text(0),
+    )?;
+    Ok(pin.flatten())
 }
 
 const SELECT_PIN: &str = "SELECT pinned FROM job_activation WHERE job_id = ?1 AND node_id = ?2";
@@ -312,16 +308,19 @@ const HELD_BY_PAUSE: &str =
 /// A job pinned active while the node's writes are paused is `paused` until they resume (the
 /// node claims only maintenance runs meanwhile; the resume lets it go with the others).
 pub fn set_pin(
-    conn: &Connection,
+    mut c: impl Sql,
     node_id: i64,
     job_id: i64,
     pin: Option<Pin>,
     now: i64,
 ) -> Result<(), CatalogError> {
     let held = pin == Some(Pin::Active)
-        && conn
-            .prepare_cached(HELD_BY_PAUSE)?
-            .query_row(params![node_id, job_id], |r| r.get::<_, bool>(0))?;
+        && c.row(
+            &Query::same(HELD_BY_PAUSE),
+            &[node_id.into(), job_id.into()],
+            |r| r.flag(0),
+        )?
+        .unwrap_or(false);
     let (state, reason) = match pin {
         Some(Pin::Active) if held => (
             Some(ActivationState::Paused.as_str()),
@@ -339,15 +338,18 @@ pub fn set_pin(
     };
     // A new row needs a state; without a pin the policy sets it at its next step.
     let initial = state.unwrap_or(ActivationState::Standby.as_str());
-    conn.prepare_cached(UPSERT_PIN)?.execute(params![
-        job_id,
-        node_id,
-        initial,
-        pin.map(Pin::as_str),
-        reason,
-        now,
-        state
-    ])?;
+    c.exec(
+        &Query::same(UPSERT_PIN),
+        &[
+            job_id.into(),
+            node_id.into(),
+            initial.into(),
+            pin.map(Pin::as_str).into(),
+            reason.into(),
+            now.into(),
+            state.into(),
+        ],
+    )?;
     Ok(())
 }
 
@@ -521,21 +523,16 @@ pub fn set_writes_paused(mut c: impl Sql, node_id: i64, paused: bool) -> Result<
 }
 
 /// The id of node `name`, creating its row (without a process) if asked.
-pub fn node_id(conn: &Connection, name: &str, create: bool) -> Result<Option<i64>, CatalogError> {
+pub fn node_id(mut c: impl Sql, name: &str, create: bool) -> Result<Option<i64>, CatalogError> {
     if create {
-        conn.execute(
-            "INSERT INTO node (node_name) VALUES (?1) ON CONFLICT (node_name) DO NOTHING",
-            [name],
-        )?;
+        c.exec(&Query::same(INSERT_NODE_NAME), &[name.into()])?;
     }
-    Ok(conn
-        .query_row(
-            "SELECT node_id FROM node WHERE node_name = ?1",
-            [name],
-            |r| r.get(0),
-        )
-        .optional()?)
+    c.row(&Query::same(SELECT_NODE_ID), &[name.into()], |r| r.int(0))
 }
+
+const INSERT_NODE_NAME: &str =
+    "INSERT INTO node (node_name) VALUES (?1) ON CONFLICT (node_name) DO NOTHING";
+const SELECT_NODE_ID: &str = "SELECT node_id FROM node WHERE node_name = ?1";
 
 /// One logged decision.
 #[derive(Debug, Clone, Serialize)]
@@ -560,43 +557,48 @@ pub struct DecisionRow {
 
 const SELECT_DECISIONS: &str = "SELECT d.decision_id, n.node_name, d.at, d.action, d.subject,
     d.reason, d.evidence, d.cause FROM decision d JOIN node n ON n.node_id = d.node_id
-    WHERE (?1 IS NULL OR n.node_name = ?1) ORDER BY d.decision_id DESC LIMIT ?2";
+    WHERE (CAST(?1 AS TEXT) IS NULL OR n.node_name = ?1) ORDER BY d.decision_id DESC LIMIT ?2";
 
 /// The newest decisions, of one node or all.
 pub fn decisions(
-    conn: &Connection,
+    mut c: impl Sql,
     node: Option<&str>,
     limit: i64,
 ) -> Result<Vec<DecisionRow>, CatalogError> {
-    let mut stmt = conn.prepare_cached(SELECT_DECISIONS)?;
-    let rows = stmt.query_map(params![node, limit], |r| {
-        let evidence: Option<String> = r.get(6)?;
-        Ok(DecisionRow {
-            id: r.get(0)?,
-            node: r.get(1)?,
-            at: r.get(2)?,
-            action: r.get(3)?,
-            subject: r.get(4)?,
-            reason: r.get(5)?,
-            evidence: evidence.and_then(|e| serde_json::from_str(&e).ok()),
-            cause: r.get(7)?,
-        })
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    c.rows(
+        &Query::same(SELECT_DECISIONS),
+        &[node.into(), limit.into()],
+        decision_row,
+    )
+}
+
+/// A row of the decision log: id, node name, at, action, subject, reason, evidence, cause.
+pub(crate) fn decision_row(r: &Fields<'_>) -> Result<DecisionRow, CatalogError> {
+    Ok(DecisionRow {
+        id: r.int(0)?,
+        node: r.text(1)?,
+        at: r.int(2)?,
+        action: r.text(3)?,
+        subject: r.opt_text(4)?,
+        reason: r.text(5)?,
+        evidence: r.opt_text(6)?.and_then(|e| serde_json::from_str(&e).ok()),
+        cause: r.text(7)?,
+    })
 }
 
 /// Activation of every job on node `name`: job name → (state, pin, reason).
 pub type ActivationByJob = HashMap<String, (String, Option<String>, Option<String>)>;
 
 /// Each job's activation on node `name`.
-pub fn activation_by_job(conn: &Connection, node: &str) -> Result<ActivationByJob, CatalogError> {
-    let mut stmt = conn.prepare_cached(
-        "SELECT j.job_name, a.state, a.pinned, a.reason FROM job_activation a
-         JOIN job j ON j.job_id = a.job_id JOIN node n ON n.node_id = a.node_id
-         WHERE n.node_name = ?1",
+pub fn activation_by_job(mut c: impl Sql, node: &str) -> Result<ActivationByJob, CatalogError> {
+    let rows = c.rows(
+        &Query::same(SELECT_ACTIVATION_BY_JOB),
+        &[node.into()],
+        |r| Ok((r.text(0)?, (r.text(1)?, r.opt_text(2)?, r.opt_text(3)?))),
     )?;
-    let rows = stmt.query_map([node], |r| {
-        Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?, r.get(3)?)))
-    })?;
-    Ok(rows.collect::<Result<_, _>>()?)
+    Ok(rows.into_iter().collect())
 }
+
+const SELECT_ACTIVATION_BY_JOB: &str = "SELECT j.job_name, a.state, a.pinned, a.reason
+    FROM job_activation a JOIN job j ON j.job_id = a.job_id JOIN node n ON n.node_id = a.node_id
+    WHERE n.node_name = ?1";

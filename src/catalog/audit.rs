@@ -5,7 +5,7 @@ use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value as Json;
 
-use super::definitions::export_from;
+use super::definitions::export_with;
 use super::sql::{Query, Sql};
 use super::{CatalogError, now_ms};
 use crate::jobconf::CatalogFile;
@@ -68,10 +68,10 @@ pub(super) fn audit_changes(changes: Vec<crate::jobconf::merge::EntryChange>) ->
 /// The audit detail of a removal: the entry `take` moves from the catalog's file model into an
 /// empty one, every field with its value before and none after.
 pub(super) fn removed_detail(
-    conn: &Connection,
+    tx: &mut impl Sql,
     take: impl FnOnce(&mut CatalogFile, &mut CatalogFile),
 ) -> Result<Json, CatalogError> {
-    let (mut all, mut gone) = (export_from(conn)?, CatalogFile::default());
+    let (mut all, mut gone) = (export_with(tx)?, CatalogFile::default());
     take(&mut all, &mut gone);
     let changes = crate::jobconf::merge::described(&gone)
         .into_iter()

@@ -7,10 +7,9 @@
 //! first (the runs table holds millions of rows, and an index more on it costs every run three
 //! writes: `ARCHITECTURE.md`, "The hot path").
 
-use rusqlite::{Connection, OptionalExtension as _, Row, params};
-
-use super::activation::DecisionRow;
-use super::definitions::{SELECT_JOBS, job_record};
+use super::activation::{DecisionRow, decision_row};
+use super::definitions::{SELECT_JOB_WITH_ID, jobs_of};
+use super::sql::{Query, Sql, Tx, Val};
 use super::{Catalog, CatalogError, JobRecord};
 
 /// How a page of jobs is ordered.
@@ -87,21 +86,39 @@ pub struct JobRows {
 }
 
 // One WHERE for the page and its count. `instr` rather than LIKE: a search for `_` or `%`
-// means those characters, and nothing needs escaping.
+// means those characters, and nothing needs escaping (PostgreSQL's `strpos`, and the
+// bookkeeping an order may sort by from `job_progress`: see `postgres_text`). A value only
+// tested for NULL is cast, so that PostgreSQL knows its type.
 const JOB_FROM: &str = "FROM job j
     JOIN job_type t ON t.job_type_id = j.job_type_id
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
     LEFT JOIN job_activation a ON a.job_id = j.job_id
         AND a.node_id = (SELECT node_id FROM node WHERE node_name = ?1)
-    WHERE (?2 IS NULL OR g.job_group_name = ?2) AND (?3 IS NULL OR p.processor_name = ?3)
-      AND (?4 IS NULL OR j.status = ?4) AND (?5 IS NULL OR t.job_type = ?5)
-      AND (?6 IS NULL OR (?6 = 'new' AND a.state IS NULL) OR a.state = ?6)
-      AND (?7 IS NULL OR instr(lower(j.job_name), lower(?7)) > 0
+    WHERE (CAST(?2 AS TEXT) IS NULL OR g.job_group_name = ?2)
+      AND (CAST(?3 AS TEXT) IS NULL OR p.processor_name = ?3)
+      AND (CAST(?4 AS BIGINT) IS NULL OR j.status = ?4)
+      AND (CAST(?5 AS TEXT) IS NULL OR t.job_type = ?5)
+      AND (CAST(?6 AS TEXT) IS NULL OR (?6 = 'new' AND a.state IS NULL) OR a.state = ?6)
+      AND (CAST(?7 AS TEXT) IS NULL OR instr(lower(j.job_name), lower(?7)) > 0
            OR instr(lower(coalesce(j.description, '')), lower(?7)) > 0)";
 
-const SELECT_ACTIVATION_OF: &str = "SELECT a.state, a.pinned, a.reason FROM job_activation a
-    WHERE a.job_id = ?1 AND a.node_id = (SELECT node_id FROM node WHERE node_name = ?2)";
+const SELECT_ACTIVATION_OF: Query = Query::same(
+    "SELECT a.state, a.pinned, a.reason FROM job_activation a
+    WHERE a.job_id = ?1 AND a.node_id = (SELECT node_id FROM node WHERE node_name = ?2)",
+);
+
+/// A statement of [`JOB_FROM`]'s in PostgreSQL's dialect: `instr` is `strpos` there, and the
+/// last end a page may sort by is in the view `job_progress`.
+fn postgres_text(sqlite: &str) -> String {
+    sqlite
+        .replace("instr(", "strpos(")
+        .replace("j.last_date_end", "pr.last_date_end")
+        .replace(
+            "LEFT JOIN job_activation a",
+            "JOIN job_progress pr ON pr.job_id = j.job_id\n    LEFT JOIN job_activation a",
+        )
+}
 
 /// A run that looks stuck.
 #[derive(Debug, Clone)]
@@ -123,17 +140,29 @@ pub struct StuckRun {
 // Running runs are few (a partial index holds them). A run is stuck when it runs past its
 // job's timeout, or its node has gone silent (no heartbeat since `?2`): a lease is not renewed
 // while a run executes, so an old lease alone says nothing.
-const SELECT_STUCK: &str = "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
+const SELECT_STUCK: Query = Query::each(
+    "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
     n.heartbeat_at, j.timeout
     FROM job_run r INDEXED BY job_run_running_job_idx
     JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
     WHERE r.status = 'running'
       AND ((j.timeout > 0 AND r.started_at + j.timeout < ?1)
            OR n.heartbeat_at IS NULL OR n.heartbeat_at < ?2)
-    ORDER BY r.run_id LIMIT ?3";
+    ORDER BY r.run_id LIMIT ?3",
+    "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
+    n.heartbeat_at, j.timeout
+    FROM job_run r JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
+    WHERE r.status = 'running'
+      AND ((j.timeout > 0 AND r.started_at + j.timeout < $1)
+           OR n.heartbeat_at IS NULL OR n.heartbeat_at < $2)
+    ORDER BY r.run_id LIMIT $3",
+);
 
-const SELECT_OVERDUE: &str = "SELECT count(*), min(run_after) FROM job_run
-    INDEXED BY job_run_queue_idx WHERE status = 'queued' AND run_after < ?1";
+const SELECT_OVERDUE: Query = Query::each(
+    "SELECT count(*), min(run_after) FROM job_run
+    INDEXED BY job_run_queue_idx WHERE status = 'queued' AND run_after < ?1",
+    "SELECT count(*), min(run_after) FROM job_run WHERE status = 'queued' AND run_after < $1",
+);
 
 /// A job whose recent runs failed.
 #[derive(Debug, Clone)]
@@ -153,11 +182,20 @@ pub struct FailingJob {
 // `max(run_id)` makes SQLite take the bare columns from the row holding it (the latest failure).
 // NOT INDEXED: grouping by job made SQLite walk `job_run_job_idx` over every run (76 ms on a
 // million) instead of the rowid range of the window (3 ms).
-const SELECT_FAILING: &str = "SELECT j.job_name, count(*), max(r.run_id), r.finished_at, r.error
+// PostgreSQL takes no bare column beside an aggregate: the latest failure is joined back.
+const SELECT_FAILING: Query = Query::each(
+    "SELECT j.job_name, count(*), max(r.run_id), r.finished_at, r.error
     FROM job_run r NOT INDEXED JOIN job j ON j.job_id = r.job_id
     WHERE r.run_id > ?1
       AND (r.status = 'failed' OR r.status = 'timed_out' OR r.status = 'dead')
-    GROUP BY r.job_id ORDER BY count(*) DESC, max(r.run_id) DESC LIMIT ?2";
+    GROUP BY r.job_id ORDER BY count(*) DESC, max(r.run_id) DESC LIMIT ?2",
+    "SELECT j.job_name, f.n, f.last, r.finished_at, r.error
+    FROM (SELECT job_id, count(*) AS n, max(run_id) AS last FROM job_run
+          WHERE run_id > $1 AND (status = 'failed' OR status = 'timed_out' OR status = 'dead')
+          GROUP BY job_id) f
+    JOIN job_run r ON r.run_id = f.last JOIN job j ON j.job_id = f.job_id
+    ORDER BY f.n DESC, f.last DESC LIMIT $2",
+);
 
 /// Runs that ended in one bucket of time with one status.
 #[derive(Debug, Clone)]
@@ -181,14 +219,19 @@ pub struct Outcomes {
 
 // Two subqueries: `max` and `min` in one SELECT make SQLite scan the table (70 ms on a million
 // runs); alone, each is one step down the rowid b-tree.
-const SELECT_MAX_RUN: &str = "SELECT coalesce((SELECT max(run_id) FROM job_run), 0),
-    coalesce((SELECT min(run_id) FROM job_run), 0)";
-const SELECT_CREATED_FROM: &str =
-    "SELECT run_id, created_at FROM job_run WHERE run_id >= ?1 ORDER BY run_id LIMIT 1";
-const SELECT_OUTCOMES: &str = "SELECT (finished_at - ?2) / ?4, status, count(*) FROM job_run
+const SELECT_MAX_RUN: Query = Query::same(
+    "SELECT coalesce((SELECT max(run_id) FROM job_run), 0),
+    coalesce((SELECT min(run_id) FROM job_run), 0)",
+);
+const SELECT_CREATED_FROM: Query = Query::same(
+    "SELECT run_id, created_at FROM job_run WHERE run_id >= ?1 ORDER BY run_id LIMIT 1",
+);
+const SELECT_OUTCOMES: Query = Query::same(
+    "SELECT (finished_at - ?2) / ?4, status, count(*) FROM job_run
     WHERE run_id >= ?1 AND finished_at >= ?2 AND finished_at < ?3 AND status <> 'queued'
       AND status <> 'running'
-    GROUP BY 1, 2 ORDER BY 1";
+    GROUP BY 1, 2 ORDER BY 1",
+);
 
 /// Which decisions.
 #[derive(Debug, Clone, Default)]
@@ -207,46 +250,42 @@ pub struct DecisionFilter {
     pub limit: i64,
 }
 
-const SELECT_DECISIONS_FILTERED: &str = "SELECT d.decision_id, n.node_name, d.at, d.action,
+const SELECT_DECISIONS_FILTERED: Query = Query::each(
+    "SELECT d.decision_id, n.node_name, d.at, d.action,
     d.subject, d.reason, d.evidence, d.cause FROM decision d JOIN node n ON n.node_id = d.node_id
-    WHERE (?1 IS NULL OR n.node_name = ?1) AND (?2 IS NULL OR d.action = ?2)
-      AND (?3 IS NULL OR d.cause = ?3)
-      AND (?4 IS NULL OR instr(lower(coalesce(d.subject, '')), lower(?4)) > 0
+    WHERE (CAST(?1 AS TEXT) IS NULL OR n.node_name = ?1)
+      AND (CAST(?2 AS TEXT) IS NULL OR d.action = ?2)
+      AND (CAST(?3 AS TEXT) IS NULL OR d.cause = ?3)
+      AND (CAST(?4 AS TEXT) IS NULL OR instr(lower(coalesce(d.subject, '')), lower(?4)) > 0
            OR instr(lower(d.reason), lower(?4)) > 0)
       AND d.decision_id < coalesce(?5, 9223372036854775807)
-    ORDER BY d.decision_id DESC LIMIT ?6";
-
-fn decision_row(r: &Row<'_>) -> rusqlite::Result<DecisionRow> {
-    let evidence: Option<String> = r.get(6)?;
-    Ok(DecisionRow {
-        id: r.get(0)?,
-        node: r.get(1)?,
-        at: r.get(2)?,
-        action: r.get(3)?,
-        subject: r.get(4)?,
-        reason: r.get(5)?,
-        evidence: evidence.and_then(|e| serde_json::from_str(&e).ok()),
-        cause: r.get(7)?,
-    })
-}
+    ORDER BY d.decision_id DESC LIMIT ?6",
+    "SELECT d.decision_id, n.node_name, d.at, d.action,
+    d.subject, d.reason, d.evidence, d.cause FROM decision d JOIN node n ON n.node_id = d.node_id
+    WHERE ($1::text IS NULL OR n.node_name = $1) AND ($2::text IS NULL OR d.action = $2)
+      AND ($3::text IS NULL OR d.cause = $3)
+      AND ($4::text IS NULL OR strpos(lower(coalesce(d.subject, '')), lower($4)) > 0
+           OR strpos(lower(d.reason), lower($4)) > 0)
+      AND d.decision_id < coalesce($5, 9223372036854775807)
+    ORDER BY d.decision_id DESC LIMIT $6",
+);
 
 /// An id that splits the runs at `at`: every run below it was created before `at`, the first
 /// one at or above it at or after (an id in a gap may be the answer). By bisection over the id range:
 /// runs are inserted with the clock of the moment, so `created_at` rises with the id (a clock
 /// step back only makes the bound a little early or late). About 20 point reads.
 pub(crate) fn first_run_created_from(
-    conn: &Connection,
+    mut c: impl Sql,
     at: i64,
     lo: i64,
     hi: i64,
-) -> rusqlite::Result<i64> {
-    let mut stmt = conn.prepare_cached(SELECT_CREATED_FROM)?;
+) -> Result<i64, CatalogError> {
     let (mut lo, mut hi) = (lo, hi + 1);
     while lo < hi {
         let mid = lo + (hi - lo) / 2;
-        let found: Option<(i64, i64)> = stmt
-            .query_row([mid], |r| Ok((r.get(0)?, r.get(1)?)))
-            .optional()?;
+        let found = c.row(&SELECT_CREATED_FROM, &[mid.into()], |r| {
+            Ok((r.int(0)?, r.int(1)?))
+        })?;
         match found {
             Some((id, created)) if created < at => lo = id + 1,
             _ => hi = mid,
@@ -256,15 +295,42 @@ pub(crate) fn first_run_created_from(
 }
 
 /// The newest and the oldest run id (0 and 0 without runs).
-pub(crate) fn run_id_range(conn: &Connection) -> rusqlite::Result<(i64, i64)> {
-    conn.prepare_cached(SELECT_MAX_RUN)?
-        .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))
+pub(crate) fn run_id_range(mut c: impl Sql) -> Result<(i64, i64), CatalogError> {
+    let range = c.row(&SELECT_MAX_RUN, &[], |r| Ok((r.int(0)?, r.int(1)?)))?;
+    Ok(range.unwrap_or((0, 0)))
+}
+
+/// The ids of a page of jobs and how many match: the order and the page are written into the
+/// statement (a bound LIMIT expires SQLite's statement under STAT4: see the claim in queue.rs).
+fn job_page(
+    tx: &mut Tx<'_, '_>,
+    f: &JobFilter,
+    args: &[Val],
+) -> Result<(Vec<i64>, i64), CatalogError> {
+    let count = format!("SELECT count(*) {JOB_FROM}");
+    let page = format!(
+        "SELECT j.job_id {JOB_FROM} ORDER BY {} LIMIT {} OFFSET {}",
+        f.order.clause(f.reversed),
+        f.limit.max(0),
+        f.offset.max(0)
+    );
+    let pg = tx.on_postgres();
+    let text = |sqlite: &str| {
+        if pg {
+            postgres_text(sqlite)
+        } else {
+            sqlite.to_string()
+        }
+    };
+    let total = tx.rows_once(&text(&count), args, |r| r.int(0))?;
+    let ids = tx.rows_once(&text(&page), args, |r| r.int(0))?;
+    Ok((ids, total.first().copied().unwrap_or(0)))
 }
 
 impl Catalog {
     /// The newest and the oldest run id (0 and 0 without runs).
     pub fn run_ids(&self) -> Result<(i64, i64), CatalogError> {
-        Ok(run_id_range(&*self.read()?)?)
+        self.reading(|tx| run_id_range(tx))
     }
 
     /// Every processor's definition, by name, without reading the jobs (`export` reads the
@@ -273,55 +339,44 @@ impl Catalog {
         &self,
     ) -> Result<std::collections::BTreeMap<String, crate::jobconf::ProcessorDef>, CatalogError>
     {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(super::definitions::SELECT_PROCESSORS)?;
-        let rows = stmt.query_map([], super::definitions::processor_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.reading(|tx| {
+            let rows = tx.rows(
+                &Query::same(super::definitions::SELECT_PROCESSORS),
+                &[],
+                |r| super::definitions::processor_of(r),
+            )?;
+            Ok(rows.into_iter().collect())
+        })
     }
 
     /// A page of jobs matching `f`, in its order, and how many match.
     pub fn job_rows(&self, f: &JobFilter) -> Result<JobRows, CatalogError> {
-        let conn = self.read()?;
-        let enabled = f.enabled.map(i64::from);
-        let args = params![
-            f.node,
-            f.group,
-            f.processor,
-            enabled,
-            f.job_type,
-            f.activation,
-            f.search.as_deref().filter(|s| !s.is_empty()),
-        ];
-        let total: i64 = conn
-            .prepare_cached(&format!("SELECT count(*) {JOB_FROM}"))?
-            .query_row(args, |r| r.get(0))?;
-        let sql = format!(
-            "SELECT j.job_id {JOB_FROM} ORDER BY {} LIMIT {} OFFSET {}",
-            f.order.clause(f.reversed),
-            f.limit.max(0),
-            f.offset.max(0)
-        );
-        // LIMIT and OFFSET are written in, not bound: a bound LIMIT expires the statement
-        // under STAT4 (see the claim in queue.rs), and both are integers from the caller.
-        let ids: Vec<i64> = conn
-            .prepare(&sql)?
-            .query_map(args, |r| r.get(0))?
-            .collect::<Result<_, _>>()?;
-        let mut one = conn.prepare_cached(&format!("{SELECT_JOBS} WHERE j.job_id = ?1"))?;
-        let mut activation = conn.prepare_cached(SELECT_ACTIVATION_OF)?;
-        let mut jobs = Vec::with_capacity(ids.len());
-        for id in ids {
-            let Some(record) = one.query_row([id], job_record).optional()? else {
-                continue;
-            };
-            let state = activation
-                .query_row(params![id, f.node], |r| {
-                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-                })
-                .optional()?;
-            jobs.push((record?, state));
-        }
-        Ok(JobRows { jobs, total })
+        let f = f.clone();
+        self.reading(move |tx| {
+            let args: [Val; 7] = [
+                f.node.as_str().into(),
+                f.group.clone().into(),
+                f.processor.clone().into(),
+                Val::Int(f.enabled.map(i64::from)),
+                f.job_type.clone().into(),
+                f.activation.clone().into(),
+                f.search.as_deref().filter(|s| !s.is_empty()).into(),
+            ];
+            let (ids, total) = job_page(tx, &f, &args)?;
+            let mut jobs = Vec::with_capacity(ids.len());
+            for id in ids {
+                let Some(record) = jobs_of(tx, &SELECT_JOB_WITH_ID, &[id.into()])?.pop() else {
+                    continue;
+                };
+                let state = tx.row(
+                    &SELECT_ACTIVATION_OF,
+                    &[id.into(), f.node.as_str().into()],
+                    |r| Ok((r.text(0)?, r.opt_text(1)?, r.opt_text(2)?)),
+                )?;
+                jobs.push((record, state));
+            }
+            Ok(JobRows { jobs, total })
+        })
     }
 
     /// Running runs past their job's timeout at `now` or whose node has sent no heartbeat
@@ -334,44 +389,49 @@ impl Catalog {
         due_before: i64,
         limit: i64,
     ) -> Result<(Vec<StuckRun>, i64, Option<i64>), CatalogError> {
-        let conn = self.read()?;
-        let stuck = conn
-            .prepare_cached(SELECT_STUCK)?
-            .query_map(params![now, silent_before, limit], |r| {
-                Ok(StuckRun {
-                    run_id: r.get(0)?,
-                    job: r.get(1)?,
-                    node: r.get(2)?,
-                    started_at: r.get(3)?,
-                    heartbeat_at: r.get(4)?,
-                    timeout: r.get(5)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        let (overdue, oldest) = conn
-            .prepare_cached(SELECT_OVERDUE)?
-            .query_row([due_before], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok((stuck, overdue, oldest))
+        self.reading(move |tx| {
+            let stuck = tx.rows(
+                &SELECT_STUCK,
+                &[now.into(), silent_before.into(), limit.into()],
+                |r| {
+                    Ok(StuckRun {
+                        run_id: r.int(0)?,
+                        job: r.text(1)?,
+                        node: r.opt_text(2)?,
+                        started_at: r.opt_int(3)?,
+                        heartbeat_at: r.opt_int(4)?,
+                        timeout: r.int(5)?,
+                    })
+                },
+            )?;
+            let (overdue, oldest) = tx
+                .row(&SELECT_OVERDUE, &[due_before.into()], |r| {
+                    Ok((r.int(0)?, r.opt_int(1)?))
+                })?
+                .unwrap_or((0, None));
+            Ok((stuck, overdue, oldest))
+        })
     }
 
     /// Jobs with failed, timed-out or dead runs among the newest `window` runs, most failures
     /// first.
     pub fn failing_jobs(&self, window: i64, limit: i64) -> Result<Vec<FailingJob>, CatalogError> {
-        let conn = self.read()?;
-        let (max, _) = run_id_range(&conn)?;
-        let rows = conn
-            .prepare_cached(SELECT_FAILING)?
-            .query_map(params![max - window, limit], |r| {
-                Ok(FailingJob {
-                    job: r.get(0)?,
-                    failures: r.get(1)?,
-                    last_run_id: r.get(2)?,
-                    last_at: r.get(3)?,
-                    last_error: r.get(4)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(rows)
+        self.reading(move |tx| {
+            let (max, _) = run_id_range(&mut *tx)?;
+            tx.rows(
+                &SELECT_FAILING,
+                &[(max - window).into(), limit.into()],
+                |r| {
+                    Ok(FailingJob {
+                        job: r.text(0)?,
+                        failures: r.int(1)?,
+                        last_run_id: r.int(2)?,
+                        last_at: r.opt_int(3)?,
+                        last_error: r.opt_text(4)?,
+                    })
+                },
+            )
+        })
     }
 
     /// Runs that finished in `[from, to)` per `step` ms and final status, counting runs
@@ -384,51 +444,50 @@ impl Catalog {
         lookback: i64,
         max_scan: i64,
     ) -> Result<Outcomes, CatalogError> {
-        let conn = self.read()?;
-        let (max, min) = run_id_range(&conn)?;
-        let first = first_run_created_from(&conn, from - lookback, min, max)?;
-        let floor = max - max_scan + 1;
-        let start = first.max(floor);
-        let buckets = conn
-            .prepare_cached(SELECT_OUTCOMES)?
-            .query_map(params![start, from, to, step.max(1)], |r| {
-                Ok(OutcomeBucket {
-                    index: r.get(0)?,
-                    status: r.get(1)?,
-                    count: r.get(2)?,
-                })
-            })?
-            .collect::<Result<_, _>>()?;
-        Ok(Outcomes {
-            buckets,
-            truncated: first < floor && min < floor,
+        self.reading(move |tx| {
+            let (max, min) = run_id_range(&mut *tx)?;
+            let first = first_run_created_from(&mut *tx, from - lookback, min, max)?;
+            let floor = max - max_scan + 1;
+            let start = first.max(floor);
+            let buckets = tx.rows(
+                &SELECT_OUTCOMES,
+                &[start.into(), from.into(), to.into(), step.max(1).into()],
+                |r| {
+                    Ok(OutcomeBucket {
+                        index: r.int(0)?,
+                        status: r.text(1)?,
+                        count: r.int(2)?,
+                    })
+                },
+            )?;
+            Ok(Outcomes {
+                buckets,
+                truncated: first < floor && min < floor,
+            })
         })
     }
 
     /// Decisions matching `f`, newest first.
     pub fn decisions_filtered(&self, f: &DecisionFilter) -> Result<Vec<DecisionRow>, CatalogError> {
-        let conn = self.read()?;
-        let rows = conn
-            .prepare_cached(SELECT_DECISIONS_FILTERED)?
-            .query_map(
-                params![
-                    f.node,
-                    f.action,
-                    f.cause,
-                    f.search.as_deref().filter(|s| !s.is_empty()),
-                    f.before,
-                    f.limit
-                ],
-                decision_row,
-            )?
-            .collect::<Result<_, _>>()?;
-        Ok(rows)
+        let f = f.clone();
+        self.reading(move |tx| {
+            let vals = [
+                f.node.clone().into(),
+                f.action.clone().into(),
+                f.cause.clone().into(),
+                f.search.as_deref().filter(|s| !s.is_empty()).into(),
+                Val::Int(f.before),
+                f.limit.into(),
+            ];
+            tx.rows(&SELECT_DECISIONS_FILTERED, &vals, decision_row)
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rusqlite::Connection;
 
     fn runs(created: &[(i64, i64)]) -> Connection {
         let conn = Connection::open_in_memory().unwrap();

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeSet;
 
-use rusqlite::{Connection, Row, Transaction};
+use rusqlite::{Connection, Transaction};
 use serde::Serialize;
 use serde_json::{Map as JsonMap, Value as Json};
 
@@ -291,27 +291,77 @@ pub(super) const SELECT_OBJECTS: &str = "SELECT object_name, object_type, conn_s
     description, status FROM object";
 pub(super) const SELECT_GROUPS: &str =
     "SELECT job_group_name, maintenance, description, status FROM job_group";
-pub(super) const SELECT_JOBS: &str =
-    "SELECT j.job_name, t.job_type, p.processor_name, g.job_group_name,
+/// A query of jobs with their bookkeeping, `$tail` (a WHERE or an ORDER BY) added: on SQLite
+/// the bookkeeping is columns of `job`; on PostgreSQL the view `job_progress` sums each node's
+/// tally (see `migrations/postgres/0001_catalog.sql`). Read by [`job_record_of`].
+macro_rules! select_jobs {
+    ($tail:literal) => {
+        Query::each(
+            concat!(
+                job_columns!(),
+                "(SELECT group_concat(o.object_name, char(31)) FROM job_object jo
+        JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
+    j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
+    j.last_response, j.next_run_at, j.stretch_max",
+                job_joins!(),
+                $tail
+            ),
+            concat!(
+                job_columns!(),
+                "(SELECT string_agg(o.object_name, chr(31)) FROM job_object jo
+        JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
+    j.job_id, pr.in_progress, pr.last_date_begin, pr.last_date_end, pr.last_elapse,
+    pr.last_response, j.next_run_at, j.stretch_max",
+                job_joins!(),
+                "
+    JOIN job_progress pr ON pr.job_id = j.job_id",
+                $tail
+            ),
+        )
+    };
+}
+
+/// The definition's columns of [`select_jobs`], the same on both backends.
+macro_rules! job_columns {
+    () => {
+        "SELECT j.job_name, t.job_type, p.processor_name, g.job_group_name,
     j.job_payload, j.description, j.priority, j.timeout, j.run_always, j.run_delay, j.run_every,
     j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone, j.misfire_policy, j.misfire_window,
     j.max_catchup, j.overlap_policy, j.max_overlap, j.max_attempts, j.backoff_base,
     j.backoff_max, j.status, j.required,
-    (SELECT group_concat(o.object_name, char(31)) FROM job_object jo
-        JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
-    j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
-    j.last_response, j.next_run_at, j.stretch_max
+    "
+    };
+}
+
+/// The joins of [`select_jobs`], the same on both backends.
+macro_rules! job_joins {
+    () => {
+        "
     FROM job j
     JOIN job_type t ON t.job_type_id = j.job_type_id
     JOIN job_processor p ON p.processor_id = j.processor_id
-    LEFT JOIN job_group g ON g.job_group_id = j.job_group_id";
-
-/// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns.
-pub(crate) fn processor_row(r: &Row<'_>) -> rusqlite::Result<(String, ProcessorDef)> {
-    processor_of(r)
+    LEFT JOIN job_group g ON g.job_group_id = j.job_group_id"
+    };
 }
 
-/// [`processor_row`], from either backend's row.
+/// Every job, by name.
+pub(super) const SELECT_JOBS_BY_NAME: Query = select_jobs!(" ORDER BY j.job_name");
+/// The job named `?1`.
+pub(super) const SELECT_JOB_NAMED: Query = select_jobs!(" WHERE j.job_name = ?1");
+/// The job with id `?1`.
+pub(super) const SELECT_JOB_WITH_ID: Query = select_jobs!(" WHERE j.job_id = ?1");
+
+/// The jobs of `q` (one of the queries above) with `vals`.
+pub(crate) fn jobs_of(
+    tx: &mut impl Sql,
+    q: &Query,
+    vals: &[Val],
+) -> Result<Vec<JobRecord>, CatalogError> {
+    tx.rows(q, vals, |r| job_record_of(r)?)
+}
+
+/// A processor's name and definition from a row of [`SELECT_PROCESSORS`]' columns, from
+/// either backend's row.
 pub(crate) fn processor_of<C: Cols + ?Sized>(r: &C) -> Result<(String, ProcessorDef), C::Error> {
     Ok((
         r.text(0)?,
@@ -332,7 +382,7 @@ pub(crate) fn processor_of<C: Cols + ?Sized>(r: &C) -> Result<(String, Processor
 }
 
 /// An object's name and definition from a row of [`SELECT_OBJECTS`]' columns.
-pub(crate) fn object_row<C: Cols>(
+pub(crate) fn object_row<C: Cols + ?Sized>(
     r: &C,
 ) -> Result<Result<(String, ObjectDef), CatalogError>, C::Error> {
     let object_type = r.text(1)?;
@@ -360,7 +410,7 @@ pub(crate) fn object_row<C: Cols>(
 }
 
 /// A group's name and definition from a row of [`SELECT_GROUPS`]' columns.
-pub(crate) fn group_row<C: Cols>(r: &C) -> Result<(String, GroupDef), C::Error> {
+pub(crate) fn group_row<C: Cols + ?Sized>(r: &C) -> Result<(String, GroupDef), C::Error> {
     Ok((
         r.text(0)?,
         GroupDef {
@@ -371,35 +421,28 @@ pub(crate) fn group_row<C: Cols>(r: &C) -> Result<(String, GroupDef), C::Error> 
     ))
 }
 
-pub(super) fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError> {
+/// The whole catalog's definitions as a file model, on either backend.
+pub(crate) fn export_with(tx: &mut impl Sql) -> Result<CatalogFile, CatalogError> {
     let mut file = CatalogFile::default();
-    let mut stmt = conn.prepare_cached(SELECT_PROCESSORS)?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let (name, def) = processor_row(r)?;
+    for (name, def) in tx.rows(&Query::same(SELECT_PROCESSORS), &[], |r| processor_of(r))? {
         file.processors.insert(name, def);
     }
-    let mut stmt = conn.prepare_cached(SELECT_OBJECTS)?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let (name, def) = object_row(r)??;
+    for object in tx.rows(&Query::same(SELECT_OBJECTS), &[], |r| object_row(r))? {
+        let (name, def) = object?;
         file.objects.insert(name, def);
     }
-    let mut stmt = conn.prepare_cached(SELECT_GROUPS)?;
-    let mut rows = stmt.query([])?;
-    while let Some(r) = rows.next()? {
-        let (name, def) = group_row(r)?;
+    for (name, def) in tx.rows(&Query::same(SELECT_GROUPS), &[], |r| group_row(r))? {
         file.groups.insert(name, def);
     }
-    let mut stmt = conn.prepare_cached(SELECT_JOBS)?;
-    let records = stmt
-        .query_map([], job_record)?
-        .collect::<Result<Vec<_>, _>>()?;
-    for record in records {
-        let record = record?;
+    for record in jobs_of(tx, &SELECT_JOBS_BY_NAME, &[])? {
         file.jobs.insert(record.name, record.def);
     }
     Ok(file)
+}
+
+/// [`export_with`] on a SQLite connection.
+pub(super) fn export_from(conn: &Connection) -> Result<CatalogFile, CatalogError> {
+    export_with(&mut &*conn)
 }
 
 /// A job as stored: its definition and the engine's bookkeeping (millix names).
@@ -425,13 +468,11 @@ pub struct JobRecord {
     pub next_run_at: Option<i64>,
 }
 
-/// Reads one `SELECT_JOBS` row; the outer `Result` is SQLite's, the inner one is ours.
-pub(super) fn job_record(r: &Row<'_>) -> rusqlite::Result<Result<JobRecord, CatalogError>> {
-    job_record_of(r)
-}
-
-/// [`job_record`], from either backend's row.
-pub(crate) fn job_record_of<C: Cols>(r: &C) -> Result<Result<JobRecord, CatalogError>, C::Error> {
+/// Reads one row of [`select_jobs`]' queries, from either backend; the outer `Result` is the
+/// driver's, the inner one ours.
+pub(crate) fn job_record_of<C: Cols + ?Sized>(
+    r: &C,
+) -> Result<Result<JobRecord, CatalogError>, C::Error> {
     let name = r.text(0)?;
     let job_type = r.text(1)?;
     let payload = r.text(4)?;
@@ -498,7 +539,7 @@ pub(crate) fn job_record_of<C: Cols>(r: &C) -> Result<Result<JobRecord, CatalogE
     }))
 }
 
-pub(super) const SELECT_PROCESSOR_ROWS: &str =
+pub(super) const SELECT_PROCESSOR_ROWS: Query = Query::each(
     "SELECT p.processor_name, p.instances, p.max_instances,
     p.ip_address, p.status,
     (SELECT count(*) FROM job j WHERE j.processor_id = p.processor_id),
@@ -506,7 +547,17 @@ pub(super) const SELECT_PROCESSOR_ROWS: &str =
                                          'reason', a.reason, 'changed_at', a.changed_at))
        FROM processor_activation a JOIN node n ON n.node_id = a.node_id
        WHERE a.processor_id = p.processor_id)
-    FROM job_processor p ORDER BY p.processor_name";
+    FROM job_processor p ORDER BY p.processor_name",
+    "SELECT p.processor_name, p.instances, p.max_instances,
+    p.ip_address, p.status,
+    (SELECT count(*) FROM job j WHERE j.processor_id = p.processor_id),
+    (SELECT coalesce(json_agg(json_build_object('node', n.node_name, 'instances', a.instances,
+                                                'reason', a.reason, 'changed_at', a.changed_at)
+                              ORDER BY n.node_name), '[]')::text
+       FROM processor_activation a JOIN node n ON n.node_id = a.node_id
+       WHERE a.processor_id = p.processor_id)
+    FROM job_processor p ORDER BY p.processor_name",
+);
 
 /// A processor as listed.
 #[derive(Debug, Clone, Serialize)]

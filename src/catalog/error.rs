@@ -3,6 +3,15 @@
 
 use std::path::{Path, PathBuf};
 
+/// What the server said, when it said something (the driver's own text for a server error is
+/// only "db error").
+fn postgres_message(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{}: {}", db.severity(), db.message()),
+        None => e.to_string(),
+    }
+}
+
 /// Errors of the catalog layer.
 #[derive(Debug, thiserror::Error)]
 pub enum CatalogError {
@@ -10,7 +19,7 @@ pub enum CatalogError {
     #[error("database: {0}")]
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL reported an error (a fleet's catalog, `catalog::postgres`).
-    #[error("postgres: {0}")]
+    #[error("postgres: {}", postgres_message(.0))]
     Postgres(#[from] postgres::Error),
     /// The read pool could not hand out a connection.
     #[error("connection pool: {0}")]

@@ -127,8 +127,8 @@ fn claim_tokens_are_never_handed_out_twice_across_processes_sharing_a_catalog() 
     let mut second = Catalog::open(&path, &DbSettings::default()).unwrap();
     let b = take(second.writer(), "b", 0, TTL);
     let pid = processor(first.writer());
-    let (wa, _ra) = first.into_node_handles(&DbSettings::default());
-    let (wb, _rb) = second.into_node_handles(&DbSettings::default());
+    let (wa, _ra) = first.into_node_handles(&DbSettings::default()).unwrap();
+    let (wb, _rb) = second.into_node_handles(&DbSettings::default()).unwrap();
     let tokens = runtime().block_on(async move {
         let mut tokens = Vec::new();
         for round in 0..20 {
@@ -172,7 +172,7 @@ fn an_empty_claim_commits_no_change_that_would_wake_the_nodes() {
             .query_row("PRAGMA data_version", [], |r| r.get(0))
             .unwrap()
     };
-    let (writer, _reader) = catalog.into_node_handles(&DbSettings::default());
+    let (writer, _reader) = catalog.into_node_handles(&DbSettings::default()).unwrap();
     let before = version();
     let claim = runtime().block_on(async move {
         writer

@@ -36,13 +36,13 @@ pub mod writer;
 
 pub use audit::{AuditRow, audit_field};
 use audit::{SELECT_AUDIT, audit_changes, removed_detail};
-pub(crate) use audit::{audit, audit_at};
+pub(crate) use audit::{audit, audit_at, audit_in};
 pub use definitions::{
     ImportReport, JobRecord, NodeInstances, ObjectRow, ProcessorRow, object_conn_string,
 };
 use definitions::{
-    SELECT_JOB_ID, SELECT_JOBS, SELECT_OBJECT_ROWS, SELECT_PROCESSOR_ROWS, export_from, import_in,
-    job_record, upsert_job,
+    SELECT_JOB_ID, SELECT_JOB_NAMED, SELECT_JOBS_BY_NAME, SELECT_OBJECT_ROWS,
+    SELECT_PROCESSOR_ROWS, export_from, import_in, upsert_job,
 };
 pub use error::CatalogError;
 pub(crate) use error::not_found;
@@ -52,6 +52,7 @@ pub use open::Access;
 pub use postgres::node::TakeName as PgTakeName;
 pub use postgres::{PgCatalog, PgSettings, redact as redact_url};
 pub use runs::{CancelOutcome, RunFilter, RunRow};
+use sql::{Query, Sql as _};
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -169,9 +170,22 @@ pub fn write_tx(conn: &mut Connection) -> Result<Transaction<'_>, CatalogError> 
     Ok(conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?)
 }
 
-/// An open catalog: one write connection and a pool of read connections.
+/// An open catalog: a SQLite file (one write connection and a pool of read connections) or a
+/// PostgreSQL database (its connection thread). Its verbs are the same on both.
 pub struct Catalog {
+    /// The file, or the server's URL with its password redacted (what errors name).
     path: PathBuf,
+    store: Store,
+}
+
+/// Where a [`Catalog`]'s rows are.
+enum Store {
+    Sqlite(Lite),
+    Postgres(PgCatalog),
+}
+
+/// A SQLite catalog file's connections.
+struct Lite {
     conn: Connection,
     pool: Pool<SqliteConnectionManager>,
     read_only: bool,
@@ -251,11 +265,32 @@ impl Catalog {
             .map_err(|e| CatalogError::from(e).within(path, "opening the read pool"))?;
         Ok(Self {
             path: path.to_path_buf(),
-            conn,
-            pool,
-            read_only: access == Access::ReadOnly,
-            kept: false,
+            store: Store::Sqlite(Lite {
+                conn,
+                pool,
+                read_only: access == Access::ReadOnly,
+                kept: false,
+            }),
         })
+    }
+
+    /// Opens the catalog on the PostgreSQL server `settings` names for `access` (see
+    /// [`PgCatalog::open_as`]). `label` names its connection thread.
+    pub fn open_postgres(
+        settings: PgSettings,
+        label: &str,
+        access: Access,
+    ) -> Result<Self, CatalogError> {
+        let pg = PgCatalog::open_as(settings, label, access)?;
+        Ok(Self {
+            path: PathBuf::from(pg.url()),
+            store: Store::Postgres(pg),
+        })
+    }
+
+    /// Whether the catalog is on PostgreSQL.
+    pub fn on_postgres(&self) -> bool {
+        matches!(self.store, Store::Postgres(_))
     }
 
     /// From now on this handle copies nothing into the file: no [`Catalog::settle`], and no
@@ -263,8 +298,11 @@ impl Catalog {
     /// database closes). For a file the node found damaged (issue 12, defect 3), whose other
     /// writers already commit nothing.
     pub fn keep_bytes(&mut self) {
-        self.kept = true;
-        if let Err(e) = self.conn.set_db_config(
+        let Store::Sqlite(lite) = &mut self.store else {
+            return;
+        };
+        lite.kept = true;
+        if let Err(e) = lite.conn.set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         ) {
@@ -278,23 +316,38 @@ impl Catalog {
     /// The read pool's connections may close on a background thread after this one, or not at
     /// all before the process exits, so the last close cannot be trusted to checkpoint.
     pub fn settle(&self) {
-        if self.read_only || self.kept {
+        let Store::Sqlite(lite) = &self.store else {
+            return;
+        };
+        if lite.read_only || lite.kept {
             return;
         }
-        let _ = self.conn.busy_timeout(Duration::ZERO);
-        let _ = self
+        let _ = lite.conn.busy_timeout(Duration::ZERO);
+        let _ = lite
             .conn
             .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
 
     /// Gives the write connection to a new [`writer::DbWriter`] (the node's CatalogWriter) and
     /// the read pool to a [`reader::Reader`]: the handles a running node works through.
-    pub fn into_node_handles(self, settings: &DbSettings) -> (writer::DbWriter, reader::Reader) {
-        let writer =
-            writer::DbWriter::new("catalog", self.path.clone(), self.conn, settings.clone());
-        // One finding of damage for both: a read that meets it stops the writer too.
-        let reader = reader::Reader::new(self.path, self.pool, writer.damage());
-        (writer, reader)
+    pub fn into_node_handles(
+        self,
+        settings: &DbSettings,
+    ) -> Result<(writer::DbWriter, reader::Reader), CatalogError> {
+        match self.store {
+            Store::Sqlite(lite) => {
+                let writer = writer::DbWriter::new(
+                    "catalog",
+                    self.path.clone(),
+                    lite.conn,
+                    settings.clone(),
+                );
+                // One finding of damage for both: a read that meets it stops the writer too.
+                let reader = reader::Reader::new(self.path, lite.pool, writer.damage());
+                Ok((writer, reader))
+            }
+            Store::Postgres(pg) => pg.node_handles(),
+        }
     }
 
     /// The policy's decisions, newest first (of one node when `node` is given).
@@ -303,7 +356,8 @@ impl Catalog {
         node: Option<&str>,
         limit: i64,
     ) -> Result<Vec<activation::DecisionRow>, CatalogError> {
-        activation::decisions(&*self.read()?, node, limit)
+        let node = node.map(str::to_string);
+        self.reading(move |tx| activation::decisions(tx, node.as_deref(), limit))
     }
 
     /// Each job's activation (state, pin, reason) on `node`, by job name.
@@ -311,7 +365,8 @@ impl Catalog {
         &self,
         node: &str,
     ) -> Result<activation::ActivationByJob, CatalogError> {
-        activation::activation_by_job(&*self.read()?, node)
+        let node = node.to_string();
+        self.reading(move |tx| activation::activation_by_job(tx, &node))
     }
 
     /// The latest value of every stat series (of one node when `node` is given).
@@ -319,7 +374,8 @@ impl Catalog {
         &self,
         node: Option<&str>,
     ) -> Result<Vec<stats::SeriesSummary>, CatalogError> {
-        stats::latest(&*self.read()?, node)
+        let node = node.map(str::to_string);
+        self.reading(move |tx| stats::latest(tx, node.as_deref()))
     }
 
     /// The newest `limit` values of one stat series sampled at or after `since`.
@@ -331,7 +387,21 @@ impl Catalog {
         since: i64,
         limit: i64,
     ) -> Result<Vec<stats::StatPoint>, CatalogError> {
-        stats::series(&*self.read()?, stat_type, subject, node, since, limit)
+        let (stat_type, subject, node) = (
+            stat_type.to_string(),
+            subject.map(str::to_string),
+            node.map(str::to_string),
+        );
+        self.reading(move |tx| {
+            stats::series(
+                tx,
+                &stat_type,
+                subject.as_deref(),
+                node.as_deref(),
+                since,
+                limit,
+            )
+        })
     }
 
     /// The enabled objects jobs write to (each gets a writer of its own at start).
@@ -350,7 +420,7 @@ impl Catalog {
         is_alive: impl Fn(i64) -> bool,
         watched: Option<&node::NodeHolder>,
     ) -> Result<(node::Registration, Option<node::Recovery>), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
+        let tx = write_tx(self.conn_mut()?)?;
         let registration = node::register_node(&tx, who, now, stale_after_ms, is_alive, watched)?;
         let recovery = match &registration {
             node::Registration::Taken(lease) => {
@@ -368,24 +438,70 @@ impl Catalog {
         &self.path
     }
 
-    /// A read connection from the pool.
+    /// Runs `f` on a read connection (SQLite) or in a transaction (PostgreSQL): a verb's reads,
+    /// written once for both backends. On PostgreSQL `f` runs again after a lost connection.
+    pub(in crate::catalog) fn reading<T: Send + 'static>(
+        &self,
+        f: impl Fn(&mut sql::Tx<'_, '_>) -> Result<T, CatalogError> + Send + 'static,
+    ) -> Result<T, CatalogError> {
+        match &self.store {
+            Store::Sqlite(lite) => f(&mut sql::Tx::Lite(&*lite.pool.get()?)),
+            Store::Postgres(pg) => pg.transact(move |tx| f(&mut sql::Tx::Pg(tx))),
+        }
+    }
+
+    /// Runs `f` in one write transaction (SQLite's `BEGIN IMMEDIATE`, or PostgreSQL's), and
+    /// commits when it succeeds: an error changes nothing. On PostgreSQL `f` runs again, from
+    /// the start, after a lost connection or a conflict with another transaction.
+    pub(in crate::catalog) fn writing<T: Send + 'static>(
+        &mut self,
+        f: impl Fn(&mut sql::Tx<'_, '_>) -> Result<T, CatalogError> + Send + 'static,
+    ) -> Result<T, CatalogError> {
+        match &mut self.store {
+            Store::Sqlite(lite) => {
+                let tx = write_tx(&mut lite.conn)?;
+                let out = f(&mut sql::Tx::Lite(&tx))?;
+                tx.commit()?;
+                Ok(out)
+            }
+            Store::Postgres(pg) => pg.transact(move |tx| f(&mut sql::Tx::Pg(tx))),
+        }
+    }
+
+    /// A read connection from the pool of a SQLite catalog (a verb not yet written for both
+    /// backends is refused on PostgreSQL).
     pub(in crate::catalog) fn read(
         &self,
     ) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
-        Ok(self.pool.get()?)
+        match &self.store {
+            Store::Sqlite(lite) => Ok(lite.pool.get()?),
+            Store::Postgres(_) => Err(not_on_postgres()),
+        }
+    }
+
+    /// The write connection of a SQLite catalog (refused on PostgreSQL, as [`Catalog::read`]).
+    pub(in crate::catalog) fn conn_mut(&mut self) -> Result<&mut Connection, CatalogError> {
+        match &mut self.store {
+            Store::Sqlite(lite) => Ok(&mut lite.conn),
+            Store::Postgres(_) => Err(not_on_postgres()),
+        }
     }
 
     /// The write connection (for the catalog's tests).
     #[cfg(test)]
     pub(in crate::catalog) fn writer(&mut self) -> &mut Connection {
-        &mut self.conn
+        self.conn_mut().expect("a SQLite catalog")
     }
 
     /// Imports `config`'s default catalog text into an empty, never-seeded catalog. Returns
     /// whether it did; a catalog that was seeded before is never touched again, so operator
     /// edits survive restarts.
     pub fn seed_if_new(&mut self, file: &CatalogFile, source: &str) -> Result<bool, CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
+        let conn = match &mut self.store {
+            Store::Sqlite(lite) => &mut lite.conn,
+            Store::Postgres(pg) => return pg.seed_if_new(file, source, now_ms()),
+        };
+        let tx = write_tx(conn)?;
         let seeded: Option<String> = tx
             .query_row(SELECT_META, ["seeded_at"], |r| r.get(0))
             .optional()?;
@@ -406,19 +522,31 @@ impl Catalog {
         file: &CatalogFile,
         actor: &str,
     ) -> Result<ImportReport, CatalogError> {
-        self.update(actor, "import", |_| Ok::<_, CatalogError>(file.clone()))
+        let file = file.clone();
+        self.update(actor, "import", move |_| {
+            Ok::<_, CatalogError>(file.clone())
+        })
     }
 
     /// One transaction that reads the whole catalog, asks `entries` what to store over it (a
     /// merge, a validation: an error changes nothing) and upserts what differs, with one audit
-    /// row for `action`.
-    pub fn update<E: From<CatalogError>>(
+    /// row for `action`. On PostgreSQL, under the definitions' lock (two nodes' imports never
+    /// diff against a catalog the other is changing), and `entries` is asked again if the
+    /// connection was lost before the commit.
+    pub fn update<E>(
         &mut self,
         actor: &str,
         action: &str,
-        entries: impl FnOnce(&CatalogFile) -> Result<CatalogFile, E>,
-    ) -> Result<ImportReport, E> {
-        let tx = write_tx(&mut self.conn)?;
+        mut entries: impl FnMut(&CatalogFile) -> Result<CatalogFile, E> + Send + 'static,
+    ) -> Result<ImportReport, E>
+    where
+        E: From<CatalogError> + Send + 'static,
+    {
+        let conn = match &mut self.store {
+            Store::Sqlite(lite) => &mut lite.conn,
+            Store::Postgres(pg) => return pg.update(actor, action, entries),
+        };
+        let tx = write_tx(conn)?;
         let before = export_from(&tx)?;
         let file = entries(&before)?;
         let report = import_in(&tx, &before, &file, actor, action)?;
@@ -428,44 +556,42 @@ impl Catalog {
 
     /// The whole catalog as a file model.
     pub fn export(&self) -> Result<CatalogFile, CatalogError> {
-        export_from(&*self.read()?)
+        self.reading(|tx| definitions::export_with(tx))
     }
 
     /// One job with its runtime state.
     pub fn job(&self, name: &str) -> Result<JobRecord, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(&format!("{SELECT_JOBS} WHERE j.job_name = ?1"))?;
-        let row = stmt.query_row([name], job_record).optional()?;
-        row.ok_or_else(|| not_found("job", name))?
+        let name = name.to_string();
+        self.reading(move |tx| {
+            let jobs = definitions::jobs_of(tx, &SELECT_JOB_NAMED, &[name.as_str().into()])?;
+            jobs.into_iter()
+                .next()
+                .ok_or_else(|| not_found("job", &name))
+        })
     }
 
     /// Every job with its runtime state, by name.
     pub fn jobs(&self) -> Result<Vec<JobRecord>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(&format!("{SELECT_JOBS} ORDER BY j.job_name"))?;
-        let rows = stmt
-            .query_map([], job_record)?
-            .collect::<Result<Vec<_>, _>>()?;
-        rows.into_iter().collect()
+        self.reading(|tx| definitions::jobs_of(tx, &SELECT_JOBS_BY_NAME, &[]))
     }
 
     /// Inserts or replaces one job (already validated against the catalog).
     pub fn put_job(&mut self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let before = export_from(&tx)?;
-        let existed = before.jobs.contains_key(name);
-        upsert_job(&mut &*tx, name, job)?;
-        let action = if existed { "job.edit" } else { "job.add" };
-        let mut after = CatalogFile::default();
-        after.jobs.insert(name.to_string(), job.clone());
-        let detail = audit_changes(if existed {
-            crate::jobconf::merge::changes(&before, &after)
-        } else {
-            crate::jobconf::merge::described(&after)
-        });
-        audit(&tx, actor, action, name, Some(&detail))?;
-        tx.commit()?;
-        Ok(())
+        let (name, job, actor) = (name.to_string(), job.clone(), actor.to_string());
+        self.writing(move |tx| {
+            let before = definitions::export_with(tx)?;
+            let existed = before.jobs.contains_key(&name);
+            upsert_job(tx, &name, &job)?;
+            let action = if existed { "job.edit" } else { "job.add" };
+            let mut after = CatalogFile::default();
+            after.jobs.insert(name.clone(), job.clone());
+            let detail = audit_changes(if existed {
+                crate::jobconf::merge::changes(&before, &after)
+            } else {
+                crate::jobconf::merge::described(&after)
+            });
+            audit_in(tx, now_ms(), &actor, action, &name, Some(&detail))
+        })
     }
 
     /// Enables or disables a job.
@@ -475,139 +601,146 @@ impl Catalog {
         enabled: bool,
         actor: &str,
     ) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let was: bool = tx
-            .query_row(SELECT_JOB_ENABLED, [name], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| not_found("job", name))?;
-        tx.execute(UPDATE_JOB_STATUS, params![i64::from(enabled), name])?;
-        if !enabled {
-            // Enabled again later, the job is new to every node (activated at once by a
-            // healthy one); pins stay.
-            tx.execute(FORGET_UNPINNED_ACTIVATION, [name])?;
-        }
-        let detail = serde_json::json!({ "changes": [{
-            "section": "job", "name": name, "change": if was == enabled { "unchanged" } else { "updated" },
-            "fields": [{ "field": "enabled", "before": was.to_string(), "after": enabled.to_string() }],
-        }] });
-        audit(
-            &tx,
-            actor,
-            if enabled { "job.enable" } else { "job.disable" },
-            name,
-            Some(&detail),
-        )?;
-        tx.commit()?;
-        Ok(())
+        let (name, actor) = (name.to_string(), actor.to_string());
+        self.writing(move |tx| {
+            let was = tx
+                .row(&SELECT_JOB_ENABLED, &[name.as_str().into()], |r| r.flag(0))?
+                .ok_or_else(|| not_found("job", &name))?;
+            tx.exec(&UPDATE_JOB_STATUS, &[enabled.into(), name.as_str().into()])?;
+            if !enabled {
+                // Enabled again later, the job is new to every node (activated at once by a
+                // healthy one); pins stay.
+                tx.exec(&FORGET_UNPINNED_ACTIVATION, &[name.as_str().into()])?;
+            }
+            let detail = serde_json::json!({ "changes": [{
+                "section": "job", "name": name,
+                "change": if was == enabled { "unchanged" } else { "updated" },
+                "fields": [{ "field": "enabled", "before": was.to_string(), "after": enabled.to_string() }],
+            }] });
+            let action = if enabled { "job.enable" } else { "job.disable" };
+            audit_in(tx, now_ms(), &actor, action, &name, Some(&detail))
+        })
     }
 
     /// Removes a job and its run history; refused while one of its runs is executing.
     pub fn remove_job(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let running: i64 = tx
-            .query_row(COUNT_RUNNING_OF_JOB, [name], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| not_found("job", name))?;
-        if running > 0 {
-            return Err(CatalogError::Conflict(format!(
-                "job `{name}` has {running} run(s) executing; disable it and retry when they end"
-            )));
-        }
-        // A workflow naming it as a step would be left running a job that is gone.
-        let workflows: Vec<(String, String)> = tx
-            .prepare_cached(SELECT_WORKFLOWS)?
-            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-            .collect::<Result<_, _>>()?;
-        for (workflow, payload) in workflows {
-            let steps = serde_json::from_str::<JsonMap<String, Json>>(&payload)
-                .ok()
-                .and_then(|p| crate::jobconf::workflow::WorkflowSpec::parse(&p).ok());
-            if let Some(step) = steps
-                .as_ref()
-                .and_then(|s| s.steps.iter().find(|s| s.job == name))
-            {
+        let (name, actor) = (name.to_string(), actor.to_string());
+        self.writing(move |tx| {
+            let running = tx
+                .row(&COUNT_RUNNING_OF_JOB, &[name.as_str().into()], |r| r.int(0))?
+                .ok_or_else(|| not_found("job", &name))?;
+            if running > 0 {
                 return Err(CatalogError::Conflict(format!(
-                    "job `{name}` is step `{}` of workflow `{workflow}`: remove the step first",
-                    step.name
+                    "job `{name}` has {running} run(s) executing; disable it and retry when they end"
                 )));
             }
-        }
-        let detail = removed_detail(&tx, |f, g| {
-            if let Some(d) = f.jobs.remove(name) {
-                g.jobs.insert(name.to_string(), d);
+            // A workflow naming it as a step would be left running a job that is gone.
+            let workflows = tx.rows(&SELECT_WORKFLOWS, &[], |r| Ok((r.text(0)?, r.text(1)?)))?;
+            for (workflow, payload) in workflows {
+                let steps = serde_json::from_str::<JsonMap<String, Json>>(&payload)
+                    .ok()
+                    .and_then(|p| crate::jobconf::workflow::WorkflowSpec::parse(&p).ok());
+                if let Some(step) = steps
+                    .as_ref()
+                    .and_then(|s| s.steps.iter().find(|s| s.job == name))
+                {
+                    return Err(CatalogError::Conflict(format!(
+                        "job `{name}` is step `{}` of workflow `{workflow}`: remove the step first",
+                        step.name
+                    )));
+                }
             }
-        })?;
-        // Runs of other jobs in its runs' trees keep their history, detached from the runs
-        // that go with the job.
-        tx.execute(DETACH_FROM_JOB, [name])?;
-        tx.execute(DELETE_JOB, [name])?;
-        audit(&tx, actor, "job.remove", name, Some(&detail))?;
-        tx.commit()?;
-        Ok(())
+            let detail = removed_detail(tx, |f, g| {
+                if let Some(d) = f.jobs.remove(&name) {
+                    g.jobs.insert(name.clone(), d);
+                }
+            })?;
+            // Runs of other jobs in its runs' trees keep their history, detached from the runs
+            // that go with the job.
+            tx.exec(&DETACH_FROM_JOB, &[name.as_str().into()])?;
+            tx.exec(&DELETE_JOB, &[name.as_str().into()])?;
+            audit_in(tx, now_ms(), &actor, "job.remove", &name, Some(&detail))
+        })
     }
 
     /// Removes a processor; refused while jobs are assigned to it.
     pub fn remove_processor(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let jobs: Option<Option<String>> = tx
-            .query_row(SELECT_PROCESSOR_JOBS, [name], |r| r.get(0))
-            .optional()?;
-        match jobs {
-            None => return Err(not_found("processor", name)),
-            Some(Some(jobs)) => {
-                return Err(CatalogError::Conflict(format!(
-                    "processor `{name}` runs job(s) {jobs}: move or remove them first"
-                )));
+        let (name, actor) = (name.to_string(), actor.to_string());
+        self.writing(move |tx| {
+            let jobs = tx.row(&SELECT_PROCESSOR_JOBS, &[name.as_str().into()], |r| {
+                r.opt_text(0)
+            })?;
+            match jobs {
+                None => return Err(not_found("processor", &name)),
+                Some(Some(jobs)) => {
+                    return Err(CatalogError::Conflict(format!(
+                        "processor `{name}` runs job(s) {jobs}: move or remove them first"
+                    )));
+                }
+                Some(None) => {}
             }
-            Some(None) => {}
-        }
-        let detail = removed_detail(&tx, |f, g| {
-            if let Some(d) = f.processors.remove(name) {
-                g.processors.insert(name.to_string(), d);
-            }
-        })?;
-        tx.execute(DELETE_PROCESSOR, [name])?;
-        audit(&tx, actor, "processor.remove", name, Some(&detail))?;
-        tx.commit()?;
-        Ok(())
+            let detail = removed_detail(tx, |f, g| {
+                if let Some(d) = f.processors.remove(&name) {
+                    g.processors.insert(name.clone(), d);
+                }
+            })?;
+            tx.exec(&DELETE_PROCESSOR, &[name.as_str().into()])?;
+            audit_in(
+                tx,
+                now_ms(),
+                &actor,
+                "processor.remove",
+                &name,
+                Some(&detail),
+            )
+        })
     }
 
     /// Removes an object; refused while a job writes it or a sql job targets it.
     pub fn remove_object(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let users: Option<Option<String>> = tx
-            .query_row(SELECT_OBJECT_USERS, [name], |r| r.get(0))
-            .optional()?;
-        match users {
-            None => return Err(not_found("object", name)),
-            Some(Some(jobs)) => {
-                return Err(CatalogError::Conflict(format!(
-                    "object `{name}` is written by job(s) {jobs}: change them first"
-                )));
+        let (name, actor) = (name.to_string(), actor.to_string());
+        self.writing(move |tx| {
+            let users = tx.row(&SELECT_OBJECT_USERS, &[name.as_str().into()], |r| {
+                r.opt_text(0)
+            })?;
+            match users {
+                None => return Err(not_found("object", &name)),
+                Some(Some(jobs)) => {
+                    return Err(CatalogError::Conflict(format!(
+                        "object `{name}` is written by job(s) {jobs}: change them first"
+                    )));
+                }
+                Some(None) => {}
             }
-            Some(None) => {}
-        }
-        let detail = removed_detail(&tx, |f, g| {
-            if let Some(d) = f.objects.remove(name) {
-                g.objects.insert(name.to_string(), d);
-            }
-        })?;
-        tx.execute(DELETE_OBJECT, [name])?;
-        audit(&tx, actor, "object.remove", name, Some(&detail))?;
-        tx.commit()?;
-        Ok(())
+            let detail = removed_detail(tx, |f, g| {
+                if let Some(d) = f.objects.remove(&name) {
+                    g.objects.insert(name.clone(), d);
+                }
+            })?;
+            tx.exec(&DELETE_OBJECT, &[name.as_str().into()])?;
+            audit_in(tx, now_ms(), &actor, "object.remove", &name, Some(&detail))
+        })
     }
 
     /// Queues an on-demand run of `name` with `params` (a JSON object); a running node picks it
-    /// up within its change-check interval. Returns the run id.
+    /// up within its change-check interval (on PostgreSQL, at once: the run is announced).
+    /// Returns the run id.
     pub fn enqueue_now(
         &mut self,
         name: &str,
         params: Option<&Json>,
         actor: &str,
     ) -> Result<i64, CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let queued = verbs::trigger(&tx, name, &[params.map(Json::to_string)], now_ms(), actor)?;
+        let params = params.map(Json::to_string);
+        let conn = match &mut self.store {
+            Store::Sqlite(lite) => &mut lite.conn,
+            Store::Postgres(pg) => {
+                let queued = pg.trigger(name, vec![params], now_ms(), actor)?;
+                return Ok(queued.run_ids[0]);
+            }
+        };
+        let tx = write_tx(conn)?;
+        let queued = verbs::trigger(&tx, name, &[params], now_ms(), actor)?;
         tx.commit()?;
         Ok(queued.run_ids[0])
     }
@@ -621,10 +754,13 @@ impl Catalog {
         subject: &str,
         detail: &Json,
     ) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        audit(&tx, actor, action, subject, Some(detail))?;
-        tx.commit()?;
-        Ok(())
+        let (actor, action, subject, detail) = (
+            actor.to_string(),
+            action.to_string(),
+            subject.to_string(),
+            detail.clone(),
+        );
+        self.writing(move |tx| audit_in(tx, now_ms(), &actor, &action, &subject, Some(&detail)))
     }
 
     /// Pins `name` active or inactive on node `node` (created if new), or removes the pin.
@@ -635,66 +771,64 @@ impl Catalog {
         pin: Option<crate::model::Pin>,
         actor: &str,
     ) -> Result<(), CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
-        let job_id: i64 = tx
-            .query_row(SELECT_JOB_ID, [name], |r| r.get(0))
-            .optional()?
-            .ok_or_else(|| not_found("job", name))?;
-        let node_id =
-            activation::node_id(&tx, node, true)?.ok_or_else(|| not_found("node", node))?;
-        let before = activation::pin_of(&tx, node_id, job_id)?;
-        activation::set_pin(&tx, node_id, job_id, pin, now_ms())?;
-        let mut detail = audit_field(
-            "job",
-            name,
-            "pin",
-            before.as_deref(),
-            pin.map(|p| p.as_str()),
-        );
-        detail["node"] = node.into();
-        audit(&tx, actor, "job.pin", name, Some(&detail))?;
-        tx.commit()?;
-        Ok(())
+        let (name, node, actor) = (name.to_string(), node.to_string(), actor.to_string());
+        self.writing(move |tx| {
+            let job_id = tx
+                .row(&Query::same(SELECT_JOB_ID), &[name.as_str().into()], |r| {
+                    r.int(0)
+                })?
+                .ok_or_else(|| not_found("job", &name))?;
+            let node_id = activation::node_id(&mut *tx, &node, true)?
+                .ok_or_else(|| not_found("node", &node))?;
+            let before = activation::pin_of(&mut *tx, node_id, job_id)?;
+            activation::set_pin(&mut *tx, node_id, job_id, pin, now_ms())?;
+            let mut detail = audit_field(
+                "job",
+                &name,
+                "pin",
+                before.as_deref(),
+                pin.map(|p| p.as_str()),
+            );
+            detail["node"] = node.as_str().into();
+            audit_in(tx, now_ms(), &actor, "job.pin", &name, Some(&detail))
+        })
     }
 
     /// Processors with how many jobs each runs.
     pub fn processors(&self) -> Result<Vec<ProcessorRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_PROCESSOR_ROWS)?;
-        let rows = stmt.query_map([], |r| {
-            Ok(ProcessorRow {
-                name: r.get(0)?,
-                instances: r.get(1)?,
-                max_instances: r.get(2)?,
-                remote: r.get(3)?,
-                enabled: r.get::<_, i64>(4)? == 1,
-                jobs: r.get(5)?,
-                running: r
-                    .get::<_, String>(6)
-                    .ok()
-                    .and_then(|j| serde_json::from_str(&j).ok())
-                    .unwrap_or_default(),
+        self.reading(|tx| {
+            tx.rows(&SELECT_PROCESSOR_ROWS, &[], |r| {
+                Ok(ProcessorRow {
+                    name: r.text(0)?,
+                    instances: r.int(1)?,
+                    max_instances: r.opt_int(2)?,
+                    remote: r.opt_text(3)?,
+                    enabled: r.flag(4)?,
+                    jobs: r.int(5)?,
+                    running: r
+                        .opt_text(6)?
+                        .and_then(|j| serde_json::from_str(&j).ok())
+                        .unwrap_or_default(),
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 
     /// Objects with how many jobs write each.
     pub fn objects(&self) -> Result<Vec<ObjectRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_OBJECT_ROWS)?;
-        let rows = stmt.query_map([], |r| {
-            Ok(ObjectRow {
-                name: r.get(0)?,
-                object_type: r.get(1)?,
-                conn_string: r.get(2)?,
-                time_to_live: r.get(3)?,
-                allow_prune: r.get::<_, i64>(4)? == 1,
-                enabled: r.get::<_, i64>(5)? == 1,
-                writers: r.get(6)?,
+        self.reading(|tx| {
+            tx.rows(&Query::same(SELECT_OBJECT_ROWS), &[], |r| {
+                Ok(ObjectRow {
+                    name: r.text(0)?,
+                    object_type: r.text(1)?,
+                    conn_string: r.opt_text(2)?,
+                    time_to_live: r.opt_int(3)?,
+                    allow_prune: r.flag(4)?,
+                    enabled: r.flag(5)?,
+                    writers: r.int(6)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 
     /// A job's consecutive failed runs since its last success (what its backoff comes from).
@@ -702,50 +836,74 @@ impl Catalog {
         &self,
         job_id: i64,
     ) -> Result<crate::schedule::FailureStreak, CatalogError> {
-        queue::failure_streak(&*self.read()?, job_id)
+        self.reading(move |tx| queue::failure_streak(tx, job_id))
     }
 
     /// The most recent audit entries, newest first.
     pub fn audit_log(&self, limit: i64) -> Result<Vec<AuditRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_AUDIT)?;
-        let rows = stmt.query_map([limit], |r| {
-            Ok(AuditRow {
-                at: r.get(0)?,
-                actor: r.get(1)?,
-                action: r.get(2)?,
-                subject: r.get(3)?,
-                detail: r.get(4)?,
+        self.reading(move |tx| {
+            tx.rows(&Query::same(SELECT_AUDIT), &[limit.into()], |r| {
+                Ok(AuditRow {
+                    at: r.int(0)?,
+                    actor: r.text(1)?,
+                    action: r.text(2)?,
+                    subject: r.opt_text(3)?,
+                    detail: r.opt_text(4)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 }
 
-const COUNT_RUNNING_OF_JOB: &str = "SELECT (SELECT count(*) FROM job_run r
-    WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1";
-const DELETE_JOB: &str = "DELETE FROM job WHERE job_name = ?1";
-const DELETE_OBJECT: &str = "DELETE FROM object WHERE object_name = ?1";
-const DELETE_PROCESSOR: &str = "DELETE FROM job_processor WHERE processor_name = ?1";
-const DETACH_FROM_JOB: &str = "WITH gone(id) AS (SELECT r.run_id FROM job_run r
+/// What a verb not yet written for PostgreSQL answers there.
+fn not_on_postgres() -> CatalogError {
+    CatalogError::Refused("not available on a PostgreSQL catalog yet (issue 16)".into())
+}
+
+const COUNT_RUNNING_OF_JOB: Query = Query::same(
+    "SELECT (SELECT count(*) FROM job_run r
+    WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1",
+);
+const DELETE_JOB: Query = Query::same("DELETE FROM job WHERE job_name = ?1");
+const DELETE_OBJECT: Query = Query::same("DELETE FROM object WHERE object_name = ?1");
+const DELETE_PROCESSOR: Query = Query::same("DELETE FROM job_processor WHERE processor_name = ?1");
+const DETACH_FROM_JOB: Query = Query::same(
+    "WITH gone(id) AS (SELECT r.run_id FROM job_run r
         JOIN job j ON j.job_id = r.job_id WHERE j.job_name = ?1)
     UPDATE job_run SET pid = CASE WHEN pid IN (SELECT id FROM gone) THEN NULL ELSE pid END,
         stump = CASE WHEN stump IN (SELECT id FROM gone) THEN NULL ELSE stump END
-    WHERE pid IN (SELECT id FROM gone) OR stump IN (SELECT id FROM gone)";
-const FORGET_UNPINNED_ACTIVATION: &str = "DELETE FROM job_activation
-    WHERE pinned IS NULL AND job_id = (SELECT job_id FROM job WHERE job_name = ?1)";
-const SELECT_JOB_ENABLED: &str = "SELECT status = 1 FROM job WHERE job_name = ?1";
-const UPDATE_JOB_STATUS: &str = "UPDATE job SET status = ?1 WHERE job_name = ?2";
-const SELECT_OBJECT_USERS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
+    WHERE pid IN (SELECT id FROM gone) OR stump IN (SELECT id FROM gone)",
+);
+const FORGET_UNPINNED_ACTIVATION: Query = Query::same(
+    "DELETE FROM job_activation
+    WHERE pinned IS NULL AND job_id = (SELECT job_id FROM job WHERE job_name = ?1)",
+);
+const SELECT_JOB_ENABLED: Query = Query::same("SELECT status = 1 FROM job WHERE job_name = ?1");
+const UPDATE_JOB_STATUS: Query = Query::same("UPDATE job SET status = ?1 WHERE job_name = ?2");
+const SELECT_OBJECT_USERS: Query = Query::each(
+    "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
     FROM job j WHERE EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id
                              AND jo.object_id = o.object_id)
        OR json_extract(j.job_payload, '$.object') = o.object_name)
-    FROM object o WHERE o.object_name = ?1";
-const SELECT_PROCESSOR_JOBS: &str = "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
+    FROM object o WHERE o.object_name = ?1",
+    "SELECT (SELECT string_agg('`' || j.job_name || '`', ', ' ORDER BY j.job_id)
+    FROM job j WHERE EXISTS (SELECT 1 FROM job_object jo WHERE jo.job_id = j.job_id
+                             AND jo.object_id = o.object_id)
+       OR j.job_payload::jsonb ->> 'object' = o.object_name)
+    FROM object o WHERE o.object_name = $1",
+);
+const SELECT_PROCESSOR_JOBS: Query = Query::each(
+    "SELECT (SELECT group_concat('`' || j.job_name || '`', ', ')
     FROM job j WHERE j.processor_id = p.processor_id) FROM job_processor p
-    WHERE p.processor_name = ?1";
-const SELECT_WORKFLOWS: &str = "SELECT j.job_name, j.job_payload FROM job j
-    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE t.job_type = 'workflow'";
+    WHERE p.processor_name = ?1",
+    "SELECT (SELECT string_agg('`' || j.job_name || '`', ', ' ORDER BY j.job_id)
+    FROM job j WHERE j.processor_id = p.processor_id) FROM job_processor p
+    WHERE p.processor_name = $1",
+);
+const SELECT_WORKFLOWS: Query = Query::same(
+    "SELECT j.job_name, j.job_payload FROM job j
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE t.job_type = 'workflow'",
+);
 
 const SELECT_META: &str = "SELECT value FROM catalog_meta WHERE key = ?1";
 const UPSERT_META: &str = "INSERT INTO catalog_meta (key, value) VALUES (?1, ?2)

@@ -4,9 +4,9 @@
 //! Invariant: read-only, and each question is one bounded query (the series by an index range
 //! of `stat_type_time_idx`, at most the buckets the caller allowed).
 
-use rusqlite::params;
 use serde::Serialize;
 
+use super::sql::{Query, Sql, Val};
 use super::{Catalog, CatalogError};
 
 const SELECT_NODES: &str = "SELECT node_name, host, pid, version, started_at, heartbeat_at,
@@ -14,13 +14,16 @@ const SELECT_NODES: &str = "SELECT node_name, host, pid, version, started_at, he
 const SELECT_STAT_TYPES: &str = "SELECT t.stat_type, t.unit,
     (SELECT max(s.sampled_at) FROM stat s WHERE s.stat_type_id = t.stat_type_id)
     FROM stat_type t ORDER BY t.stat_type";
-const SELECT_SERIES: &str = "SELECT (s.sampled_at - ?2) / ?4 AS bucket, avg(s.value),
+const SELECT_SERIES: Query = Query::same(
+    "SELECT (s.sampled_at - ?2) / ?4 AS bucket, avg(s.value),
     min(s.value), max(s.value), count(*)
     FROM stat s JOIN stat_type t ON t.stat_type_id = s.stat_type_id
     WHERE t.stat_type = ?1 AND s.sampled_at >= ?2 AND s.sampled_at < ?3
-      AND (?5 IS NULL OR s.subject = ?5) AND (?6 IS NULL OR s.node_id =
+      AND (CAST(?5 AS TEXT) IS NULL OR s.subject = ?5)
+      AND (CAST(?6 AS TEXT) IS NULL OR s.node_id =
           (SELECT node_id FROM node WHERE node_name = ?6))
-    GROUP BY bucket ORDER BY bucket";
+    GROUP BY bucket ORDER BY bucket",
+);
 const SELECT_STAT_TYPE: &str = "SELECT unit FROM stat_type WHERE stat_type = ?1";
 const SELECT_QUEUE: &str = "SELECT count(*), min(run_after) FROM job_run
     WHERE status = 'queued'";
@@ -110,90 +113,101 @@ pub struct QueueState {
 impl Catalog {
     /// Every node, by name.
     pub fn nodes(&self) -> Result<Vec<NodeRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_NODES)?;
-        let rows = stmt.query_map([], |r| {
-            Ok(NodeRow {
-                name: r.get(0)?,
-                host: r.get(1)?,
-                pid: r.get(2)?,
-                version: r.get(3)?,
-                started_at: r.get(4)?,
-                heartbeat_at: r.get(5)?,
-                lease_ttl: r.get(6)?,
-                fenced_at: r.get(7)?,
-                fenced_by: r.get(8)?,
-                stale_completions: r.get(9)?,
+        self.reading(|tx| {
+            tx.rows(&Query::same(SELECT_NODES), &[], |r| {
+                Ok(NodeRow {
+                    name: r.text(0)?,
+                    host: r.opt_text(1)?,
+                    pid: r.opt_int(2)?,
+                    version: r.opt_text(3)?,
+                    started_at: r.opt_int(4)?,
+                    heartbeat_at: r.opt_int(5)?,
+                    lease_ttl: r.int(6)?,
+                    fenced_at: r.opt_int(7)?,
+                    fenced_by: r.opt_text(8)?,
+                    stale_completions: r.int(9)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 
     /// Every stat type.
     pub fn stat_types(&self) -> Result<Vec<StatTypeRow>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_STAT_TYPES)?;
-        let rows = stmt.query_map([], |r| {
-            Ok(StatTypeRow {
-                name: r.get(0)?,
-                unit: r.get(1)?,
-                latest: r.get(2)?,
+        self.reading(|tx| {
+            tx.rows(&Query::same(SELECT_STAT_TYPES), &[], |r| {
+                Ok(StatTypeRow {
+                    name: r.text(0)?,
+                    unit: r.opt_text(1)?,
+                    latest: r.opt_int(2)?,
+                })
             })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        })
     }
 
     /// The unit of a stat type, or `NotFound`.
     pub fn stat_unit(&self, stat_type: &str) -> Result<Option<String>, CatalogError> {
-        use rusqlite::OptionalExtension as _;
-        let conn = self.read()?;
-        let unit: Option<Option<String>> = conn
-            .prepare_cached(SELECT_STAT_TYPE)?
-            .query_row([stat_type], |r| r.get(0))
-            .optional()?;
-        unit.ok_or_else(|| super::not_found("stat type", stat_type))
+        let stat_type = stat_type.to_string();
+        self.reading(move |tx| {
+            tx.row(
+                &Query::same(SELECT_STAT_TYPE),
+                &[stat_type.as_str().into()],
+                |r| r.opt_text(0),
+            )?
+            .ok_or_else(|| super::not_found("stat type", &stat_type))
+        })
     }
 
     /// The non-empty buckets of a series, in time order.
     pub fn series(&self, f: &SeriesFilter<'_>) -> Result<Vec<Bucket>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_SERIES)?;
-        let rows = stmt.query_map(
-            params![f.stat_type, f.from, f.to, f.step, f.subject, f.node],
-            |r| {
+        let vals: [Val; 6] = [
+            f.stat_type.into(),
+            f.from.into(),
+            f.to.into(),
+            f.step.into(),
+            f.subject.into(),
+            f.node.into(),
+        ];
+        self.reading(move |tx| {
+            tx.rows(&SELECT_SERIES, &vals, |r| {
                 Ok(Bucket {
-                    index: r.get(0)?,
-                    avg: r.get(1)?,
-                    min: r.get(2)?,
-                    max: r.get(3)?,
-                    count: r.get(4)?,
+                    index: r.int(0)?,
+                    avg: r.real(1)?,
+                    min: r.real(2)?,
+                    max: r.real(3)?,
+                    count: r.int(4)?,
                 })
-            },
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            })
+        })
     }
 
     /// Queued and running runs, and when the oldest queued one became due.
     pub fn queue_state(&self) -> Result<QueueState, CatalogError> {
-        let conn = self.read()?;
-        let (queued, oldest_due) = conn
-            .prepare_cached(SELECT_QUEUE)?
-            .query_row([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        let running = conn
-            .prepare_cached(SELECT_RUNNING)?
-            .query_row([], |r| r.get(0))?;
-        Ok(QueueState {
-            queued,
-            running,
-            oldest_due,
+        self.reading(|tx| {
+            let (queued, oldest_due) = tx
+                .row(&Query::same(SELECT_QUEUE), &[], |r| {
+                    Ok((r.int(0)?, r.opt_int(1)?))
+                })?
+                .unwrap_or((0, None));
+            let running = tx
+                .row(&Query::same(SELECT_RUNNING), &[], |r| r.int(0))?
+                .unwrap_or(0);
+            Ok(QueueState {
+                queued,
+                running,
+                oldest_due,
+            })
         })
     }
 
     /// How many jobs are in each activation state on `node`.
     pub fn activation_counts(&self, node: &str) -> Result<Vec<(String, i64)>, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(SELECT_ACTIVATION)?;
-        let rows = stmt.query_map([node], |r| Ok((r.get(0)?, r.get(1)?)))?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        let node = node.to_string();
+        self.reading(move |tx| {
+            tx.rows(
+                &Query::same(SELECT_ACTIVATION),
+                &[node.as_str().into()],
+                |r| Ok((r.text(0)?, r.int(1)?)),
+            )
+        })
     }
 }

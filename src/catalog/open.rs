@@ -56,9 +56,8 @@ pub(super) fn precheck(path: &Path, access: Access) -> Result<bool, CatalogError
     let text = path.to_string_lossy();
     if let Some((scheme, _)) = text.split_once("://") {
         let reason = if scheme.starts_with("postgres") {
-            "a PostgreSQL URL: only `jobvisor run` takes a PostgreSQL catalog so far (the \
-             other commands, the API and the web UI work on a SQLite catalog file); give a \
-             file path"
+            "a PostgreSQL URL, not a file: open it as a PostgreSQL catalog \
+             (`Catalog::open_postgres`)"
                 .to_string()
         } else {
             format!("a `{scheme}://` URL, not a file path; give the path of a SQLite catalog file")

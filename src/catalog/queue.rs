@@ -85,13 +85,14 @@ pub(crate) const SELECT_RECENT_ENDS: &str = "SELECT status, finished_at FROM job
 /// The job's consecutive failed runs (failed, timed out, dead) since its last success, and
 /// when the latest ended: what its backoff is computed from.
 pub fn failure_streak(
-    conn: &Connection,
+    mut c: impl Sql,
     job_id: i64,
 ) -> Result<crate::schedule::FailureStreak, CatalogError> {
-    let mut stmt = conn.prepare_cached(SELECT_RECENT_ENDS)?;
-    let ends = stmt
-        .query_map([job_id], |r| Ok((r.get::<_, String>(0)?, r.get(1)?)))?
-        .collect::<Result<Vec<_>, _>>()?;
+    let ends = c.rows(
+        &super::sql::Query::same(SELECT_RECENT_ENDS),
+        &[job_id.into()],
+        |r| Ok((r.text(0)?, r.opt_int(1)?)),
+    )?;
     Ok(streak_of(ends))
 }
 

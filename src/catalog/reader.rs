@@ -450,7 +450,7 @@ mod tests {
         let path = dir.path().join("c.db");
         let settings = DbSettings::default();
         let catalog = Catalog::open(&path, &settings).unwrap();
-        let (writer, reader) = catalog.into_node_handles(&settings);
+        let (writer, reader) = catalog.into_node_handles(&settings).unwrap();
         // Something for the checkpoint to copy: a committed change still in the WAL.
         let conn = Connection::open(&path).unwrap();
         conn.execute_batch(

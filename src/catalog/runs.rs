@@ -4,13 +4,13 @@
 //! running run only records the request (the node executing it carries it out), so a run's
 //! result is still written once, by its claim token.
 
-use rusqlite::{OptionalExtension, Row, params};
+use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::model::RunStatus;
 
-use super::sql::{Query, Sql};
+use super::sql::{Fields, Query, Sql, Val};
 use super::{Catalog, CatalogError, audit, not_found, now_ms, tree, write_tx};
 
 /// Which runs to list.
@@ -36,11 +36,66 @@ pub struct RunFilter {
     pub limit: i64,
 }
 
-const SELECT_RUNS: &str = "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
+/// A query of runs as [`run_row`] reads them, `$tail` (a WHERE, an ORDER BY) added; the same
+/// text on both backends.
+macro_rules! select_runs {
+    ($($tail:expr),*) => {
+        Query::same(concat!(
+            "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
     r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
     FROM job_run r JOIN job j ON j.job_id = r.job_id
-    LEFT JOIN node n ON n.node_id = r.node_id";
+    LEFT JOIN node n ON n.node_id = r.node_id",
+            $($tail),*
+        ))
+    };
+}
+
+/// A page of runs filtered, newest first (`$by_job` says how the job is chosen). The node by
+/// its id, looked up once, not compared by name on every run read. A value only tested for
+/// NULL is cast, so PostgreSQL knows its type.
+macro_rules! select_runs_filtered {
+    ($by_job:literal) => {
+        select_runs!(concat!(
+            " WHERE ",
+            $by_job,
+            " AND (CAST(?2 AS TEXT) IS NULL OR r.status = ?2)
+               AND (CAST(?3 AS TEXT) IS NULL
+                    OR r.node_id = (SELECT node_id FROM node WHERE node_name = ?3))
+               AND (CAST(?4 AS BIGINT) IS NULL OR r.created_at >= ?4)
+               AND (CAST(?6 AS BIGINT) IS NULL OR r.created_at < ?6)
+               AND r.run_id < coalesce(?7, 9223372036854775807)
+               AND r.run_id > coalesce(?8, -1)
+             ORDER BY r.run_id DESC LIMIT ?5"
+        ))
+    };
+}
+
+// One job's runs by its id, so SQLite walks `job_run_job_idx` (job_id, run_id) from the newest
+// down: `?1 IS NULL OR j.job_name = ?1` hid the job from the planner, which scanned every run
+// newest first for it (350 ms for a job of 100 runs among a million).
+const SELECT_RUNS_OF_JOB: Query =
+    select_runs_filtered!("r.job_id = (SELECT job_id FROM job WHERE job_name = ?1)");
+const SELECT_RUNS_OF_ANY: Query = select_runs_filtered!("CAST(?1 AS TEXT) IS NULL");
+const SELECT_RUN: Query = select_runs!(" WHERE r.run_id = ?1");
+const SELECT_ROOT: Query =
+    Query::same("SELECT coalesce(stump, run_id) FROM job_run WHERE run_id = ?1");
+// The root index holds only tree members: a tree costs its own size.
+const SELECT_TREE: Query = Query::same(concat!(
+    "SELECT * FROM (",
+    "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
+    r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    LEFT JOIN node n ON n.node_id = r.node_id WHERE r.run_id = ?1) root UNION ALL
+    SELECT * FROM (",
+    "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
+    r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    LEFT JOIN node n ON n.node_id = r.node_id WHERE r.stump = ?1 ORDER BY r.run_id
+    LIMIT ?2 - 1) below"
+));
 
 /// One `job_run` row.
 #[derive(Debug, Clone, Serialize)]
@@ -85,27 +140,27 @@ pub struct RunRow {
     pub step: Option<String>,
 }
 
-fn run_row(r: &Row<'_>) -> rusqlite::Result<RunRow> {
+fn run_row(r: &Fields<'_>) -> Result<RunRow, CatalogError> {
     Ok(RunRow {
-        run_id: r.get(0)?,
-        job: r.get(1)?,
-        status: r.get(2)?,
-        attempt: r.get(3)?,
-        scheduled_for: r.get(4)?,
-        created_at: r.get(5)?,
-        started_at: r.get(6)?,
-        finished_at: r.get(7)?,
-        elapsed: r.get(8)?,
-        params: r.get(9)?,
-        result: r.get(10)?,
-        error: r.get(11)?,
-        log: r.get(12)?,
-        pid: r.get(13)?,
-        stump: r.get(14)?,
-        retry_of: r.get(15)?,
-        node: r.get(16)?,
-        cancel_requested: r.get::<_, i64>(17)? == 1,
-        step: r.get(18)?,
+        run_id: r.int(0)?,
+        job: r.text(1)?,
+        status: r.text(2)?,
+        attempt: r.int(3)?,
+        scheduled_for: r.opt_int(4)?,
+        created_at: r.int(5)?,
+        started_at: r.opt_int(6)?,
+        finished_at: r.opt_int(7)?,
+        elapsed: r.opt_int(8)?,
+        params: r.opt_text(9)?,
+        result: r.opt_text(10)?,
+        error: r.opt_text(11)?,
+        log: r.opt_text(12)?,
+        pid: r.opt_int(13)?,
+        stump: r.opt_int(14)?,
+        retry_of: r.opt_int(15)?,
+        node: r.opt_text(16)?,
+        cancel_requested: r.flag(17)?,
+        step: r.opt_text(18)?,
     })
 }
 
@@ -213,90 +268,66 @@ pub fn cancel_requested(mut c: impl Sql, node_id: i64) -> Result<Vec<i64>, Catal
 impl Catalog {
     /// Recent runs, newest first, filtered.
     pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, CatalogError> {
-        let conn = self.read()?;
-        // One job's runs by its id, so SQLite walks `job_run_job_idx` (job_id, run_id) from
-        // the newest down: `?1 IS NULL OR j.job_name = ?1` hid the job from the planner, which
-        // scanned every run newest first for it (350 ms for a job of 100 runs among a million).
-        let by_job = if filter.job.is_some() {
-            "r.job_id = (SELECT job_id FROM job WHERE job_name = ?1)"
-        } else {
-            "?1 IS NULL"
-        };
-        // The time range becomes a range of run ids too (runs are inserted with the clock of
-        // the moment, so ids rise with `created_at`): without it a range that holds few runs
-        // read every run newer than it. The times stay in the WHERE, exact.
-        let (mut before, mut after) = (filter.before, filter.after);
-        if filter.since.is_some() || filter.until.is_some() {
-            let (max, min) = super::browse::run_id_range(&conn)?;
-            if let Some(since) = filter.since {
-                let lo = super::browse::first_run_created_from(&conn, since, min, max)?;
-                after = Some(after.map_or(lo - 1, |a| a.max(lo - 1)));
+        let filter = filter.clone();
+        self.reading(move |tx| {
+            // The time range becomes a range of run ids too (runs are inserted with the clock
+            // of the moment, so ids rise with `created_at`): without it a range that holds few
+            // runs read every run newer than it. The times stay in the WHERE, exact.
+            let (mut before, mut after) = (filter.before, filter.after);
+            if filter.since.is_some() || filter.until.is_some() {
+                let (max, min) = super::browse::run_id_range(&mut *tx)?;
+                if let Some(since) = filter.since {
+                    let lo = super::browse::first_run_created_from(&mut *tx, since, min, max)?;
+                    after = Some(after.map_or(lo - 1, |a| a.max(lo - 1)));
+                }
+                if let Some(until) = filter.until {
+                    let hi = super::browse::first_run_created_from(&mut *tx, until, min, max)?;
+                    before = Some(before.map_or(hi, |b| b.min(hi)));
+                }
             }
-            if let Some(until) = filter.until {
-                let hi = super::browse::first_run_created_from(&conn, until, min, max)?;
-                before = Some(before.map_or(hi, |b| b.min(hi)));
-            }
-        }
-        // The node by its id, looked up once, not compared by name on every run read.
-        let mut stmt = conn.prepare_cached(&format!(
-            "{SELECT_RUNS} WHERE {by_job} AND (?2 IS NULL OR r.status = ?2)
-               AND (?3 IS NULL OR r.node_id = (SELECT node_id FROM node WHERE node_name = ?3))
-               AND (?4 IS NULL OR r.created_at >= ?4) AND (?6 IS NULL OR r.created_at < ?6)
-               AND r.run_id < coalesce(?7, 9223372036854775807)
-               AND r.run_id > coalesce(?8, -1)
-             ORDER BY r.run_id DESC LIMIT ?5"
-        ))?;
-        let rows = stmt.query_map(
-            params![
-                filter.job,
-                filter.status,
-                filter.node,
-                filter.since,
-                filter.limit,
-                filter.until,
-                before,
-                after,
-            ],
-            run_row,
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
+            let query = if filter.job.is_some() {
+                &SELECT_RUNS_OF_JOB
+            } else {
+                &SELECT_RUNS_OF_ANY
+            };
+            let vals = [
+                filter.job.clone().into(),
+                filter.status.clone().into(),
+                filter.node.clone().into(),
+                Val::Int(filter.since),
+                filter.limit.into(),
+                Val::Int(filter.until),
+                Val::Int(before),
+                Val::Int(after),
+            ];
+            tx.rows(query, &vals, run_row)
+        })
     }
 
     /// One run by id.
     pub fn run(&self, run_id: i64) -> Result<RunRow, CatalogError> {
-        let conn = self.read()?;
-        let mut stmt = conn.prepare_cached(&format!("{SELECT_RUNS} WHERE r.run_id = ?1"))?;
-        stmt.query_row([run_id], run_row)
-            .optional()?
-            .ok_or_else(|| not_found("run", &run_id.to_string()))
+        self.reading(move |tx| {
+            tx.row(&SELECT_RUN, &[run_id.into()], run_row)?
+                .ok_or_else(|| not_found("run", &run_id.to_string()))
+        })
     }
 
     /// Every run of the tree `run_id` belongs to, its root first, then by id (at most `limit`
     /// runs, the root included).
     pub fn tree(&self, run_id: i64, limit: i64) -> Result<Vec<RunRow>, CatalogError> {
-        let conn = self.read()?;
-        let root: i64 = conn
-            .query_row(
-                "SELECT coalesce(stump, run_id) FROM job_run WHERE run_id = ?1",
-                [run_id],
-                |r| r.get(0),
-            )
-            .optional()?
-            .ok_or_else(|| not_found("run", &run_id.to_string()))?;
-        // The root index holds only tree members: a tree costs its own size.
-        let mut stmt = conn.prepare_cached(&format!(
-            "{SELECT_RUNS} WHERE r.run_id = ?1 UNION ALL
-             SELECT * FROM ({SELECT_RUNS} WHERE r.stump = ?1 ORDER BY r.run_id LIMIT ?2 - 1)"
-        ))?;
-        let rows = stmt.query_map(params![root, limit], run_row)?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        self.reading(move |tx| {
+            let root = tx
+                .row(&SELECT_ROOT, &[run_id.into()], |r| r.int(0))?
+                .ok_or_else(|| not_found("run", &run_id.to_string()))?;
+            tx.rows(&SELECT_TREE, &[root.into(), limit.into()], run_row)
+        })
     }
 
     /// Cancels a queued run, or records a request to cancel a running one (its node carries it
     /// out); a run heading a tree that has not ended (a workflow's run, a run that spawned
     /// runs) is cancelled with its whole tree. Refused for a run that has ended.
     pub fn cancel_run(&mut self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
+        let tx = write_tx(self.conn_mut()?)?;
         let now = now_ms();
         let (status, pid, step): (String, Option<i64>, Option<String>) = tx
             .query_row(SELECT_STATUS, [run_id], |r| {
@@ -353,7 +384,7 @@ impl Catalog {
     /// skipped steps run again, the steps that succeeded keep their results. A run inside a
     /// tree is retried through its root.
     pub fn retry_run(&mut self, run_id: i64, actor: &str) -> Result<i64, CatalogError> {
-        let tx = write_tx(&mut self.conn)?;
+        let tx = write_tx(self.conn_mut()?)?;
         let row = tx
             .query_row(SELECT_FOR_RETRY, [run_id], |r| {
                 Ok(RetryRow {

@@ -23,6 +23,8 @@ pub trait Cols {
     fn text(&self, i: usize) -> Result<String, Self::Error>;
     /// A nullable text column.
     fn opt_text(&self, i: usize) -> Result<Option<String>, Self::Error>;
+    /// A real number column (SQLite REAL; PostgreSQL double precision).
+    fn real(&self, i: usize) -> Result<f64, Self::Error>;
     /// A 0/1 flag.
     fn flag(&self, i: usize) -> Result<bool, Self::Error> {
         Ok(self.int(i)? == 1)
@@ -41,6 +43,9 @@ impl Cols for rusqlite::Row<'_> {
         self.get(i)
     }
     fn opt_text(&self, i: usize) -> rusqlite::Result<Option<String>> {
+        self.get(i)
+    }
+    fn real(&self, i: usize) -> rusqlite::Result<f64> {
         self.get(i)
     }
 }
@@ -67,6 +72,9 @@ where
     }
     fn opt_text(&self, i: usize) -> Result<Option<String>, CatalogError> {
         self.0.opt_text(i).map_err(Into::into)
+    }
+    fn real(&self, i: usize) -> Result<f64, CatalogError> {
+        self.0.real(i).map_err(Into::into)
     }
 }
 
@@ -205,6 +213,57 @@ impl<S: Sql + ?Sized> Sql for &mut S {
     }
 }
 
+/// A transaction of either backend, as the [`Catalog`](super::Catalog)'s verbs run in it: a
+/// SQLite connection (a read connection, or the write connection inside `BEGIN IMMEDIATE`) or
+/// a PostgreSQL transaction.
+pub enum Tx<'a, 'b> {
+    /// SQLite.
+    Lite(&'a Connection),
+    /// PostgreSQL.
+    Pg(&'a mut postgres::Transaction<'b>),
+}
+
+impl Tx<'_, '_> {
+    /// Whether this is a PostgreSQL transaction (for the few answers built differently there).
+    pub fn on_postgres(&self) -> bool {
+        matches!(self, Tx::Pg(_))
+    }
+
+    /// The rows of a statement made for this call (written-in orders and pages: a text that
+    /// is not kept among the prepared statements), in this backend's dialect.
+    pub fn rows_once<T>(
+        &mut self,
+        text: &str,
+        vals: &[Val],
+        read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
+    ) -> Result<Vec<T>, CatalogError> {
+        match self {
+            Tx::Lite(c) => read_rows(&mut c.prepare(text)?, vals, read),
+            Tx::Pg(t) => super::postgres::rows_once(t, text, vals, read),
+        }
+    }
+}
+
+impl Sql for Tx<'_, '_> {
+    fn exec(&mut self, q: &Query, vals: &[Val]) -> Result<usize, CatalogError> {
+        match self {
+            Tx::Lite(c) => c.exec(q, vals),
+            Tx::Pg(t) => t.exec(q, vals),
+        }
+    }
+    fn rows<T>(
+        &mut self,
+        q: &Query,
+        vals: &[Val],
+        read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
+    ) -> Result<Vec<T>, CatalogError> {
+        match self {
+            Tx::Lite(c) => c.rows(q, vals, read),
+            Tx::Pg(t) => t.rows(q, vals, read),
+        }
+    }
+}
+
 /// `Sql` for a type whose statements run on the SQLite connection `$conn` of `$this`.
 macro_rules! sql_on_connection {
     ($ty:ty, $this:ident => $conn:expr) => {
@@ -239,14 +298,22 @@ impl Sql for &Connection {
         &mut self,
         q: &Query,
         vals: &[Val],
-        mut read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
+        read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
     ) -> Result<Vec<T>, CatalogError> {
-        let mut stmt = self.prepare_cached(q.sqlite)?;
-        let mut rows = stmt.query(rusqlite::params_from_iter(vals))?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            out.push(read(&Caught(r))?);
-        }
-        Ok(out)
+        read_rows(&mut *self.prepare_cached(q.sqlite)?, vals, read)
     }
+}
+
+/// The rows of a SQLite statement with `vals`, each read by `read`.
+fn read_rows<T>(
+    stmt: &mut rusqlite::Statement<'_>,
+    vals: &[Val],
+    mut read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
+) -> Result<Vec<T>, CatalogError> {
+    let mut rows = stmt.query(rusqlite::params_from_iter(vals))?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(read(&Caught(r))?);
+    }
+    Ok(out)
 }

@@ -89,7 +89,10 @@ pub(super) fn config_of(cli: &Cli) -> Result<NodeConfig, Failure> {
 
 /// Opens the catalog for `access`, on behalf of the CLI user.
 pub(super) fn open(cli: &Cli, access: Access) -> Result<(Ops, Opened), Failure> {
-    let cfg = config_of(cli)?;
+    let mut cfg = config_of(cli)?;
+    // A person waits for a command: a PostgreSQL server that does not answer is reported after
+    // a few seconds, not after the minute a node waits for its server to come back.
+    cfg.database.reconnect_for = cfg.database.reconnect_for.min(CLI_RECONNECT_MS);
     let caller = Caller {
         actor: "cli".into(),
         node: cli.node.clone().unwrap_or_else(|| cfg.node_name()),
@@ -100,6 +103,9 @@ pub(super) fn open(cli: &Cli, access: Access) -> Result<(Ops, Opened), Failure> 
         opened,
     ))
 }
+
+/// How long a command waits for a PostgreSQL server that does not answer, ms.
+const CLI_RECONNECT_MS: u64 = 5_000;
 
 pub(super) fn builtin_functions() -> Vec<String> {
     crate::runtime::builtins::registry()

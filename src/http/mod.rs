@@ -17,7 +17,6 @@ mod jobs;
 mod listing;
 mod metrics;
 mod node;
-pub use node::health_only;
 mod rpc;
 pub mod rules;
 mod runs;

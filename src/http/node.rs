@@ -23,17 +23,6 @@ pub(super) fn routes(cfg: &mut ServiceConfig) {
         .service(resume);
 }
 
-/// The routes of a node whose catalog the API does not serve yet (on PostgreSQL): `/healthz`,
-/// and 503 naming the reason on every other path (no catalog data, so nothing to guard).
-pub fn health_only(cfg: &mut actix_web::web::ServiceConfig) {
-    cfg.service(healthz).default_service(web::to(|| async {
-        HttpResponse::ServiceUnavailable().json(serde_json::json!({
-            "error": "this node's catalog is on PostgreSQL, which the API and the web UI do \
-                      not serve yet: only /healthz answers"
-        }))
-    }));
-}
-
 /// A liveness answer.
 #[derive(Debug, Serialize, ToSchema)]
 struct Health {

@@ -142,11 +142,12 @@ impl Ops {
         let doing = format!("importing {}", parsed.name);
         let within = self.within(doing);
         let place = self.place();
+        let (parsed_file, named) = (parsed.file.clone(), parsed.named.clone());
         let report = self
             .catalog
-            .update(&self.caller.actor.clone(), "import", |before| {
-                let file = keep_redacted_secrets(before, &parsed.file);
-                let entries = merge::merge(before, &file, parsed.named.as_ref());
+            .update(&self.caller.actor.clone(), "import", move |before| {
+                let file = keep_redacted_secrets(before, &parsed_file);
+                let entries = merge::merge(before, &file, named.as_ref());
                 new_problems(before, &entries, &place)?;
                 Ok::<_, OpError>(entries)
             })
@@ -178,6 +179,7 @@ impl Ops {
 }
 
 /// Where a catalog is: what validation in context needs beyond the entries.
+#[derive(Debug, Clone)]
 pub(super) struct Place {
     /// The catalog file.
     pub catalog: std::path::PathBuf,

@@ -27,7 +27,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use chrono_tz::Tz;
 
-use crate::catalog::{Access, Catalog, DbSettings, ImportReport};
+use crate::catalog::{Access, Catalog, DbSettings, ImportReport, PgSettings};
 use crate::config::NodeConfig;
 use crate::jobconf::{self, CatalogFile, Problem, Section, SeedError, check_name};
 
@@ -75,8 +75,17 @@ impl Ops {
         } else {
             None
         };
-        let path = cfg.db_path();
-        let mut catalog = Catalog::open_as(&path, &DbSettings::from(&cfg.database), access)?;
+        let mut catalog = match cfg.postgres_url() {
+            Some(url) => {
+                let settings = PgSettings {
+                    url: url.to_string(),
+                    reconnect_for: std::time::Duration::from_millis(cfg.database.reconnect_for),
+                };
+                Catalog::open_postgres(settings, "ops", access)?
+            }
+            None => Catalog::open_as(&cfg.db_path(), &DbSettings::from(&cfg.database), access)?,
+        };
+        let path = catalog.path().to_path_buf();
         let mut opened = Opened::Existing;
         if let Some((file, source)) = seed
             && catalog
@@ -157,14 +166,14 @@ impl Ops {
 
     /// Adds (`exists = false`) or changes (`exists = true`) one entry of a section, validated
     /// against the whole catalog, in one transaction with its audit row.
-    fn put_entry<T: Clone + Default>(
+    fn put_entry<T: Clone + Default + 'static>(
         &mut self,
         section: Section,
         name: &str,
         exists: bool,
         map: fn(&CatalogFile) -> &BTreeMap<String, T>,
         map_mut: fn(&mut CatalogFile) -> &mut BTreeMap<String, T>,
-        apply: impl FnOnce(&mut T),
+        apply: impl Fn(&mut T) + Send + 'static,
     ) -> Result<ImportReport, OpError> {
         let kind = section.as_str();
         check_name(name).map_err(|reason| OpError::invalid("name", reason))?;
@@ -172,9 +181,10 @@ impl Ops {
         let within = self.within(format!("saving {kind} `{name}`"));
         let actor = self.caller.actor.clone();
         let place = self.place();
+        let name = name.to_string();
         self.catalog
-            .update(&actor, &action, |before| {
-                let mut def = match (map(before).get(name), exists) {
+            .update(&actor, &action, move |before| {
+                let mut def = match (map(before).get(&name), exists) {
                     (Some(_), false) => {
                         return Err(OpError::Conflict(format!(
                             "{kind} `{name}` exists already; change it with `{kind}s edit`"
@@ -183,7 +193,7 @@ impl Ops {
                     (None, true) => {
                         return Err(OpError::NotFound {
                             kind,
-                            name: name.to_string(),
+                            name: name.clone(),
                         });
                     }
                     (Some(old), true) => old.clone(),
@@ -191,7 +201,7 @@ impl Ops {
                 };
                 apply(&mut def);
                 let mut one = CatalogFile::default();
-                map_mut(&mut one).insert(name.to_string(), def);
+                map_mut(&mut one).insert(name.clone(), def);
                 files::new_problems(before, &one, &place)?;
                 Ok(one)
             })

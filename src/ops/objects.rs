@@ -106,7 +106,10 @@ impl Ops {
             exists,
             |f| &f.objects,
             |f| &mut f.objects,
-            |def| patch.apply(def),
+            {
+                let patch = patch.clone();
+                move |def| patch.apply(def)
+            },
         )
     }
 

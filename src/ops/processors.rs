@@ -148,7 +148,10 @@ impl Ops {
             exists,
             |f| &f.processors,
             |f| &mut f.processors,
-            |def| patch.apply(def),
+            {
+                let patch = patch.clone();
+                move |def| patch.apply(def)
+            },
         )
     }
 

@@ -359,7 +359,7 @@ fn open_sqlite(
     let written = catalog
         .written_objects()
         .map_err(|e| e.within(&db_path, "reading the objects"))?;
-    let (writer, reader) = catalog.into_node_handles(settings);
+    let (writer, reader) = catalog.into_node_handles(settings)?;
     Ok(Opened {
         writer,
         reader,

@@ -571,8 +571,8 @@ fn postgres_restarted_mid_drain_the_nodes_reconnect_and_lose_nothing() {
 }
 
 /// A node on a new PostgreSQL catalog seeds the default catalog, and each housekeeping job
-/// does its work there (a backup says to use the server's tools); its listener answers
-/// `/healthz`, and says why on the API's paths, which it does not serve on PostgreSQL yet.
+/// does its work there (a backup says to use the server's tools); it prints a first admin
+/// token, and its API answers with it (and only with it) from the PostgreSQL catalog.
 #[test]
 fn a_node_on_postgres_seeds_the_default_catalog_and_runs_its_housekeeping() {
     let _one = serial();
@@ -624,14 +624,19 @@ fn a_node_on_postgres_seeds_the_default_catalog_and_runs_its_housekeeping() {
         })
         .collect();
     let (status, _) = crate::support::http_get(&node.api, "/healthz");
-    let (api_status, api_body) = crate::support::http_get(&node.api, "/api/v1/jobs");
+    let (anonymous, _) = crate::support::http_get(&node.api, "/api/v1/jobs");
+    let token = node.token.clone().expect("a first admin token");
+    let jobs = crate::support::api(&node.api, Some(&token), "GET", "/api/v1/jobs", None);
+    let (api_status, api_body) = (jobs.status, jobs.body);
     assert_eq!(node.stop(), Some(0));
     figures(
         "scenario 10 fleet on postgres: seed and housekeeping",
         &[
             format!("seeded {seeded} jobs; one run of each: {ended:?}"),
             format!("started and finished, ms after they were queued: {took:?}"),
-            format!("/healthz: {status}; /api/v1/jobs: {api_status} {api_body}"),
+            format!(
+                "/healthz: {status}; /api/v1/jobs: {anonymous} without a token, {api_status} with"
+            ),
         ],
     );
     for (job, status, error) in &ended {
@@ -651,8 +656,10 @@ fn a_node_on_postgres_seeds_the_default_catalog_and_runs_its_housekeeping() {
          a second of its end): {took:?}"
     );
     assert!(status.contains("200"), "{status}");
-    assert!(api_status.contains("503"), "{api_status}");
-    assert!(api_body.contains("PostgreSQL"), "{api_body}");
+    assert!(anonymous.contains("401"), "{anonymous}");
+    assert_eq!(api_status, 200, "{api_body}");
+    let listed = serde_json::from_str::<serde_json::Value>(&api_body).unwrap();
+    assert_eq!(listed["total"], seeded, "{api_body}");
 }
 
 /// An inbox on a node whose catalog is on PostgreSQL: each file becomes one run there, its key

@@ -674,9 +674,9 @@ const CASES: &[Case] = &[
     case("--db a folder", &["--db", "{dir}", "jobs", "list"], 78),
     case("--db a CSV file", &["--db", "{f:csv}", "export"], 78),
     case(
-        "--db a PostgreSQL URL",
-        &["--db", "postgres://u@h/db", "jobs", "list"],
-        78,
+        "--db a PostgreSQL server that does not answer",
+        &["--db", "postgres://u:pw@127.0.0.1:1/db", "jobs", "list"],
+        75,
     ),
     case(
         "--db no such folder (read)",

@@ -12,8 +12,7 @@ use postgres::{Client, Transaction};
 use super::{PgCatalog, commit};
 use crate::catalog::CatalogError;
 use crate::catalog::definitions::{
-    ImportReport, JobRecord, SELECT_GROUPS, SELECT_OBJECTS, SELECT_PROCESSORS, group_row,
-    import_with, job_record_of, object_row, processor_of,
+    ImportReport, JobRecord, SELECT_JOBS_BY_NAME, export_with, import_with, jobs_of,
 };
 use crate::catalog::reader::Reader;
 use crate::catalog::writer::DbWriter;
@@ -23,50 +22,13 @@ use crate::jobconf::CatalogFile;
 /// "jv-defs").
 const DEFINITIONS_LOCK: i64 = 0x006a_762d_6465_6673;
 
-/// `catalog::definitions::SELECT_JOBS` in PostgreSQL's dialect, the bookkeeping from the view
-/// `job_progress`.
-const SELECT_JOBS: &str = "SELECT j.job_name, t.job_type, p.processor_name, g.job_group_name,
-    j.job_payload, j.description, j.priority, j.timeout, j.run_always, j.run_delay, j.run_every,
-    j.run_on_the, j.run_at, j.run_date, j.cron, j.timezone, j.misfire_policy, j.misfire_window,
-    j.max_catchup, j.overlap_policy, j.max_overlap, j.max_attempts, j.backoff_base,
-    j.backoff_max, j.status, j.required,
-    (SELECT string_agg(o.object_name, chr(31)) FROM job_object jo
-        JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
-    j.job_id, pr.in_progress, pr.last_date_begin, pr.last_date_end, pr.last_elapse,
-    pr.last_response, j.next_run_at, j.stretch_max
-    FROM job j
-    JOIN job_type t ON t.job_type_id = j.job_type_id
-    JOIN job_processor p ON p.processor_id = j.processor_id
-    LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
-    JOIN job_progress pr ON pr.job_id = j.job_id
-    ORDER BY j.job_name";
-
 /// The whole catalog's definitions as a file model.
 fn export_in(tx: &mut Transaction<'_>) -> Result<CatalogFile, CatalogError> {
-    let mut file = CatalogFile::default();
-    for r in tx.query(SELECT_PROCESSORS, &[])? {
-        let (name, def) = processor_of(&r)?;
-        file.processors.insert(name, def);
-    }
-    for r in tx.query(SELECT_OBJECTS, &[])? {
-        let (name, def) = object_row(&r)??;
-        file.objects.insert(name, def);
-    }
-    for r in tx.query(SELECT_GROUPS, &[])? {
-        let (name, def) = group_row(&r)?;
-        file.groups.insert(name, def);
-    }
-    for record in jobs_in(tx)? {
-        file.jobs.insert(record.name, record.def);
-    }
-    Ok(file)
+    export_with(tx)
 }
 
 fn jobs_in(tx: &mut Transaction<'_>) -> Result<Vec<JobRecord>, CatalogError> {
-    tx.query(SELECT_JOBS, &[])?
-        .iter()
-        .map(|r| job_record_of(r)?)
-        .collect()
+    jobs_of(tx, &SELECT_JOBS_BY_NAME, &[])
 }
 
 /// One transaction: the catalog as it is, `entries`' answer over it, the upserts of what

@@ -26,6 +26,39 @@ const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (
     applied_at bigint NOT NULL DEFAULT extract(epoch FROM now())::bigint
 )";
 
+const HISTORY_EXISTS: &str = "SELECT to_regclass('schema_migration') IS NOT NULL";
+
+/// What a database holds of this build's schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Schema {
+    /// No jobvisor catalog (no migration history).
+    Missing,
+    /// Every migration this build knows, and no other.
+    Current,
+    /// An older catalog: migrations to apply.
+    Behind,
+}
+
+/// Reads, without writing, how far the database's schema is from this build's (a database a
+/// newer jobvisor migrated is refused, as by [`migrate`]).
+pub fn schema(client: &mut Client) -> Result<Schema, CatalogError> {
+    if !client.query_one(HISTORY_EXISTS, &[])?.get::<_, bool>(0) {
+        return Ok(Schema::Missing);
+    }
+    let newest: Option<i64> = client
+        .query_one("SELECT max(version) FROM schema_migration", &[])?
+        .get(0);
+    let known = MIGRATIONS.last().map_or(0, |m| m.version);
+    match newest {
+        None => Ok(Schema::Missing),
+        Some(v) if v > known => Err(CatalogError::Migration(format!(
+            "the database has migration {v}, newer than this build knows ({known}): it was              made by a newer jobvisor; nothing was changed"
+        ))),
+        Some(v) if v < known => Ok(Schema::Behind),
+        Some(_) => Ok(Schema::Current),
+    }
+}
+
 /// Applies every pending migration in one transaction; returns how many were applied.
 pub fn migrate(client: &mut Client) -> Result<usize, CatalogError> {
     let migrations = MIGRATIONS;

@@ -42,6 +42,8 @@ pub mod slots;
 mod sql;
 mod upkeep;
 
+pub(crate) use sql::rows_once;
+
 /// The first wait before reconnecting; each failed attempt doubles it up to [`BACKOFF_MAX`].
 const BACKOFF_START: Duration = Duration::from_millis(50);
 /// The longest wait between two connection attempts.
@@ -208,6 +210,41 @@ impl PgCatalog {
     /// date (`migrate`: several nodes starting at once apply each migration once).
     pub fn open(settings: PgSettings, label: &str) -> Result<Self, CatalogError> {
         let catalog = Self::start(settings, label)?;
+        catalog.call(|c, _| migrate::migrate(c))?;
+        Ok(catalog)
+    }
+
+    /// Opens the catalog for `access`, as [`Catalog::open_as`](crate::catalog::Catalog::open_as)
+    /// opens a file: only `Create` makes a catalog in a database without one, a read-only open
+    /// writes nothing and needs this build's schema, a writable one migrates.
+    pub fn open_as(
+        settings: PgSettings,
+        label: &str,
+        access: crate::catalog::Access,
+    ) -> Result<Self, CatalogError> {
+        use crate::catalog::Access;
+        use migrate::Schema;
+        let catalog = Self::start(settings, label)?;
+        let found = catalog.call(|c, _| migrate::schema(c))?;
+        let refused = |reason: &str| CatalogError::NotACatalog {
+            path: catalog.url().into(),
+            reason: reason.to_string(),
+        };
+        match (found, access) {
+            (Schema::Missing, Access::Create) => {}
+            (Schema::Missing, _) => {
+                return Err(CatalogError::NoCatalog {
+                    path: catalog.url().into(),
+                });
+            }
+            (Schema::Behind, Access::ReadOnly) => {
+                return Err(refused(
+                    "a catalog of an older jobvisor: a command that writes (or a node)                      migrates it first",
+                ));
+            }
+            (Schema::Current, Access::ReadOnly) => return Ok(catalog),
+            _ => {}
+        }
         catalog.call(|c, _| migrate::migrate(c))?;
         Ok(catalog)
     }

@@ -7,9 +7,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use postgres::types::{ToSql, Type};
-use postgres::{Row, Transaction};
+use postgres::{Row, Statement, Transaction};
 
-use super::query;
+use super::prepared;
 use crate::catalog::CatalogError;
 use crate::catalog::sql::{Caught, Cols, Fields, Query, Sql, Val};
 
@@ -36,6 +36,13 @@ impl Cols for Row {
     fn opt_text(&self, i: usize) -> Result<Option<String>, postgres::Error> {
         self.try_get(i)
     }
+    fn real(&self, i: usize) -> Result<f64, postgres::Error> {
+        match *self.columns()[i].type_() {
+            Type::INT8 => Ok(self.try_get::<_, i64>(i)? as f64),
+            Type::INT4 => Ok(f64::from(self.try_get::<_, i32>(i)?)),
+            _ => self.try_get(i),
+        }
+    }
 }
 
 /// SQLite's `?N` placeholders as PostgreSQL's `$N`.
@@ -52,40 +59,81 @@ pub(super) fn numbered(sql: &str) -> String {
     out
 }
 
-/// The PostgreSQL text of `q`: its own, or SQLite's renumbered, made once per statement.
+/// The PostgreSQL text of `q`: its own, or SQLite's, renumbered (a text built from a SQLite
+/// tail may hold `?N` too), made once per statement.
 fn text_of(q: &Query) -> &'static str {
     static RENUMBERED: Mutex<Option<HashMap<&'static str, &'static str>>> = Mutex::new(None);
-    if let Some(pg) = q.postgres {
-        return pg;
+    let text = q.postgres.unwrap_or(q.sqlite);
+    if !text.contains('?') {
+        return text;
     }
     let mut map = RENUMBERED.lock().unwrap_or_else(|p| p.into_inner());
     map.get_or_insert_with(HashMap::new)
-        .entry(q.sqlite)
+        .entry(text)
         // Bounded: one string per statement constant of the program.
-        .or_insert_with(|| Box::leak(numbered(q.sqlite).into_boxed_str()))
+        .or_insert_with(|| Box::leak(numbered(text).into_boxed_str()))
 }
 
-/// A value as PostgreSQL takes it: flags are `integer` columns, other integers `bigint`.
-fn pg_value(v: &Val) -> Box<dyn ToSql + Sync> {
-    match v {
-        Val::Int(n) => Box::new(*n),
-        Val::Flag(b) => Box::new(i32::from(*b)),
-        Val::Real(v) => Box::new(*v),
-        Val::Text(t) => Box::new(t.clone()),
+/// A value as PostgreSQL takes it for a parameter the server typed `ty`: a statement written
+/// once for both backends compares a flag with an `integer` column here and a `bigint` one
+/// there, so the value follows the parameter's type rather than its own.
+fn pg_value(v: &Val, ty: &Type) -> Box<dyn ToSql + Sync> {
+    match (v, ty) {
+        (Val::Int(n), &Type::INT4) => Box::new(n.map(|n| n as i32)),
+        (Val::Int(n), &Type::INT2) => Box::new(n.map(|n| n as i16)),
+        (Val::Int(n), &Type::FLOAT8) => Box::new(n.map(|n| n as f64)),
+        (Val::Int(n), &Type::BOOL) => Box::new(n.map(|n| n != 0)),
+        (Val::Int(n), &Type::TEXT) => Box::new(n.map(|n| n.to_string())),
+        (Val::Int(n), _) => Box::new(*n),
+        (Val::Flag(b), &Type::INT8) => Box::new(i64::from(*b)),
+        (Val::Flag(b), &Type::BOOL) => Box::new(*b),
+        (Val::Flag(b), _) => Box::new(i32::from(*b)),
+        (Val::Real(v), &Type::FLOAT4) => Box::new(*v as f32),
+        (Val::Real(v), _) => Box::new(*v),
+        (Val::Text(t), _) => Box::new(t.clone()),
     }
 }
 
-fn run(tx: &mut Transaction<'_>, q: &Query, vals: &[Val]) -> Result<Vec<Row>, CatalogError> {
-    let boxed: Vec<Box<dyn ToSql + Sync>> = vals.iter().map(pg_value).collect();
+/// The prepared statement of `q` and its values, each as the server typed its parameter.
+fn bound(
+    tx: &mut Transaction<'_>,
+    q: &Query,
+    vals: &[Val],
+) -> Result<(Statement, Vec<Box<dyn ToSql + Sync>>), CatalogError> {
+    let stmt = prepared(tx, text_of(q))?;
+    let boxed = vals
+        .iter()
+        .zip(stmt.params())
+        .map(|(v, ty)| pg_value(v, ty))
+        .collect();
+    Ok((stmt, boxed))
+}
+
+/// The rows of `text` (SQLite's placeholders or PostgreSQL's), prepared for this call only.
+pub(crate) fn rows_once<T>(
+    tx: &mut Transaction<'_>,
+    text: &str,
+    vals: &[Val],
+    mut read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
+) -> Result<Vec<T>, CatalogError> {
+    let stmt = tx.prepare(&numbered(text))?;
+    let boxed: Vec<Box<dyn ToSql + Sync>> = vals
+        .iter()
+        .zip(stmt.params())
+        .map(|(v, ty)| pg_value(v, ty))
+        .collect();
     let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b).collect();
-    query(tx, text_of(q), &refs)
+    tx.query(&stmt, &refs)?
+        .iter()
+        .map(|r| read(&Caught(r)))
+        .collect()
 }
 
 impl Sql for Transaction<'_> {
     fn exec(&mut self, q: &Query, vals: &[Val]) -> Result<usize, CatalogError> {
-        let boxed: Vec<Box<dyn ToSql + Sync>> = vals.iter().map(pg_value).collect();
+        let (stmt, boxed) = bound(self, q, vals)?;
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b).collect();
-        Ok(super::execute(self, text_of(q), &refs)? as usize)
+        Ok(self.execute(&stmt, &refs)? as usize)
     }
     fn rows<T>(
         &mut self,
@@ -93,7 +141,9 @@ impl Sql for Transaction<'_> {
         vals: &[Val],
         mut read: impl FnMut(&Fields<'_>) -> Result<T, CatalogError>,
     ) -> Result<Vec<T>, CatalogError> {
-        run(self, q, vals)?
+        let (stmt, boxed) = bound(self, q, vals)?;
+        let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b).collect();
+        self.query(&stmt, &refs)?
             .iter()
             .map(|r| read(&Caught(r)))
             .collect()
