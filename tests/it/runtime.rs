@@ -1,6 +1,6 @@
 //! The actor runtime end to end: real `jobvisor run` processes on temporary catalogs.
 
-use crate::support::{Workspace, http_get, queue_runs, runs, runs_of, wait_for};
+use crate::support::{Workspace, http_get, runs, wait_for};
 
 /// A catalog with two processors and two objects; each test appends its jobs.
 const BASE: &str = r#"
@@ -15,17 +15,28 @@ instances = 4
 [object.b]
 "#;
 
-fn workspace(jobs: &str) -> Workspace {
-    let ws = Workspace::new();
+crate::on_both_backends!(
+    run_always_starts_run_delay_after_the_previous_end,
+    a_command_past_its_timeout_is_timed_out_and_its_process_group_killed,
+    a_failing_function_is_retried_with_growing_delays_then_dead,
+    jobs_writing_one_object_never_overlap_others_run_concurrently,
+    a_cron_job_fires_once_per_slot,
+    a_second_process_with_the_same_node_name_is_refused,
+    a_crashed_node_requeues_its_runs_at_the_next_start,
+    a_node_killed_mid_drain_loses_no_run_and_records_none_twice,
+    sigterm_lets_short_jobs_finish_and_requeues_long_ones,
+);
+
+fn workspace(ws: Workspace, jobs: &str) -> Workspace {
     let file = ws.write("jobs.conf", &format!("{BASE}{jobs}"));
     ws.ok(&["import", &file.display().to_string()]);
     ws.disable_seeded_jobs();
     ws
 }
 
-#[test]
-fn run_always_starts_run_delay_after_the_previous_end() {
+fn run_always_starts_run_delay_after_the_previous_end(ws: Workspace) {
     let ws = workspace(
+        ws,
         r#"
 [job.always]
 type = "function"
@@ -37,7 +48,8 @@ payload = { function = "debug.sleep", ms = 30 }
     );
     let node = ws.start_node("n1");
     let done = wait_for(10.0, "5 runs", || {
-        let r: Vec<_> = runs_of(&ws.db(), "always")
+        let r: Vec<_> = ws
+            .runs_of("always")
             .into_iter()
             .filter(|r| r.status == "succeeded")
             .collect();
@@ -79,9 +91,9 @@ fn proc_exists(pid: i64) -> bool {
     !matches!(state, Some('Z' | 'X') | None)
 }
 
-#[test]
-fn a_command_past_its_timeout_is_timed_out_and_its_process_group_killed() {
+fn a_command_past_its_timeout_is_timed_out_and_its_process_group_killed(ws: Workspace) {
     let ws = workspace(
+        ws,
         r#"
 [job.sleeper]
 type = "command"
@@ -100,7 +112,8 @@ payload = { argv = ["/bin/sh", "-c", "sleep 30 & echo child=$!; wait"] }
     ws.ok(&["jobs", "run", "sleeper"]);
     ws.ok(&["jobs", "run", "tree"]);
     let finished = wait_for(10.0, "both runs to finish", || {
-        let r: Vec<_> = runs(&ws.db())
+        let r: Vec<_> = ws
+            .runs()
             .into_iter()
             .filter(|r| r.finished_at.is_some())
             .collect();
@@ -141,9 +154,9 @@ payload = { argv = ["/bin/sh", "-c", "sleep 30 & echo child=$!; wait"] }
     }
 }
 
-#[test]
-fn a_failing_function_is_retried_with_growing_delays_then_dead() {
+fn a_failing_function_is_retried_with_growing_delays_then_dead(ws: Workspace) {
     let ws = workspace(
+        ws,
         r#"
 [job.flaky]
 type = "function"
@@ -157,7 +170,7 @@ payload = { function = "debug.fail", message = "boom" }
     let node = ws.start_node("n1");
     ws.ok(&["jobs", "run", "flaky"]);
     let attempts = wait_for(15.0, "a dead run", || {
-        let r = runs_of(&ws.db(), "flaky");
+        let r = ws.runs_of("flaky");
         r.iter().any(|r| r.status == "dead").then_some(r)
     });
     assert_eq!(node.stop(), Some(0));
@@ -183,9 +196,9 @@ payload = { function = "debug.fail", message = "boom" }
     );
 }
 
-#[test]
-fn jobs_writing_one_object_never_overlap_others_run_concurrently() {
+fn jobs_writing_one_object_never_overlap_others_run_concurrently(ws: Workspace) {
     let ws = workspace(
+        ws,
         r#"
 [job.a1]
 type = "function"
@@ -214,7 +227,8 @@ payload = { function = "debug.sleep", ms = 150 }
     );
     let node = ws.start_node("n1");
     wait_for(15.0, "4 runs of each job", || {
-        let r: Vec<_> = runs(&ws.db())
+        let r: Vec<_> = ws
+            .runs()
             .into_iter()
             .filter(|r| r.status == "succeeded")
             .collect();
@@ -224,7 +238,8 @@ payload = { function = "debug.sleep", ms = 150 }
             .then_some(())
     });
     assert_eq!(node.stop(), Some(0));
-    let done: Vec<_> = runs(&ws.db())
+    let done: Vec<_> = ws
+        .runs()
         .into_iter()
         .filter(|r| r.status == "succeeded")
         .collect();
@@ -256,9 +271,9 @@ payload = { function = "debug.sleep", ms = 150 }
     );
 }
 
-#[test]
-fn a_cron_job_fires_once_per_slot() {
+fn a_cron_job_fires_once_per_slot(ws: Workspace) {
     let ws = workspace(
+        ws,
         r#"
 [job.tick]
 type = "function"
@@ -269,7 +284,8 @@ payload = { function = "debug.noop" }
     );
     let node = ws.start_node("n1");
     let done = wait_for(10.0, "3 runs", || {
-        let r: Vec<_> = runs_of(&ws.db(), "tick")
+        let r: Vec<_> = ws
+            .runs_of("tick")
             .into_iter()
             .filter(|r| r.status == "succeeded")
             .collect();
@@ -294,9 +310,8 @@ payload = { function = "debug.noop" }
     }
 }
 
-#[test]
-fn a_second_process_with_the_same_node_name_is_refused() {
-    let ws = workspace("");
+fn a_second_process_with_the_same_node_name_is_refused(ws: Workspace) {
+    let ws = workspace(ws, "");
     let node = ws.start_node("same");
     let (status, body) = http_get(&node.api, "/healthz");
     assert!(status.contains("200"), "{status}");
@@ -316,9 +331,9 @@ fn a_second_process_with_the_same_node_name_is_refused() {
     assert_eq!(node.stop(), Some(0));
 }
 
-#[test]
-fn a_crashed_node_requeues_its_runs_at_the_next_start() {
+fn a_crashed_node_requeues_its_runs_at_the_next_start(ws: Workspace) {
     let ws = workspace(
+        ws,
         r#"
 [job.long]
 type = "command"
@@ -329,16 +344,16 @@ payload = { argv = ["sleep", "0.8"] }
     let node = ws.start_node("n1");
     ws.ok(&["jobs", "run", "long"]);
     wait_for(5.0, "the run to start", || {
-        runs_of(&ws.db(), "long")
+        ws.runs_of("long")
             .iter()
             .any(|r| r.status == "running")
             .then_some(())
     });
     node.crash();
-    assert_eq!(runs_of(&ws.db(), "long")[0].status, "running");
+    assert_eq!(ws.runs_of("long")[0].status, "running");
     let node = ws.start_node("n1");
     let done = wait_for(10.0, "the run to succeed", || {
-        let r = runs_of(&ws.db(), "long");
+        let r = ws.runs_of("long");
         (r[0].status == "succeeded").then_some(r)
     });
     assert_eq!(node.stop(), Some(0));
@@ -353,10 +368,10 @@ payload = { argv = ["sleep", "0.8"] }
 /// run and records none twice: after a restart every run has succeeded, each run recorded
 /// before the kill kept its result (same claim token, same end), and the job's in-progress
 /// count is back at 0.
-#[test]
-fn a_node_killed_mid_drain_loses_no_run_and_records_none_twice() {
+fn a_node_killed_mid_drain_loses_no_run_and_records_none_twice(ws: Workspace) {
     const N: i64 = 50_000;
     let ws = workspace(
+        ws,
         r#"
 [job.noop]
 type = "function"
@@ -366,18 +381,21 @@ max_overlap = 1000000
 payload = { function = "debug.noop" }
 "#,
     );
-    let db = ws.db();
-    let conn = crate::support::open_db(&db);
-    queue_runs(&db, "noop", N);
-    let succeeded = |conn: &rusqlite::Connection| -> Vec<(i64, i64, i64)> {
-        conn.prepare(
+    let conn = ws.catalog();
+    ws.queue_runs("noop", N);
+    let succeeded = |conn: &crate::support::TestDb| -> Vec<(i64, i64, i64)> {
+        conn.rows(
             "SELECT run_id, claim_token, finished_at FROM job_run
              WHERE status = 'succeeded' ORDER BY run_id",
         )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
-        .unwrap()
-        .map(Result::unwrap)
+        .iter()
+        .map(|r| {
+            (
+                r[0].as_i64().unwrap(),
+                r[1].as_i64().unwrap(),
+                r[2].as_i64().unwrap(),
+            )
+        })
         .collect()
     };
     let node = ws.start_node("n1");
@@ -397,9 +415,7 @@ payload = { function = "debug.noop" }
         (done.len() as i64 == N).then_some(done)
     });
     assert_eq!(node.stop(), Some(0));
-    let total: i64 = conn
-        .query_row("SELECT count(*) FROM job_run", [], |r| r.get(0))
-        .unwrap();
+    let total = conn.count("SELECT count(*) FROM job_run");
     assert_eq!(total, N, "no run added or lost");
     let kept = after
         .iter()
@@ -410,22 +426,13 @@ payload = { function = "debug.noop" }
         before.len(),
         "results recorded before the kill were kept as they were"
     );
-    let in_progress: i64 = conn
-        .query_row(
-            "SELECT in_progress FROM job WHERE job_name = 'noop'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
-    assert_eq!(in_progress, 0);
+    assert_eq!(conn.in_progress("noop"), 0);
 }
 
 /// SIGTERM stops claims at once, lets a running job finish within the grace period, and
 /// returns a job still running at its end to the queue. `short` runs until the test creates a
 /// file, after the signal: the test does not depend on how fast the node starts either run.
-#[test]
-fn sigterm_lets_short_jobs_finish_and_requeues_long_ones() {
-    let ws = Workspace::new();
+fn sigterm_lets_short_jobs_finish_and_requeues_long_ones(ws: Workspace) {
     let go = ws.path("go");
     let file = ws.write(
         "jobs.conf",
@@ -450,12 +457,7 @@ payload = {{ argv = ["sleep", "30"] }}
     ws.ok(&["jobs", "run", "short"]);
     ws.ok(&["jobs", "run", "long"]);
     wait_for(10.0, "both running", || {
-        (runs(&ws.db())
-            .iter()
-            .filter(|r| r.status == "running")
-            .count()
-            == 2)
-            .then_some(())
+        (ws.runs().iter().filter(|r| r.status == "running").count() == 2).then_some(())
     });
     let t0 = std::time::Instant::now();
     let mut node = node;
@@ -472,7 +474,7 @@ payload = {{ argv = ["sleep", "30"] }}
         "shutdown took {:?}",
         t0.elapsed()
     );
-    let after = runs(&ws.db());
+    let after = ws.runs();
     let short = after.iter().find(|r| r.job == "short").unwrap();
     let long = after.iter().find(|r| r.job == "long").unwrap();
     assert_eq!(short.status, "succeeded", "{short:?}");

@@ -5,10 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// A temporary folder with a catalog path in it.
+/// A temporary folder with a catalog path in it, or a temporary PostgreSQL database.
 pub struct Workspace {
     /// Keeps the folder alive.
     pub dir: tempfile::TempDir,
+    /// The catalog's database on PostgreSQL (none: the SQLite file `catalog.db` in `dir`).
+    pub pg: Option<PgDb>,
     /// Environment for nodes started from here.
     pub node_env: std::cell::RefCell<Vec<(String, String)>>,
     /// Where nodes' logs go (the folder itself when `None`).
@@ -21,11 +23,51 @@ impl Workspace {
     pub fn new() -> Self {
         let ws = Self {
             dir: tempfile::tempdir().unwrap(),
+            pg: None,
             node_env: Default::default(),
             log_dir: Default::default(),
         };
         ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", "-1000000000");
         ws
+    }
+
+    /// The same on a new PostgreSQL database of its own (see [`PgDb::create`]: `None` when no
+    /// server was asked for and none answers).
+    pub fn on_postgres(test: &str) -> Option<Self> {
+        let mut ws = Self::new();
+        ws.pg = Some(PgDb::create(test)?);
+        Some(ws)
+    }
+
+    /// What `--db` names: the catalog file, or the PostgreSQL database's URL.
+    pub fn db_arg(&self) -> std::ffi::OsString {
+        match &self.pg {
+            Some(pg) => pg.url.clone().into(),
+            None => self.db().into(),
+        }
+    }
+
+    /// The catalog's rows, for checks, on either backend.
+    pub fn catalog(&self) -> TestDb {
+        match &self.pg {
+            Some(pg) => TestDb::Postgres(std::cell::RefCell::new(pg.client())),
+            None => TestDb::Sqlite(open_db(self.db())),
+        }
+    }
+
+    /// Every run, by run id.
+    pub fn runs(&self) -> Vec<Run> {
+        self.catalog().runs()
+    }
+
+    /// Runs of one job.
+    pub fn runs_of(&self, job: &str) -> Vec<Run> {
+        self.runs().into_iter().filter(|r| r.job == job).collect()
+    }
+
+    /// Queues `n` on-demand runs of `job` straight into the catalog (one statement).
+    pub fn queue_runs(&self, job: &str, n: i64) {
+        self.catalog().queue_runs(job, n)
     }
 
     /// Disables the jobs the default catalog seeds, so that only a test's own jobs run: the
@@ -71,7 +113,7 @@ impl Workspace {
     pub fn run(&self, args: &[&str]) -> Output {
         Command::new(env!("CARGO_BIN_EXE_jobvisor"))
             .arg("--db")
-            .arg(self.db())
+            .arg(self.db_arg())
             .args(args)
             .current_dir(self.dir.path())
             .env_remove("JOBVISOR_CONFIG")
@@ -140,7 +182,7 @@ impl Workspace {
         use std::io::BufRead;
         let mut child = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
             .arg("--db")
-            .arg(self.db())
+            .arg(self.db_arg())
             .args(["run", "--bind", "127.0.0.1:0", "--node", name, "--data-dir"])
             .arg(self.path("data"))
             .current_dir(self.dir.path())
@@ -253,53 +295,176 @@ pub fn open_db(db: impl AsRef<Path>) -> rusqlite::Connection {
     conn
 }
 
-/// Every run of the catalog at `db`, by run id (opened read-only, as a second process would).
-pub fn runs(db: &Path) -> Vec<Run> {
-    let conn = open_db(db);
-    let mut stmt = conn
-        .prepare(
-            "SELECT r.run_id, j.job_name, r.status, r.attempt, r.started_at, r.finished_at, r.error, r.log,
-                    r.retry_of, r.scheduled_for
-             FROM job_run r JOIN job j USING (job_id) ORDER BY r.run_id",
-        )
-        .unwrap();
-    stmt.query_map([], |r| {
-        Ok(Run {
-            run_id: r.get(0)?,
-            job: r.get(1)?,
-            status: r.get(2)?,
-            attempt: r.get(3)?,
-            started_at: r.get(4)?,
-            finished_at: r.get(5)?,
-            error: r.get(6)?,
-            log: r.get(7)?,
-            retry_of: r.get(8)?,
-            scheduled_for: r.get(9)?,
-        })
-    })
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+const SELECT_RUNS: &str = "SELECT r.run_id, j.job_name, r.status, r.attempt, r.started_at,
+    r.finished_at, r.error, r.log, r.retry_of, r.scheduled_for
+    FROM job_run r JOIN job j USING (job_id) ORDER BY r.run_id";
+
+// Both backends take it: PostgreSQL's `$N` placeholders are written for each.
+const QUEUE_RUNS: &str =
+    "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < {n})
+    INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
+    SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = '{job}'";
+
+/// A connection to a workspace's catalog, for checks: the SQLite file (opened as by
+/// [`open_db`]) or a client of the PostgreSQL database. Values come back as JSON.
+pub enum TestDb {
+    /// The catalog file.
+    Sqlite(rusqlite::Connection),
+    /// The PostgreSQL database.
+    Postgres(std::cell::RefCell<postgres::Client>),
 }
 
-/// Queues `n` on-demand runs of `job` straight into the catalog at `db` (one statement; the
-/// CLI would take one process per run).
+impl TestDb {
+    /// Every row of `sql` (the same text on both backends), each column as JSON.
+    pub fn rows(&self, sql: &str) -> Vec<Vec<serde_json::Value>> {
+        use serde_json::Value;
+        match self {
+            TestDb::Sqlite(conn) => {
+                let mut stmt = conn.prepare(sql).unwrap();
+                let n = stmt.column_count();
+                stmt.query_map([], |r| {
+                    (0..n)
+                        .map(|i| {
+                            Ok(match r.get_ref(i)? {
+                                rusqlite::types::ValueRef::Null => Value::Null,
+                                rusqlite::types::ValueRef::Integer(v) => v.into(),
+                                rusqlite::types::ValueRef::Real(v) => v.into(),
+                                rusqlite::types::ValueRef::Text(t) => {
+                                    String::from_utf8_lossy(t).into_owned().into()
+                                }
+                                rusqlite::types::ValueRef::Blob(_) => Value::Null,
+                            })
+                        })
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .unwrap()
+                .map(Result::unwrap)
+                .collect()
+            }
+            TestDb::Postgres(client) => {
+                use postgres::types::Type;
+                let rows = client.borrow_mut().query(sql, &[]).unwrap();
+                rows.iter()
+                    .map(|r| {
+                        (0..r.len())
+                            .map(|i| match *r.columns()[i].type_() {
+                                Type::INT8 => r.get::<_, Option<i64>>(i).into(),
+                                Type::INT4 => r.get::<_, Option<i32>>(i).into(),
+                                Type::BOOL => r.get::<_, Option<bool>>(i).map(i64::from).into(),
+                                Type::FLOAT8 => r.get::<_, Option<f64>>(i).into(),
+                                Type::NUMERIC => r
+                                    .get::<_, Option<String>>(i)
+                                    .map(|t| t.parse::<i64>().unwrap())
+                                    .into(),
+                                _ => r.get::<_, Option<String>>(i).into(),
+                            })
+                            .collect()
+                    })
+                    .collect()
+            }
+        }
+    }
+
+    /// The one integer `sql` answers.
+    pub fn count(&self, sql: &str) -> i64 {
+        self.rows(sql)[0][0].as_i64().unwrap_or(0)
+    }
+
+    /// Runs `sql` (a change).
+    pub fn execute(&self, sql: &str) {
+        match self {
+            TestDb::Sqlite(conn) => {
+                conn.execute_batch(sql).unwrap();
+            }
+            TestDb::Postgres(client) => client.borrow_mut().batch_execute(sql).unwrap(),
+        }
+    }
+
+    /// The runs of `job` in progress (on PostgreSQL: claimed less ended on every node).
+    pub fn in_progress(&self, job: &str) -> i64 {
+        let sql = match self {
+            TestDb::Sqlite(_) => "SELECT in_progress FROM job WHERE job_name = '{job}'",
+            TestDb::Postgres(_) => {
+                "SELECT p.in_progress FROM job_progress p JOIN job j USING (job_id)
+                 WHERE j.job_name = '{job}'"
+            }
+        };
+        self.count(&sql.replace("{job}", job))
+    }
+
+    /// Every run, by run id.
+    pub fn runs(&self) -> Vec<Run> {
+        let int = |v: &serde_json::Value| v.as_i64();
+        let text = |v: &serde_json::Value| v.as_str().map(String::from);
+        self.rows(SELECT_RUNS)
+            .iter()
+            .map(|r| Run {
+                run_id: int(&r[0]).unwrap(),
+                job: text(&r[1]).unwrap(),
+                status: text(&r[2]).unwrap(),
+                attempt: int(&r[3]).unwrap(),
+                started_at: int(&r[4]),
+                finished_at: int(&r[5]),
+                error: text(&r[6]),
+                log: text(&r[7]),
+                retry_of: int(&r[8]),
+                scheduled_for: int(&r[9]),
+            })
+            .collect()
+    }
+
+    /// Queues `n` on-demand runs of `job` (one statement; the CLI would take one process per
+    /// run).
+    pub fn queue_runs(&self, job: &str, n: i64) {
+        assert!(!job.contains('\''), "a plain job name");
+        let before = self.count("SELECT count(*) FROM job_run");
+        self.execute(
+            &QUEUE_RUNS
+                .replace("{n}", &n.to_string())
+                .replace("{job}", job),
+        );
+        let after = self.count("SELECT count(*) FROM job_run");
+        assert_eq!(after - before, n, "job {job} exists");
+    }
+}
+
+/// Every run of the catalog file at `db`, by run id.
+pub fn runs(db: &Path) -> Vec<Run> {
+    TestDb::Sqlite(open_db(db)).runs()
+}
+
+/// Queues `n` on-demand runs of `job` straight into the catalog file at `db`.
 pub fn queue_runs(db: &Path, job: &str, n: i64) {
-    let conn = open_db(db);
-    let queued = conn
-        .execute(
-            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?2)
-             INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
-             SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = ?1",
-            rusqlite::params![job, n],
-        )
-        .unwrap();
-    assert_eq!(queued as i64, n, "job {job} exists");
+    TestDb::Sqlite(open_db(db)).queue_runs(job, n)
 }
 
 /// Runs of one job.
 pub fn runs_of(db: &Path, job: &str) -> Vec<Run> {
     runs(db).into_iter().filter(|r| r.job == job).collect()
+}
+
+/// Tests that run once on each backend: for each function `$name(ws: Workspace)`, the tests
+/// `$name::sqlite` (a catalog file) and `$name::postgres` (a PostgreSQL database of its own),
+/// each given its new `Workspace`.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($($name:ident),* $(,)?) => {
+        $(
+            mod $name {
+                #[test]
+                fn sqlite() {
+                    super::$name($crate::support::Workspace::new())
+                }
+
+                #[test]
+                fn postgres() {
+                    if let Some(ws) = $crate::support::Workspace::on_postgres(stringify!($name)) {
+                        super::$name(ws)
+                    }
+                }
+            }
+        )*
+    };
 }
 
 /// A plain HTTP/1.0 GET; returns the status line and the body.
