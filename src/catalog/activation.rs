@@ -285,6 +285,21 @@ const UPSERT_PIN: &str =
     ON CONFLICT (job_id, node_id) DO UPDATE SET pinned = excluded.pinned,
         state = coalesce(?7, job_activation.state), reason = excluded.reason, changed_at = excluded.changed_at";
 
+// On PostgreSQL a transaction that reads a node's activations and writes them back (a settle,
+// a policy step, a pin) holds this lock for the node until it ends: at READ COMMITTED a settle
+// that read a job as new would otherwise overwrite a pin committed meanwhile (seen: a job
+// pinned inactive admitted active). SQLite's write transactions are serialized already.
+const LOCK_NODE: Query = Query::each(
+    "SELECT ?1",
+    "SELECT pg_advisory_xact_lock(1786143075, $1::integer)",
+);
+
+/// Serializes the transactions that change node `node_id`'s activations (see [`LOCK_NODE`]).
+pub fn lock_node(mut c: impl Sql, node_id: i64) -> Result<(), CatalogError> {
+    c.rows(&LOCK_NODE, &[node_id.into()], |_| Ok(()))?;
+    Ok(())
+}
+
 /// The pin of job `job_id` on node `node_id`, as stored (`active`, `inactive`), if any.
 pub fn pin_of(mut c: impl Sql, node_id: i64, job_id: i64) -> Result<Option<String>, CatalogError> {
     let pin = c.row(

@@ -780,6 +780,7 @@ impl Catalog {
                 .ok_or_else(|| not_found("job", &name))?;
             let node_id = activation::node_id(&mut *tx, &node, true)?
                 .ok_or_else(|| not_found("node", &node))?;
+            activation::lock_node(&mut *tx, node_id)?;
             let before = activation::pin_of(&mut *tx, node_id, job_id)?;
             activation::set_pin(&mut *tx, node_id, job_id, pin, now_ms())?;
             let mut detail = audit_field(

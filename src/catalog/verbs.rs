@@ -189,6 +189,7 @@ pub(crate) fn settle_in(
     now: i64,
     decide: impl FnOnce(&[JobActivation]) -> Vec<ActivationChange>,
 ) -> Result<Vec<ActivationChange>, CatalogError> {
+    activation::lock_node(&mut c, node_id)?;
     let changes = decide(&activation::job_activations(&mut c, node_id)?);
     write_activations(&mut c, node_id, &changes, now)?;
     Ok(changes)
@@ -204,6 +205,9 @@ pub(crate) fn policy_step_in(
     steps: &[DecidedStep],
 ) -> Result<(), CatalogError> {
     upkeep::record_stats(&mut c, node_id, at, stats)?;
+    if steps.iter().any(|s| !s.decisions.is_empty()) {
+        activation::lock_node(&mut c, node_id)?;
+    }
     for step in steps {
         for d in &step.decisions {
             activation::apply_decision(&mut c, node_id, d, &step.cx)?;

@@ -3,11 +3,20 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Node, Response, Workspace, api, http_raw, runs_of, text, wait_for};
+use crate::support::{Node, Response, Workspace, api, http_raw, text, wait_for};
+
+crate::on_both_backends!(
+    a_first_start_prints_an_admin_token_once_and_stores_only_its_hash,
+    jobs_round_trip_through_the_api_and_the_audit_names_the_user,
+    jobs_are_filtered_sorted_and_paged_and_runs_paged_by_time_and_id,
+    roles_viewers_read_operators_run_and_only_admins_define_code,
+    processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served,
+    without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled,
+    host_names_outside_the_allowlist_are_refused,
+);
 
 /// A node on a fresh catalog with only the test's jobs active, and its admin token.
-fn node() -> (Workspace, Node, String) {
-    let ws = Workspace::new();
+fn node(ws: Workspace) -> (Workspace, Node, String) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     let node = ws.start_node("n1");
@@ -35,11 +44,10 @@ fn ok(r: Response, status: u16) -> Value {
     }
 }
 
-#[test]
-fn a_first_start_prints_an_admin_token_once_and_stores_only_its_hash() {
-    let (ws, node, token) = node();
+fn a_first_start_prints_an_admin_token_once_and_stores_only_its_hash(ws: Workspace) {
+    let (ws, node, token) = node(ws);
     assert!(token.starts_with("jv_") && token.len() == 67, "{token}");
-    let db = std::fs::read(ws.db()).unwrap();
+    let db = ws.dump();
     let needle = token.as_bytes();
     assert!(
         !db.windows(needle.len()).any(|w| w == needle),
@@ -53,9 +61,8 @@ fn a_first_start_prints_an_admin_token_once_and_stores_only_its_hash() {
     assert!(users.contains("admin"), "{users}");
 }
 
-#[test]
-fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
-    let (ws, node, t) = node();
+fn jobs_round_trip_through_the_api_and_the_audit_names_the_user(ws: Workspace) {
+    let (ws, node, t) = node(ws);
     let base = &node.api;
     let created = ok(
         api(
@@ -171,13 +178,11 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
         200,
     );
     // The audit log names the user the token belongs to.
-    let conn = crate::support::open_db(ws.db());
+    let conn = ws.catalog();
     let actors: Vec<String> = conn
-        .prepare("SELECT actor FROM audit WHERE subject = 'hello'")
-        .unwrap()
-        .query_map([], |r| r.get(0))
-        .unwrap()
-        .map(Result::unwrap)
+        .rows("SELECT actor FROM audit WHERE subject = 'hello'")
+        .iter()
+        .map(|r| r[0].as_str().unwrap().to_string())
         .collect();
     assert!(
         actors.len() >= 4 && actors.iter().all(|a| a == "admin"),
@@ -191,13 +196,11 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
     // Every change's audit row holds the fields before and after: the creation's values, the
     // patch's changed fields, the enable's state, the removal's last definition.
     let details: Vec<(String, Value)> = conn
-        .prepare("SELECT action, detail FROM audit WHERE subject = 'hello' ORDER BY audit_id")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get::<_, String>(1)?)))
-        .unwrap()
+        .rows("SELECT action, detail FROM audit WHERE subject = 'hello' ORDER BY audit_id")
+        .iter()
         .map(|r| {
-            let (a, d) = r.unwrap();
-            (a, serde_json::from_str(&d).unwrap())
+            let (a, d) = (r[0].as_str().unwrap(), r[1].as_str().unwrap());
+            (a.to_string(), serde_json::from_str(d).unwrap())
         })
         .collect();
     let field = |d: &Value, name: &str| -> (Value, Value) {
@@ -238,9 +241,10 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user() {
     assert_eq!(field(&removed, "priority"), (json!("7"), Value::Null));
 }
 
+// SQLite only until cancel and retry are written for both backends (they go through tree.rs).
 #[test]
 fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_retried() {
-    let (ws, node, t) = node();
+    let (ws, node, t) = node(Workspace::new());
     let base = &node.api;
     ok(
         api(
@@ -279,13 +283,11 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
     assert_eq!(batch["run_ids"].as_array().unwrap().len(), 3);
     // One trigger path: API triggers are audited like the CLI's, naming the user (one row for
     // the single run, one for the batch).
-    let conn = crate::support::open_db(ws.db());
-    let audited: Vec<(String, String)> = conn
-        .prepare("SELECT actor, detail FROM audit WHERE action = 'job.run' AND subject = 'echo'")
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
+    let audited: Vec<(String, String)> = ws
+        .catalog()
+        .rows("SELECT actor, detail FROM audit WHERE action = 'job.run' AND subject = 'echo'")
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into()))
         .collect();
     assert_eq!(audited.len(), 2, "{audited:?}");
     assert!(audited.iter().all(|(a, _)| a == "admin"), "{audited:?}");
@@ -295,7 +297,7 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
     );
     assert!(audited[1].1.contains("\"runs\":3"), "{audited:?}");
     wait_for(20.0, "the four runs to succeed", || {
-        let runs = runs_of(&ws.db(), "echo");
+        let runs = ws.runs_of("echo");
         (runs.len() == 4 && runs.iter().all(|r| r.status == "succeeded")).then_some(())
     });
     let run = ok(
@@ -364,23 +366,21 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
         200,
     );
     wait_for(20.0, "the retry to run", || {
-        let runs = runs_of(&ws.db(), "echo");
+        let runs = ws.runs_of("echo");
         runs.iter()
             .any(|r| r.retry_of == Some(qid) && r.status == "succeeded")
             .then_some(())
     });
     // The pause and the resume are audit rows naming the user, with the state before and after.
-    let conn = crate::support::open_db(ws.db());
-    let rows: Vec<(String, String, Value)> = conn
-        .prepare(
+    let rows: Vec<(String, String, Value)> = ws
+        .catalog()
+        .rows(
             "SELECT action, actor, detail FROM audit WHERE action LIKE 'node.%' ORDER BY audit_id",
         )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get::<_, String>(2)?)))
-        .unwrap()
+        .iter()
         .map(|r| {
-            let (a, u, d) = r.unwrap();
-            (a, u, serde_json::from_str(&d).unwrap())
+            let text = |i: usize| r[i].as_str().unwrap().to_string();
+            (text(0), text(1), serde_json::from_str(&text(2)).unwrap())
         })
         .collect();
     let shape = |(action, actor, d): &(String, String, Value)| {
@@ -415,9 +415,8 @@ fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_ret
     );
 }
 
-#[test]
-fn jobs_are_filtered_sorted_and_paged_and_runs_paged_by_time_and_id() {
-    let (ws, node, t) = node();
+fn jobs_are_filtered_sorted_and_paged_and_runs_paged_by_time_and_id(ws: Workspace) {
+    let (ws, node, t) = node(ws);
     let base = node.api.as_str();
     let conf = ws.write(
         "f.conf",
@@ -519,9 +518,8 @@ fn jobs_are_filtered_sorted_and_paged_and_runs_paged_by_time_and_id() {
     assert_eq!(bad.json()["field"], "until");
 }
 
-#[test]
-fn processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served() {
-    let (_ws, node, t) = node();
+fn processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served(ws: Workspace) {
+    let (_ws, node, t) = node(ws);
     let base = &node.api;
     ok(
         api(
@@ -639,9 +637,8 @@ fn processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served() 
     assert!(!series["points"].as_array().unwrap().is_empty(), "{series}");
 }
 
-#[test]
-fn without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled() {
-    let (_ws, node, t) = node();
+fn without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled(ws: Workspace) {
+    let (_ws, node, t) = node(ws);
     let base = &node.api;
     assert_eq!(api(base, None, "GET", "/healthz", None).status, 200);
     let r = api(base, None, "GET", "/api/v1/jobs", None);
@@ -664,9 +661,8 @@ fn without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled
     assert_eq!(api(base, None, "GET", "/healthz", None).status, 200);
 }
 
-#[test]
-fn roles_viewers_read_operators_run_and_only_admins_define_code() {
-    let (ws, node, admin) = node();
+fn roles_viewers_read_operators_run_and_only_admins_define_code(ws: Workspace) {
+    let (ws, node, admin) = node(ws);
     let base = &node.api;
     let viewer = token_for(&ws, "vera", "viewer");
     let operator = token_for(&ws, "otto", "operator");
@@ -745,9 +741,8 @@ fn roles_viewers_read_operators_run_and_only_admins_define_code() {
     });
 }
 
-#[test]
-fn host_names_outside_the_allowlist_are_refused() {
-    let (_ws, node, t) = node();
+fn host_names_outside_the_allowlist_are_refused(ws: Workspace) {
+    let (_ws, node, t) = node(ws);
     let auth = format!("Bearer {t}");
     for host in ["evil.example", "evil.example:7878", "127.0.0.1.nip.io"] {
         let r = http_raw(

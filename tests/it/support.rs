@@ -60,6 +60,18 @@ impl Workspace {
         self.catalog().runs()
     }
 
+    /// Every byte the catalog stores: the SQLite file, or `pg_dump`'s dump of the database.
+    pub fn dump(&self) -> Vec<u8> {
+        match &self.pg {
+            Some(pg) => {
+                let out = Command::new("pg_dump").arg(&pg.url).output().unwrap();
+                assert!(out.status.success(), "pg_dump: {}", text(&out));
+                out.stdout
+            }
+            None => std::fs::read(self.db()).unwrap(),
+        }
+    }
+
     /// Runs of one job.
     pub fn runs_of(&self, job: &str) -> Vec<Run> {
         self.runs().into_iter().filter(|r| r.job == job).collect()
