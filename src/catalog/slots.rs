@@ -98,6 +98,11 @@ pub(crate) fn decide_due_in(
     mut due: Vec<DueJob>,
     now: i64,
 ) -> Result<Decided, CatalogError> {
+    // In job order, on every node: two nodes deciding the same slots on PostgreSQL wait for
+    // each other's uncommitted slot rows, and in different orders they deadlocked (each
+    // costing a second, `deadlock_timeout`, and a retry: per-second jobs on two nodes missed
+    // slots).
+    due.sort_by_key(|job| job.job_id);
     let mut fired = Vec::new();
     for job in &mut due {
         let f = c.in_flight(job.job_id)?;
@@ -106,8 +111,11 @@ pub(crate) fn decide_due_in(
             f.queued_slots.clamp(0, u32::MAX as i64) as u32,
         );
         job.planner.handle_failures(c.failure_streak(job.job_id)?);
-        for decision in job.planner.poll_due(now) {
-            let (slot, status, error) = match decision {
+        let mut rows: Vec<(i64, RunStatus, Option<String>)> = job
+            .planner
+            .poll_due(now)
+            .into_iter()
+            .map(|decision| match decision {
                 Decision::Fire { slot, .. } => (slot, RunStatus::Queued, None),
                 Decision::Skip { slot, reason } => {
                     (slot, RunStatus::Skipped, Some(reason.explain().to_string()))
@@ -123,7 +131,12 @@ pub(crate) fn decide_due_in(
                     tracing::info!(job = %job.name, reason = reason.as_str(), "{summary}");
                     (first, RunStatus::Skipped, Some(summary))
                 }
-            };
+            })
+            .collect();
+        // A job's rows in slot order too (a summary of missed slots may come after the slot
+        // that fires): the same order on every node, or two nodes deadlock within one job.
+        rows.sort_by_key(|(slot, _, _)| *slot);
+        for (slot, status, error) in rows {
             let mut run = NewRun {
                 job_id: job.job_id,
                 processor_id: job.processor_id,

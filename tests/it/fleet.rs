@@ -6,7 +6,12 @@ use std::process::Command;
 
 use serde_json::json;
 
-use crate::support::{Node, Workspace, api, queue_runs, runs_of, text, wait_for};
+use crate::support::{Node, Workspace, api, text, wait_for};
+
+crate::on_both_backends!(
+    nodes_list_shows_each_node_alive_stopped_or_fenced_with_its_heartbeat_age,
+    a_processor_that_names_its_node_runs_only_there_and_moves_when_edited,
+);
 
 /// `jobvisor nodes list --json` rows by name.
 fn listed(ws: &Workspace) -> std::collections::HashMap<String, serde_json::Value> {
@@ -21,9 +26,7 @@ fn listed(ws: &Workspace) -> std::collections::HashMap<String, serde_json::Value
 /// one is killed. The list shows the survivor alive with a fresh heartbeat, the clean one
 /// stopped, and the killed one fenced by the survivor's sweep once its TTL passed — locally, as
 /// JSON, through the API and through `--url`.
-#[test]
-fn nodes_list_shows_each_node_alive_stopped_or_fenced_with_its_heartbeat_age() {
-    let ws = Workspace::new();
+fn nodes_list_shows_each_node_alive_stopped_or_fenced_with_its_heartbeat_age(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     ws.set_node_env("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "200");
@@ -126,26 +129,24 @@ fn running_processors(node: &Node, token: &str) -> Vec<String> {
 
 /// Succeeded runs of `job` by the node that ran them.
 fn ran_on(ws: &Workspace, job: &str) -> BTreeMap<String, usize> {
-    let conn = crate::support::open_db(ws.db());
-    conn.prepare(
-        "SELECT n.node_name, count(*) FROM job_run r JOIN job j USING (job_id)
+    let sql = "SELECT n.node_name, count(*) FROM job_run r JOIN job j USING (job_id)
          JOIN node n ON n.node_id = r.node_id
-         WHERE j.job_name = ?1 AND r.status = 'succeeded' GROUP BY n.node_name",
-    )
-    .unwrap()
-    .query_map([job], |r| Ok((r.get(0)?, r.get::<_, i64>(1)? as usize)))
-    .unwrap()
-    .map(Result::unwrap)
-    .collect()
+         WHERE j.job_name = '{job}' AND r.status = 'succeeded' GROUP BY n.node_name";
+    ws.catalog()
+        .rows(&sql.replace("{job}", job))
+        .iter()
+        .map(|r| {
+            let name = r[0].as_str().unwrap().to_string();
+            (name, r[1].as_i64().unwrap() as usize)
+        })
+        .collect()
 }
 
 /// Issue 16, build 4: a processor naming node `b` is started by `b` only, and its runs run on
 /// `b`; edited to name `a` while both run (`processors edit --nodes`), `b` drains it and `a`
 /// starts it, and the next runs run on `a`; the field shows in `processors list`, the API and
 /// the export, and clearing it (`null` through the API) lets both run it.
-#[test]
-fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited() {
-    let ws = Workspace::new();
+fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     let file = ws.write(
@@ -160,7 +161,7 @@ fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited() {
     let token = a.token.clone().unwrap();
     assert!(!running_processors(&a, &token).contains(&"pinned".to_string()));
     assert!(running_processors(&b, &token).contains(&"pinned".to_string()));
-    queue_runs(&ws.db(), "work", 50);
+    ws.queue_runs("work", 50);
     wait_for(30.0, "the runs on b", || {
         (ran_on(&ws, "work").values().sum::<usize>() == 50).then_some(())
     });
@@ -175,7 +176,7 @@ fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited() {
         (on_a.contains(&"pinned".to_string()) && !on_b.contains(&"pinned".to_string()))
             .then_some(())
     });
-    queue_runs(&ws.db(), "work", 50);
+    ws.queue_runs("work", 50);
     wait_for(30.0, "the next runs on a", || {
         (ran_on(&ws, "work").values().sum::<usize>() == 100).then_some(())
     });
@@ -183,7 +184,7 @@ fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited() {
         ran_on(&ws, "work"),
         BTreeMap::from([("a".to_string(), 50), ("b".to_string(), 50)])
     );
-    assert_eq!(runs_of(&ws.db(), "work").len(), 100);
+    assert_eq!(ws.runs_of("work").len(), 100);
     let listing = ws.ok(&["processors", "list"]);
     assert!(
         listing.lines().next().unwrap().contains("NODES"),

@@ -3,7 +3,12 @@
 
 use serde_json::{Value, json};
 
-use crate::support::{Workspace, api, http_raw, runs_of};
+use crate::support::{Workspace, api, http_raw};
+
+crate::on_both_backends!(
+    functions_are_methods_that_run_as_runs_of_the_node_and_commands_drive_the_engine,
+    rpc_refuses_what_a_role_may_not_do_and_malformed_calls,
+);
 
 fn call(base: &str, token: &str, method: &str, params: Value) -> (u16, Value) {
     let body = json!({"jsonrpc": "2.0", "method": method, "params": params, "id": 7});
@@ -16,9 +21,7 @@ fn call(base: &str, token: &str, method: &str, params: Value) -> (u16, Value) {
     (r.status, v)
 }
 
-#[test]
-fn functions_are_methods_that_run_as_runs_of_the_node_and_commands_drive_the_engine() {
-    let ws = Workspace::new();
+fn functions_are_methods_that_run_as_runs_of_the_node_and_commands_drive_the_engine(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     let node = ws.start_node("r1");
@@ -29,7 +32,7 @@ fn functions_are_methods_that_run_as_runs_of_the_node_and_commands_drive_the_eng
     assert_eq!(status, 200, "{v}");
     assert_eq!(v["id"], 7);
     assert_eq!(v["result"]["word"], "hi", "{v}");
-    let runs = runs_of(&ws.db(), "rpc.debug.echo");
+    let runs = ws.runs_of("rpc.debug.echo");
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].status, "succeeded");
     // A failing function: the run's failure, with its id.
@@ -85,9 +88,7 @@ fn functions_are_methods_that_run_as_runs_of_the_node_and_commands_drive_the_eng
     assert_eq!(api(base, Some(&t), "POST", "/rpc", Some(&note)).status, 204);
 }
 
-#[test]
-fn rpc_refuses_what_a_role_may_not_do_and_malformed_calls() {
-    let ws = Workspace::new();
+fn rpc_refuses_what_a_role_may_not_do_and_malformed_calls(ws: Workspace) {
     ws.ok(&["init"]);
     let node = ws.start_node("r2");
     let admin = node.token.clone().unwrap();

@@ -7,9 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::support::{Run, Workspace, queue_runs, runs_of};
 
+crate::on_both_backends!(two_nodes_on_one_catalog_run_every_slot_once_and_skip_none);
+
 /// A workspace with processor `main` (one instance) and the given jobs; seeded jobs disabled.
-fn workspace(jobs: &str) -> Workspace {
-    let ws = Workspace::new();
+fn workspace(ws: Workspace, jobs: &str) -> Workspace {
     let file = ws.write(
         "jobs.conf",
         &format!("[processor.main]\ninstances = 1\n{jobs}"),
@@ -50,8 +51,7 @@ fn every_second_ran(runs: &[Run], from: i64, to: i64) -> Vec<i64> {
 /// runs once, on one node or the other, and none is recorded `skipped` while nothing ran (a
 /// node counted the slots the other fired as its own runs in flight). Eight jobs, so that the
 /// ~40 slots checked would catch the 1-in-7 skips of the defect almost surely.
-#[test]
-fn two_nodes_on_one_catalog_run_every_slot_once_and_skip_none() {
+fn two_nodes_on_one_catalog_run_every_slot_once_and_skip_none(ws: Workspace) {
     const JOBS: usize = 8;
     let jobs: String = (0..JOBS)
         .map(|i| {
@@ -61,7 +61,7 @@ fn two_nodes_on_one_catalog_run_every_slot_once_and_skip_none() {
             )
         })
         .collect();
-    let ws = workspace(&jobs);
+    let ws = workspace(ws, &jobs);
     ws.ok(&[
         "processors",
         "edit",
@@ -80,7 +80,7 @@ fn two_nodes_on_one_catalog_run_every_slot_once_and_skip_none() {
     assert_eq!(b.stop(), Some(0));
     let mut slots = 0;
     for i in 0..JOBS {
-        let runs = runs_of(&ws.db(), &format!("beat{i}"));
+        let runs = ws.runs_of(&format!("beat{i}"));
         let late = every_second_ran(&runs, from, to);
         assert!(late.len() >= 5, "beat{i}: {runs:#?}");
         slots += late.len();
@@ -97,6 +97,7 @@ fn two_nodes_on_one_catalog_run_every_slot_once_and_skip_none() {
 fn a_high_priority_job_runs_every_slot_beside_a_low_priority_backlog() {
     for round in 0..3 {
         let ws = workspace(
+            Workspace::new(),
             r#"
 [job.tick]
 type = "function"
