@@ -334,9 +334,9 @@ impl Watch {
 
     /// A watch on a PostgreSQL catalog: a thread LISTENs to its channels (`jobvisor_catalog`
     /// says the generation moved, `jobvisor_queue` that runs were queued) and the poll reads
-    /// what it heard, without a round trip. A reconnect of that thread (notices may have been
-    /// missed) counts as a generation change, a second without notices as data. The thread
-    /// stops soon after the watch is dropped.
+    /// what it heard, without a round trip. The LISTEN in place, and each reconnect of that
+    /// thread (notices may have been missed), count as a generation change, a second without
+    /// notices as data. The thread stops soon after the watch is dropped.
     fn on_postgres(pg: &PgCatalog) -> Result<Self, CatalogError> {
         let generation = pg.generation()?;
         let notices = Arc::new(Notices::default());
@@ -354,14 +354,16 @@ impl Watch {
                 // that a completion (on any node) freed is claimed within a second.
                 // Completions announce nothing: a NOTIFY in each would serialize commits.
                 "jobvisor_queue" | "idle" => heard.data.store(true, Release),
-                "reconnected" => heard.resync.store(true, Release),
+                // The generation read below may predate the LISTEN: read again once it is in
+                // place (at start), and after a reconnect (notices may have been missed).
+                "listening" | "reconnected" => heard.resync.store(true, Release),
                 _ => {}
             }
             !heard.dropped.load(std::sync::atomic::Ordering::Acquire)
         })?;
         notices
             .generation
-            .store(generation, std::sync::atomic::Ordering::Release);
+            .fetch_max(generation, std::sync::atomic::Ordering::AcqRel);
         Ok(Watch {
             conn: None,
             notices: Some(notices),

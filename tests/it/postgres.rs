@@ -604,16 +604,18 @@ fn pg_listeners_hear_queued_runs_and_changed_definitions() {
     let handle = {
         let (heard, listening) = (heard.clone(), listening.clone());
         jobvisor::catalog::postgres::listen(PgSettings::new(&db.url), "t", move |ch, payload| {
-            listening.store(true, Ordering::SeqCst);
+            if ch == "listening" {
+                listening.store(true, Ordering::SeqCst);
+            }
             let mut h = heard.lock().unwrap();
-            if ch != "idle" {
+            if ch != "idle" && ch != "listening" {
                 h.push((ch.to_string(), payload.to_string()));
             }
             h.len() < 2
         })
         .unwrap()
     };
-    // The first `idle` tick says the LISTEN is in place.
+    // `listening` says the LISTEN is in place.
     while !listening.load(Ordering::SeqCst) {
         thread::sleep(Duration::from_millis(20));
     }

@@ -461,9 +461,10 @@ pub fn commit(tx: postgres::Transaction<'_>) -> Result<(), CatalogError> {
 }
 
 /// Waits for NOTIFY on the catalog's channels on a connection of its own (thread
-/// `pg listen <label>`), calling `on_notice(channel, payload)` for each; reconnects with
-/// backoff and calls `on_notice("reconnected", "")` after a reconnect (notices may have been
-/// missed meanwhile: the caller re-reads). Stops when `on_notice` returns false.
+/// `pg listen <label>`), calling `on_notice(channel, payload)` for each; calls
+/// `on_notice("listening", "")` once the LISTEN is in place, and reconnects with backoff and
+/// calls `on_notice("reconnected", "")` after a reconnect (notices may have been missed
+/// meanwhile: the caller re-reads). Stops when `on_notice` returns false.
 pub fn listen(
     settings: PgSettings,
     label: &str,
@@ -493,7 +494,14 @@ pub fn listen(
                     conn.drop_client();
                     continue;
                 }
-                if conn.connects > 1 && !on_notice("reconnected", "") {
+                // The caller reads what it watches after this, not before: a change committed
+                // while the LISTEN was not yet in place is not missed.
+                let event = if conn.connects > 1 {
+                    "reconnected"
+                } else {
+                    "listening"
+                };
+                if !on_notice(event, "") {
                     return;
                 }
                 let client = conn.client.as_mut().expect("connected above");
