@@ -169,6 +169,12 @@ pub(super) fn show_config(cli: &Cli, print_defaults: bool) -> CliResult {
     cfg.node.timezone = cfg.timezone().name().to_string();
     cfg.database.path = cfg.db_path().display().to_string();
     if cli.json {
+        // A PostgreSQL URL's password is never shown, in JSON either.
+        for url in [&mut cfg.database.path, &mut cfg.database.url] {
+            if crate::config::is_postgres_url(url) {
+                *url = crate::catalog::redact_url(url);
+            }
+        }
         render::json(&cfg);
         return Ok(());
     }
@@ -216,7 +222,15 @@ pub(super) fn annotated_config(effective: &toml::Table) -> String {
                 }
             }
             ("database", "url", toml::Value::String(s)) if s.is_empty() => {
-                shown.push_str("  # none: the catalog is the SQLite file of `path`")
+                let path = effective
+                    .get("database")
+                    .and_then(|d| d.get("path"))
+                    .and_then(toml::Value::as_str);
+                if path.is_some_and(crate::config::is_postgres_url) {
+                    shown.push_str("  # none: `path` names the PostgreSQL catalog")
+                } else {
+                    shown.push_str("  # none: the catalog is the SQLite file of `path`")
+                }
             }
             _ => {}
         }

@@ -2,9 +2,16 @@
 
 use crate::support::{Workspace, text};
 
-#[test]
-fn first_start_seeds_later_starts_keep_operator_edits() {
-    let ws = Workspace::new();
+crate::on_both_backends!(
+    first_start_seeds_later_starts_keep_operator_edits,
+    jobs_add_validates_against_the_catalog,
+    unknown_names_exit_65,
+    listings_are_aligned_tables_or_json,
+    missing_input_exits_66_and_help_lists_exit_codes,
+    jobs_next_lists_fire_times_and_explains_the_schedule,
+);
+
+fn first_start_seeds_later_starts_keep_operator_edits(ws: Workspace) {
     let out = ws.ok(&["init"]);
     assert!(out.contains("new catalog seeded with 7 job(s)"), "{out}");
     ws.ok(&[
@@ -31,9 +38,7 @@ fn first_start_seeds_later_starts_keep_operator_edits() {
     assert_eq!(backup["enabled"], false);
 }
 
-#[test]
-fn jobs_add_validates_against_the_catalog() {
-    let ws = Workspace::new();
+fn jobs_add_validates_against_the_catalog(ws: Workspace) {
     ws.ok(&["init"]);
     let out = ws.run(&[
         "jobs",
@@ -112,9 +117,7 @@ fn jobs_add_validates_against_the_catalog() {
     assert_eq!(out.status.code(), Some(65), "adding twice must fail");
 }
 
-#[test]
-fn unknown_names_exit_65() {
-    let ws = Workspace::new();
+fn unknown_names_exit_65(ws: Workspace) {
     ws.ok(&["init"]);
     for args in [
         &["jobs", "show", "nope"][..],
@@ -130,9 +133,7 @@ fn unknown_names_exit_65() {
     assert_eq!(out.status.code(), Some(65));
 }
 
-#[test]
-fn listings_are_aligned_tables_or_json() {
-    let ws = Workspace::new();
+fn listings_are_aligned_tables_or_json(ws: Workspace) {
     ws.ok(&["init"]);
     let table = ws.ok(&["processors", "list"]);
     let lines: Vec<&str> = table.lines().collect();
@@ -152,9 +153,7 @@ fn listings_are_aligned_tables_or_json() {
     assert_eq!(runs, serde_json::json!([]));
 }
 
-#[test]
-fn missing_input_exits_66_and_help_lists_exit_codes() {
-    let ws = Workspace::new();
+fn missing_input_exits_66_and_help_lists_exit_codes(ws: Workspace) {
     let out = ws.run(&["check", "no-such-file.conf"]);
     assert_eq!(out.status.code(), Some(66));
     let help = ws.ok(&["--help"]);
@@ -185,9 +184,7 @@ fn config_errors_name_file_line_and_exit_78() {
     assert!(effective.contains("catalog.db"), "{effective}");
 }
 
-#[test]
-fn jobs_next_lists_fire_times_and_explains_the_schedule() {
-    let ws = Workspace::new();
+fn jobs_next_lists_fire_times_and_explains_the_schedule(ws: Workspace) {
     ws.ok(&["init"]);
     ws.ok(&[
         "jobs",
