@@ -87,6 +87,13 @@ impl Sql for Transaction<'_> {
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b).collect();
         Ok(super::execute(self, text_of(q), &refs)? as usize)
     }
+    fn insert(&mut self, q: &Query, vals: &[Val]) -> Result<i64, CatalogError> {
+        let rows = run(self, q, vals)?;
+        let row = rows.first().ok_or_else(|| {
+            CatalogError::Failed(format!("an insert returned no id: {}", text_of(q)))
+        })?;
+        Caught(row).int(0)
+    }
     fn rows<T>(
         &mut self,
         q: &Query,
