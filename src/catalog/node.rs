@@ -26,6 +26,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::CatalogError;
 use super::queue::RECOUNT_IN_PROGRESS;
 use super::sql::{Query, Sql};
+use super::tree::{self, Ended};
+use crate::model::RunStatus;
 
 /// A registration's answer, and the runs recovered when the name was taken over.
 pub type Registered = (Registration, Option<Recovery>);
@@ -309,14 +311,14 @@ impl Recovery {
 // of them, or with ?3 those whose lease ended before it). PostgreSQL locks them.
 const SELECT_LEFT_RUNNING: Query = Query::each(
     "SELECT r.run_id, r.suspect, r.crashes,
-    min(max(j.max_attempts, 1), ?2), r.cancel_requested, r.job_id
+    min(max(j.max_attempts, 1), ?2), r.cancel_requested, r.job_id, r.pid, r.step
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
     WHERE r.status = 'running' AND r.node_id = ?1
       -- A run waiting for its children executes nowhere: its tree ends it.
       AND r.own_status IS NULL
       AND (?3 IS NULL OR coalesce(r.lease_until, 0) < ?3) ORDER BY r.run_id",
     "SELECT r.run_id, r.suspect, r.crashes,
-    LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested, r.job_id
+    LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested, r.job_id, r.pid, r.step
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     WHERE r.status = 'running' AND r.node_id = $1 AND r.own_status IS NULL
       AND ($3::bigint IS NULL OR coalesce(r.lease_until, 0) < $3::bigint)
@@ -357,7 +359,10 @@ pub fn recover_node_runs(
 
 /// Recovers `node_id`'s running runs (with `expired_by`, only those whose lease ended before
 /// it) by [`recover_node_runs`]' rules, on either backend; returns the recovery and the job of
-/// each run it ended (the caller recounts or tallies the jobs' runs in progress).
+/// each run it ended (the caller recounts or tallies the jobs' runs in progress). A run it
+/// ends (quarantined, or cancelled as asked) ends in its tree too (`tree::on_end`), so a
+/// workflow whose step died skips what follows it and fails, and a parent whose last child
+/// this was ends.
 pub(crate) fn recover_runs(
     mut c: impl Sql,
     node_id: i64,
@@ -368,40 +373,72 @@ pub(crate) fn recover_runs(
         &SELECT_LEFT_RUNNING,
         &[node_id.into(), CRASH_LIMIT.into(), expired_by.into()],
         |r| {
-            Ok((
-                r.int(0)?,
-                r.int(1)?,
-                r.int(2)?,
-                r.int(3)?,
-                r.flag(4)?,
-                r.int(5)?,
-            ))
+            Ok(LeftRunning {
+                run_id: r.int(0)?,
+                suspect: r.int(1)?,
+                crashes: r.int(2)?,
+                limit: r.int(3)?,
+                cancel_requested: r.flag(4)?,
+                job_id: r.int(5)?,
+                pid: r.opt_int(6)?,
+                step: r.opt_text(7)?,
+            })
         },
     )?;
     let mut recovery = Recovery::default();
     let mut jobs = Vec::with_capacity(left.len());
-    for (run_id, suspect, crashes, limit, cancel_requested, job_id) in left {
-        jobs.push(job_id);
-        if cancel_requested {
+    // A run that did not succeed queues nothing in its tree (only a success advances a
+    // workflow): what ending one queues is empty.
+    let mut queued = Vec::new();
+    for run in left {
+        let run_id = run.run_id;
+        jobs.push(run.job_id);
+        let ended = if run.cancel_requested {
             c.exec(&CANCEL_LEFT, &[run_id.into(), now.into()])?;
             recovery.cancelled.push(run_id);
-            continue;
-        }
-        // Only a run marked executing (2) was surely executing when its node died.
-        let blamed = i64::from(suspect >= 2);
-        let crashes = crashes + blamed;
-        if blamed == 1 && crashes >= limit {
-            c.exec(&QUARANTINE, &[run_id.into(), crashes.into(), now.into()])?;
-            recovery.quarantined.push((run_id, crashes));
+            RunStatus::Cancelled
         } else {
-            c.exec(
-                &REQUEUE_SUSPECT,
-                &[run_id.into(), crashes.into(), blamed.into()],
-            )?;
-            recovery.requeued.push(run_id);
-        }
+            // Only a run marked executing (2) was surely executing when its node died.
+            let blamed = i64::from(run.suspect >= 2);
+            let crashes = run.crashes + blamed;
+            if blamed == 1 && crashes >= run.limit {
+                c.exec(&QUARANTINE, &[run_id.into(), crashes.into(), now.into()])?;
+                recovery.quarantined.push((run_id, crashes));
+                RunStatus::Dead
+            } else {
+                c.exec(
+                    &REQUEUE_SUSPECT,
+                    &[run_id.into(), crashes.into(), blamed.into()],
+                )?;
+                recovery.requeued.push(run_id);
+                continue;
+            }
+        };
+        // Ended here: its tree hears it as it would hear the node's own completion.
+        let end = Ended {
+            pid: run.pid,
+            step: run.step,
+            status: ended,
+        };
+        tree::on_end(&mut c, end, now, &mut queued)?;
     }
     Ok((recovery, jobs))
+}
+
+/// A run a node left running, as its recovery reads it.
+struct LeftRunning {
+    run_id: i64,
+    /// 1: claimed after its node died; 2: marked executing since.
+    suspect: i64,
+    /// Node deaths during its execution so far.
+    crashes: i64,
+    /// The deaths after which it is quarantined.
+    limit: i64,
+    cancel_requested: bool,
+    job_id: i64,
+    /// Its parent and workflow step, when it is in a tree.
+    pid: Option<i64>,
+    step: Option<String>,
 }
 
 /// A node a sweep found dead, and what the sweep did about it.
@@ -444,14 +481,16 @@ impl Swept {
 
 // Dead: its heartbeat is older than the TTL it stated (or it released its name). Swept when a
 // process may still hold its name (not fenced yet), or when runs of it have leases that
-// expired; the runs' partial index is scanned once for all nodes.
+// expired (not a run that waits for its children: it executes nowhere, and its tree ends it);
+// the runs' partial index is scanned once for all nodes.
 const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heartbeat_at,
     n.lease_ttl, n.generation, n.pid IS NOT NULL AND n.fenced_at IS NULL
     FROM node n WHERE n.node_id <> ?1
       AND (n.heartbeat_at IS NULL OR n.heartbeat_at + n.lease_ttl < ?2)
       AND ((n.pid IS NOT NULL AND n.fenced_at IS NULL) OR n.node_id IN (
           SELECT r.node_id FROM job_run r INDEXED BY job_run_running_job_idx
-          WHERE r.status = 'running' AND coalesce(r.lease_until, 0) < ?2))
+          WHERE r.status = 'running' AND r.own_status IS NULL
+            AND coalesce(r.lease_until, 0) < ?2))
     ORDER BY n.node_id";
 const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = ?3,
     fenced_by = ?4 WHERE node_id = ?1 AND generation = ?2";

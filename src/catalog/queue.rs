@@ -579,41 +579,57 @@ const FINISH_SUCCEEDED: &str = "UPDATE job_run SET status = 'succeeded', finishe
     WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'
       AND pid IS NULL AND children_open = 0 AND tree_status IS NULL";
 // A run whose children go on waits for them (`tree`): its own ending is kept and its instance
-// freed; its claim token is cleared, so no later completion matches it.
-const WAIT_FOR_CHILDREN: &str = "UPDATE job_run SET status = ?2, own_status = ?3, elapsed = ?4,
+// freed. SQLite clears its claim token, so no later completion matches it; PostgreSQL keeps it
+// (its completions refuse a run with `own_status` set), so that a completion whose commit went
+// unanswered finds the run it recorded by its token.
+const WAIT_FOR_CHILDREN: Query = Query::each(
+    "UPDATE job_run SET status = ?2, own_status = ?3, elapsed = ?4,
     result = ?5, error = ?6, log = ?7, started_at = ?8, claim_token = NULL, lease_until = NULL
-    WHERE run_id = ?1";
-const FINISH_RUN: &str = "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
-    result = ?5, error = ?6, log = ?7, started_at = ?8, lease_until = NULL WHERE run_id = ?1";
-const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
-    claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = ?1";
+    WHERE run_id = ?1",
+    "UPDATE job_run SET status = $2, own_status = $3, elapsed = $4,
+    result = $5, error = $6, log = $7, started_at = $8, lease_until = NULL
+    WHERE run_id = $1",
+);
+const FINISH_RUN: Query = Query::same(
+    "UPDATE job_run SET status = ?2, finished_at = ?3, elapsed = ?4,
+    result = ?5, error = ?6, log = ?7, started_at = ?8, lease_until = NULL WHERE run_id = ?1",
+);
+const REQUEUE_RUN: Query = Query::same(
+    "UPDATE job_run SET status = 'queued', node_id = NULL,
+    claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = ?1",
+);
 const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - ?2, 0),
     last_date_end = coalesce(?3, last_date_end), last_elapse = coalesce(?4, last_elapse),
     last_response = coalesce(?5, last_response) WHERE job_id = ?1";
 // A retry takes its attempt's place in a tree: same parent, root and step.
-const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after, params,
+const INSERT_RETRY: Query = Query::each(
+    "INSERT INTO job_run (job_id, processor_id, priority, run_after, params,
     status, attempt, retry_of, created_at, pid, stump, step)
-    VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9, ?10, ?11)";
+    VALUES (?1, ?2, ?3, ?4, ?5, 'queued', ?6, ?7, ?8, ?9, ?10, ?11)",
+    "INSERT INTO job_run (job_id, processor_id, priority, run_after, params,
+    status, attempt, retry_of, created_at, pid, stump, step)
+    VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8, $9, $10, $11) RETURNING run_id",
+);
 const COUNT_STALE: &str =
     "UPDATE node SET stale_completions = stale_completions + ?2 WHERE node_id = ?1";
 
-/// What recording a failure (or a run in a tree) reads of the run.
-struct Finishing {
-    job_id: i64,
-    attempt: i64,
-    processor_id: Option<i64>,
-    priority: i64,
-    params: Option<String>,
+/// What recording a failure (or a run in a tree) reads of the run (by both catalogs).
+pub(crate) struct Finishing {
+    pub(crate) job_id: i64,
+    pub(crate) attempt: i64,
+    pub(crate) processor_id: Option<i64>,
+    pub(crate) priority: i64,
+    pub(crate) params: Option<String>,
     /// The run's first attempt (what every retry of it retries).
-    first_run: i64,
-    max_attempts: i64,
+    pub(crate) first_run: i64,
+    pub(crate) max_attempts: i64,
     /// Its parent, root and workflow step, when it is in a tree.
-    pid: Option<i64>,
-    stump: Option<i64>,
-    step: Option<String>,
+    pub(crate) pid: Option<i64>,
+    pub(crate) stump: Option<i64>,
+    pub(crate) step: Option<String>,
     /// Its children not ended yet, and the worst way one of them ended.
-    children_open: i64,
-    tree_status: Option<String>,
+    pub(crate) children_open: i64,
+    pub(crate) tree_status: Option<String>,
 }
 
 /// What a batch of completions does to one job's row: runs no longer in progress, and the
@@ -789,21 +805,36 @@ fn complete_other(
     let Some(run) = row else {
         return Ok(Recorded::Stale);
     };
-    let (job_id, attempt, max_attempts) = (run.job_id, run.attempt, run.max_attempts);
+    record_end(conn, run, c, ends, queued)
+}
+
+/// Records completion `c` of `run` (its claim checked by the caller) by both catalogs' one
+/// rule: an interruption goes back to the queue; otherwise its end counts on its job, and a
+/// run whose children go on waits for them (a failure shown at once up its tree), while any
+/// other ends with the minimum over its tree and either its retry takes its attempt's place in
+/// the tree or its end is carried out in the tree (`tree::on_end`: a workflow advances, a
+/// parent whose last child this was ends) — in the caller's transaction.
+pub(crate) fn record_end(
+    mut conn: impl Sql,
+    run: Finishing,
+    c: &Completion,
+    ends: &mut BTreeMap<i64, JobEnd>,
+    queued: &mut Vec<Queued>,
+) -> Result<Recorded, CatalogError> {
     if c.outcome == Outcome::Interrupted {
-        conn.prepare_cached(REQUEUE_RUN)?.execute([c.run_id])?;
-        ends.entry(job_id).or_default().ended += 1;
+        conn.exec(&REQUEUE_RUN, &[c.run_id.into()])?;
+        ends.entry(run.job_id).or_default().ended += 1;
         return Ok(Recorded::Done(RunStatus::Queued, None));
     }
-    let elapsed = (c.finished_at - c.started_at).max(0);
     let Verdict {
         retry,
         status,
         result,
         error,
-    } = verdict(c, attempt, max_attempts);
+    } = verdict(c, run.attempt, run.max_attempts);
+    let elapsed = (c.finished_at - c.started_at).max(0);
     let response = result.as_deref().or(error.as_deref()).unwrap_or("");
-    ends.entry(job_id)
+    ends.entry(run.job_id)
         .or_default()
         .finished(c.finished_at, elapsed, response.to_string());
     let verdict = tree::stored_verdict(run.tree_status.as_deref());
@@ -815,18 +846,21 @@ fn complete_other(
         } else {
             RunStatus::Running
         };
-        conn.prepare_cached(WAIT_FOR_CHILDREN)?.execute(params![
-            c.run_id,
-            shown.as_str(),
-            status.as_str(),
-            elapsed,
-            result,
-            error,
-            c.log,
-            c.started_at
-        ])?;
+        conn.exec(
+            &WAIT_FOR_CHILDREN,
+            &[
+                c.run_id.into(),
+                shown.as_str().into(),
+                status.as_str().into(),
+                elapsed.into(),
+                result.into(),
+                error.into(),
+                (&c.log).into(),
+                c.started_at.into(),
+            ],
+        )?;
         if shown == RunStatus::Failed {
-            tree::show_failed(conn, c.run_id)?;
+            tree::show_failed(&mut conn, c.run_id)?;
         }
         return Ok(Recorded::Done(status, None));
     }
@@ -840,40 +874,43 @@ fn complete_other(
         (None, RunStatus::Cancelled) => Some("its tree was cancelled".to_string()),
         _ => error,
     };
-    conn.prepare_cached(FINISH_RUN)?.execute(params![
-        c.run_id,
-        status.as_str(),
-        c.finished_at,
-        elapsed,
-        result,
-        error,
-        c.log,
-        c.started_at
-    ])?;
+    conn.exec(
+        &FINISH_RUN,
+        &[
+            c.run_id.into(),
+            status.as_str().into(),
+            c.finished_at.into(),
+            elapsed.into(),
+            result.into(),
+            error.into(),
+            (&c.log).into(),
+            c.started_at.into(),
+        ],
+    )?;
     let retry_id = match retry {
-        Some(at) => {
-            conn.prepare_cached(INSERT_RETRY)?.execute(params![
-                job_id,
-                run.processor_id,
-                run.priority,
-                at,
-                run.params,
-                attempt + 1,
-                run.first_run,
-                c.finished_at,
-                run.pid,
-                run.stump,
-                run.step,
-            ])?;
-            Some(conn.last_insert_rowid())
-        }
+        Some(at) => Some(conn.insert(
+            &INSERT_RETRY,
+            &[
+                run.job_id.into(),
+                run.processor_id.into(),
+                run.priority.into(),
+                at.into(),
+                run.params.into(),
+                (run.attempt + 1).into(),
+                run.first_run.into(),
+                c.finished_at.into(),
+                run.pid.into(),
+                run.stump.into(),
+                run.step.into(),
+            ],
+        )?),
         None => {
             let ended = Ended {
                 pid: run.pid,
                 step: run.step,
                 status,
             };
-            tree::on_end(conn, ended, c.finished_at, queued)?;
+            tree::on_end(&mut conn, ended, c.finished_at, queued)?;
             None
         }
     };

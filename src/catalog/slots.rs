@@ -8,6 +8,7 @@ use rusqlite::Connection;
 
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{self, InFlight, NewRun};
+use crate::catalog::sql::Sql;
 use crate::catalog::tree;
 use crate::model::RunStatus;
 use crate::schedule::{Decision, FailureStreak, JobPlanner, slot_keys};
@@ -46,15 +47,26 @@ impl SlotStore for &Connection {
         run_id: i64,
         now: i64,
     ) -> Result<Option<Vec<(i64, i64)>>, CatalogError> {
-        if !tree::is_workflow(self, job_id)? {
-            return Ok(None);
-        }
-        let mut steps = Vec::new();
-        tree::start_workflow(self, run_id, now, &mut steps)?;
-        Ok(Some(
-            steps.iter().map(|q| (q.processor_id, q.priority)).collect(),
-        ))
+        start_slot_workflow(*self, job_id, run_id, now)
     }
+}
+
+/// [`SlotStore::start_workflow`] on either backend: a workflow's slot starts its tree in the
+/// transaction that queued it (`tree::start_workflow`).
+pub(crate) fn start_slot_workflow(
+    mut c: impl Sql,
+    job_id: i64,
+    run_id: i64,
+    now: i64,
+) -> Result<Option<Vec<(i64, i64)>>, CatalogError> {
+    if !tree::is_workflow(&mut c, job_id)? {
+        return Ok(None);
+    }
+    let mut steps = Vec::new();
+    tree::start_workflow(&mut c, run_id, now, &mut steps)?;
+    Ok(Some(
+        steps.iter().map(|q| (q.processor_id, q.priority)).collect(),
+    ))
 }
 
 /// A due job's planner on its way into the writer's transaction, and back.

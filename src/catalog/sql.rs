@@ -181,6 +181,10 @@ impl Query {
 pub trait Sql {
     /// Runs `q` with `vals`: the rows it changed.
     fn exec(&mut self, q: &Query, vals: &[Val]) -> Result<usize, CatalogError>;
+    /// Runs the one-row insert `q` with `vals`: the new row's id. PostgreSQL's text returns
+    /// it (`RETURNING`); SQLite's does not (RETURNING would build an ephemeral table at every
+    /// call): its connection knows the last id it inserted.
+    fn insert(&mut self, q: &Query, vals: &[Val]) -> Result<i64, CatalogError>;
     /// The rows of `q` with `vals`, each read by `read`.
     fn rows<T>(
         &mut self,
@@ -202,6 +206,9 @@ pub trait Sql {
 impl<S: Sql + ?Sized> Sql for &mut S {
     fn exec(&mut self, q: &Query, vals: &[Val]) -> Result<usize, CatalogError> {
         (**self).exec(q, vals)
+    }
+    fn insert(&mut self, q: &Query, vals: &[Val]) -> Result<i64, CatalogError> {
+        (**self).insert(q, vals)
     }
     fn rows<T>(
         &mut self,
@@ -251,6 +258,12 @@ impl Sql for Tx<'_, '_> {
             Tx::Pg(t) => t.exec(q, vals),
         }
     }
+    fn insert(&mut self, q: &Query, vals: &[Val]) -> Result<i64, CatalogError> {
+        match self {
+            Tx::Lite(c) => c.insert(q, vals),
+            Tx::Pg(t) => t.insert(q, vals),
+        }
+    }
     fn rows<T>(
         &mut self,
         q: &Query,
@@ -271,6 +284,10 @@ macro_rules! sql_on_connection {
             fn exec(&mut $this, q: &Query, vals: &[Val]) -> Result<usize, CatalogError> {
                 let mut conn: &Connection = $conn;
                 conn.exec(q, vals)
+            }
+            fn insert(&mut $this, q: &Query, vals: &[Val]) -> Result<i64, CatalogError> {
+                let mut conn: &Connection = $conn;
+                conn.insert(q, vals)
             }
             fn rows<T>(
                 &mut $this,
@@ -293,6 +310,10 @@ impl Sql for &Connection {
         Ok(self
             .prepare_cached(q.sqlite)?
             .execute(rusqlite::params_from_iter(vals))?)
+    }
+    fn insert(&mut self, q: &Query, vals: &[Val]) -> Result<i64, CatalogError> {
+        self.exec(q, vals)?;
+        Ok(self.last_insert_rowid())
     }
     fn rows<T>(
         &mut self,

@@ -10,13 +10,22 @@
 //! Invariant: a tree changes in the transaction of the event that changes it — a step is
 //! queued in the transaction that records its last predecessor's success, a failed step's
 //! dependents are skipped in the transaction of its last failure, a run ends in the transaction
-//! of its last child's end. Every function takes a connection already inside a transaction and
-//! reads no clock (`now` is an argument).
+//! of its last child's end. Every function takes a transaction of either backend
+//! ([`Sql`]: the SQLite writer's connection, or a PostgreSQL transaction) and reads no clock
+//! (`now` is an argument).
+//!
+//! On PostgreSQL several nodes change one tree at once, so each change locks before it counts:
+//! reading a run to change it (`SELECT_NODE`) locks its row, so two nodes ending the last two
+//! children of one parent count them one after the other and the parent ends once. Deadlocks
+//! are kept out by one order: a transaction that changes trees locks their roots first, in id
+//! order ([`lock_tree`] here; a completion batch locks all its roots in one statement), then
+//! rows below them — a run's descendants are created after it, so their ids are larger. SQLite's
+//! one writer serializes every change anyway; there the same statements only read.
 
-use rusqlite::{Connection, OptionalExtension, params};
 use serde_json::{Map as JsonMap, Value as Json};
 
 use super::CatalogError;
+use super::sql::{Query, Sql, Val};
 use crate::jobconf::workflow::{Step, WorkflowSpec};
 use crate::model::RunStatus;
 
@@ -103,35 +112,59 @@ impl Node {
     }
 }
 
-const SELECT_NODE: &str = "SELECT r.run_id, r.pid, r.stump, r.step, r.status, r.own_status,
+// PostgreSQL locks the run: what is read of it (its open children, its verdict) is written
+// back changed, and another node may be changing it too (see the module's doc).
+const SELECT_NODE: Query = Query::each(
+    "SELECT r.run_id, r.pid, r.stump, r.step, r.status, r.own_status,
     r.finished_at IS NOT NULL, r.children_open, r.tree_status, r.cancel_requested, r.params,
     CASE WHEN t.job_type = 'workflow' THEN j.job_payload END
     FROM job_run r JOIN job j ON j.job_id = r.job_id
-    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE r.run_id = ?1";
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE r.run_id = ?1",
+    "SELECT r.run_id, r.pid, r.stump, r.step, r.status, r.own_status,
+    r.finished_at IS NOT NULL, r.children_open, r.tree_status, r.cancel_requested, r.params,
+    CASE WHEN t.job_type = 'workflow' THEN j.job_payload END
+    FROM job_run r JOIN job j ON j.job_id = r.job_id
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE r.run_id = $1 FOR UPDATE OF r",
+);
 
-fn node(c: &Connection, run_id: i64) -> Result<Option<Node>, CatalogError> {
-    Ok(c.prepare_cached(SELECT_NODE)?
-        .query_row([run_id], |r| {
-            Ok(Node {
-                run_id: r.get(0)?,
-                pid: r.get(1)?,
-                stump: r.get(2)?,
-                step: r.get(3)?,
-                status: r.get(4)?,
-                own: r.get(5)?,
-                finished: r.get(6)?,
-                open: r.get(7)?,
-                tree: stored_verdict(r.get::<_, Option<String>>(8)?.as_deref()),
-                cancelled: r.get::<_, i64>(9)? != 0,
-                params: r.get(10)?,
-                workflow: r.get(11)?,
-            })
+fn node<S: Sql>(c: &mut S, run_id: i64) -> Result<Option<Node>, CatalogError> {
+    c.row(&SELECT_NODE, &[run_id.into()], |r| {
+        Ok(Node {
+            run_id: r.int(0)?,
+            pid: r.opt_int(1)?,
+            stump: r.opt_int(2)?,
+            step: r.opt_text(3)?,
+            status: r.text(4)?,
+            own: r.opt_text(5)?,
+            finished: r.flag(6)?,
+            open: r.int(7)?,
+            tree: stored_verdict(r.opt_text(8)?.as_deref()),
+            cancelled: r.int(9)? != 0,
+            params: r.opt_text(10)?,
+            workflow: r.opt_text(11)?,
         })
-        .optional()?)
+    })
 }
 
-fn node_of(c: &Connection, run_id: i64) -> Result<Node, CatalogError> {
+fn node_of<S: Sql>(c: &mut S, run_id: i64) -> Result<Node, CatalogError> {
     node(c, run_id)?.ok_or_else(|| super::not_found("run", &run_id.to_string()))
+}
+
+// The root's id, from the run's own row (a run's `stump` never changes).
+const LOCK_ROOT: Query = Query::each(
+    "SELECT coalesce(stump, run_id) FROM job_run WHERE run_id = ?1",
+    "SELECT run_id FROM job_run
+     WHERE run_id = (SELECT coalesce(stump, run_id) FROM job_run WHERE run_id = $1)
+     FOR UPDATE",
+);
+
+/// Takes the lock of the root of `run_id`'s tree on PostgreSQL, before anything below it:
+/// the first statement of a change that starts inside a tree (a spawn, a cancel, a retry), so
+/// that changes to one tree follow each other in one order (see the module's doc). On SQLite,
+/// whose one writer serializes every change, it only reads the root's id.
+pub(crate) fn lock_tree(mut c: impl Sql, run_id: i64) -> Result<(), CatalogError> {
+    c.row(&LOCK_ROOT, &[run_id.into()], |r| r.int(0))?;
+    Ok(())
 }
 
 /// A catalog job as a tree needs it.
@@ -142,43 +175,64 @@ struct JobRef {
     workflow: bool,
 }
 
-const SELECT_JOB: &str = "SELECT j.job_id, j.processor_id, j.priority, t.job_type = 'workflow'
-    FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_name = ?1";
+const SELECT_JOB: Query = Query::same(
+    "SELECT j.job_id, j.processor_id, j.priority, t.job_type = 'workflow'
+    FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_name = ?1",
+);
 
-fn job_ref(c: &Connection, name: &str) -> Result<Option<JobRef>, CatalogError> {
-    Ok(c.prepare_cached(SELECT_JOB)?
-        .query_row([name], |r| {
-            Ok(JobRef {
-                job_id: r.get(0)?,
-                processor_id: r.get(1)?,
-                priority: r.get(2)?,
-                workflow: r.get(3)?,
-            })
+fn job_ref<S: Sql>(c: &mut S, name: &str) -> Result<Option<JobRef>, CatalogError> {
+    c.row(&SELECT_JOB, &[name.into()], |r| {
+        Ok(JobRef {
+            job_id: r.int(0)?,
+            processor_id: r.int(1)?,
+            priority: r.int(2)?,
+            workflow: r.flag(3)?,
         })
-        .optional()?)
+    })
 }
 
-const INSERT_CHILD: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after,
+const INSERT_CHILD: Query = Query::each(
+    "INSERT INTO job_run (job_id, processor_id, priority, run_after,
     params, status, attempt, pid, stump, step, retry_of, created_at, finished_at, error)
     VALUES (?1, ?2, ?3, ?4, ?5, ?6, 1, ?7, ?8, ?9, ?10, ?4,
-            CASE WHEN ?6 = 'skipped' THEN ?4 END, ?11)";
-const ADD_OPEN: &str = "UPDATE job_run SET children_open = children_open + ?2 WHERE run_id = ?1";
-const SET_OPEN_AND_VERDICT: &str =
-    "UPDATE job_run SET children_open = ?2, tree_status = ?3 WHERE run_id = ?1";
-const START_WORKFLOW: &str = "UPDATE job_run SET status = 'running', own_status = 'succeeded',
-    started_at = ?2 WHERE run_id = ?1";
-const FAIL_UNSTARTED: &str = "UPDATE job_run SET status = 'failed', own_status = NULL,
-    started_at = ?2, finished_at = ?2, error = ?3 WHERE run_id = ?1";
-const FINISH_WAITING: &str = "UPDATE job_run SET status = ?2, finished_at = ?3,
+            CASE WHEN ?6 = 'skipped' THEN ?4 END, ?11)",
+    "INSERT INTO job_run (job_id, processor_id, priority, run_after,
+    params, status, attempt, pid, stump, step, retry_of, created_at, finished_at, error)
+    VALUES ($1, $2, $3, $4, $5, $6, 1, $7, $8, $9, $10, $4,
+            CASE WHEN $6 = 'skipped' THEN $4::bigint END, $11)
+    RETURNING run_id",
+);
+const ADD_OPEN: Query =
+    Query::same("UPDATE job_run SET children_open = children_open + ?2 WHERE run_id = ?1");
+const SET_OPEN_AND_VERDICT: Query =
+    Query::same("UPDATE job_run SET children_open = ?2, tree_status = ?3 WHERE run_id = ?1");
+const START_WORKFLOW: Query = Query::same(
+    "UPDATE job_run SET status = 'running', own_status = 'succeeded',
+    started_at = ?2 WHERE run_id = ?1",
+);
+const FAIL_UNSTARTED: Query = Query::same(
+    "UPDATE job_run SET status = 'failed', own_status = NULL,
+    started_at = ?2, finished_at = ?2, error = ?3 WHERE run_id = ?1",
+);
+const FINISH_WAITING: Query = Query::same(
+    "UPDATE job_run SET status = ?2, finished_at = ?3,
     elapsed = coalesce(elapsed, ?3 - started_at),
-    error = coalesce(error, ?4) WHERE run_id = ?1";
-const SHOW_FAILED: &str = "UPDATE job_run SET status = 'failed'
-    WHERE run_id = ?1 AND status = 'running' AND own_status IS NOT NULL AND finished_at IS NULL";
-const MARK_TREE_FAILED: &str = "UPDATE job_run SET tree_status = 'failed',
-    error = coalesce(error, ?2) WHERE run_id = ?1";
+    error = coalesce(error, ?4) WHERE run_id = ?1",
+);
+const SHOW_FAILED: Query = Query::same(
+    "UPDATE job_run SET status = 'failed'
+    WHERE run_id = ?1 AND status = 'running' AND own_status IS NOT NULL AND finished_at IS NULL",
+);
+const SELECT_PARENT: Query = Query::same("SELECT pid FROM job_run WHERE run_id = ?1");
+const MARK_TREE_FAILED: Query = Query::same(
+    "UPDATE job_run SET tree_status = 'failed',
+    error = coalesce(error, ?2) WHERE run_id = ?1",
+);
 // A workflow run has few children (its steps and their attempts): the parent index finds them.
-const SELECT_LATEST_STEP: &str = "SELECT run_id, status, result, coalesce(retry_of, run_id)
-    FROM job_run WHERE pid = ?1 AND step = ?2 ORDER BY run_id DESC LIMIT 1";
+const SELECT_LATEST_STEP: Query = Query::same(
+    "SELECT run_id, status, result, coalesce(retry_of, run_id)
+    FROM job_run WHERE pid = ?1 AND step = ?2 ORDER BY run_id DESC LIMIT 1",
+);
 
 /// The latest run of a workflow's step (later attempts and re-runs supersede earlier ones).
 struct Latest {
@@ -188,13 +242,10 @@ struct Latest {
     first: i64,
 }
 
-fn latest(c: &Connection, workflow: i64, step: &str) -> Result<Option<Latest>, CatalogError> {
-    let row: Option<(i64, String, Option<String>, i64)> = c
-        .prepare_cached(SELECT_LATEST_STEP)?
-        .query_row(params![workflow, step], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
-        })
-        .optional()?;
+fn latest<S: Sql>(c: &mut S, workflow: i64, step: &str) -> Result<Option<Latest>, CatalogError> {
+    let row = c.row(&SELECT_LATEST_STEP, &[workflow.into(), step.into()], |r| {
+        Ok((r.int(0)?, r.text(1)?, r.opt_text(2)?, r.int(3)?))
+    })?;
     row.map(|(run_id, status, result, first)| {
         let status = RunStatus::parse(&status)
             .ok_or_else(|| CatalogError::Corrupt(format!("run {run_id}: status `{status}`")))?;
@@ -250,7 +301,16 @@ fn parse_spec(payload: &str) -> Result<WorkflowSpec, String> {
 /// the steps that wait for nothing are queued (appended to `out`). A payload that does not read
 /// as a workflow fails the run at once.
 pub(crate) fn start_workflow(
-    c: &Connection,
+    mut c: impl Sql,
+    run_id: i64,
+    now: i64,
+    out: &mut Vec<Queued>,
+) -> Result<(), CatalogError> {
+    start_in(&mut c, run_id, now, out)
+}
+
+fn start_in<S: Sql>(
+    c: &mut S,
     run_id: i64,
     now: i64,
     out: &mut Vec<Queued>,
@@ -260,18 +320,19 @@ pub(crate) fn start_workflow(
         Ok(spec) => spec,
         Err(why) => {
             let error = format!("the workflow cannot start: {why}");
-            c.prepare_cached(FAIL_UNSTARTED)?
-                .execute(params![run_id, now, error])?;
-            return on_end(c, ended(&w, RunStatus::Failed), now, out);
+            c.exec(
+                &FAIL_UNSTARTED,
+                &[run_id.into(), now.into(), error.as_str().into()],
+            )?;
+            return on_end_in(c, ended(&w, RunStatus::Failed), now, out);
         }
     };
-    c.prepare_cached(START_WORKFLOW)?
-        .execute(params![run_id, now])?;
+    c.exec(&START_WORKFLOW, &[run_id.into(), now.into()])?;
     let mut open = 0;
     for step in spec.roots() {
         open += i64::from(queue_step(c, &w, step, JsonMap::new(), None, now, out)?);
     }
-    c.prepare_cached(ADD_OPEN)?.execute(params![run_id, open])?;
+    c.exec(&ADD_OPEN, &[run_id.into(), open.into()])?;
     if open == 0 {
         // Every first step's job is gone: nothing can run.
         let w = node_of(c, run_id)?;
@@ -280,15 +341,15 @@ pub(crate) fn start_workflow(
     Ok(())
 }
 
+const IS_WORKFLOW: Query = Query::same(
+    "SELECT t.job_type = 'workflow' FROM job j JOIN job_type t
+     ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1",
+);
+
 /// Whether the job `job_id` is a workflow (its runs start as trees).
-pub(crate) fn is_workflow(c: &Connection, job_id: i64) -> Result<bool, CatalogError> {
-    Ok(c.prepare_cached(
-        "SELECT t.job_type = 'workflow' FROM job j JOIN job_type t
-         ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1",
-    )?
-    .query_row([job_id], |r| r.get(0))
-    .optional()?
-    .unwrap_or(false))
+pub(crate) fn is_workflow(mut c: impl Sql, job_id: i64) -> Result<bool, CatalogError> {
+    Ok(c.row(&IS_WORKFLOW, &[job_id.into()], |r| r.flag(0))?
+        .unwrap_or(false))
 }
 
 fn ended(n: &Node, status: RunStatus) -> Ended {
@@ -304,8 +365,8 @@ fn ended(n: &Node, status: RunStatus) -> Ended {
 /// the results of its `inputs` under `inputs`. A step whose job is a workflow starts as a tree
 /// of its own inside this one. Returns false when the step's job no longer exists (the step
 /// then counts as failed; validation keeps that from happening).
-fn queue_step(
-    c: &Connection,
+fn queue_step<S: Sql>(
+    c: &mut S,
     w: &Node,
     step: &Step,
     inputs: JsonMap<String, Json>,
@@ -315,9 +376,8 @@ fn queue_step(
 ) -> Result<bool, CatalogError> {
     let Some(job) = job_ref(c, &step.job)? else {
         let why = format!("step `{}`: job `{}` no longer exists", step.name, step.job);
-        c.prepare_cached(MARK_TREE_FAILED)?
-            .execute(params![w.run_id, why])?;
-        show_failed(c, w.run_id)?;
+        c.exec(&MARK_TREE_FAILED, &[w.run_id.into(), why.as_str().into()])?;
+        show_failed_in(c, w.run_id)?;
         return Ok(false);
     };
     let mut p: JsonMap<String, Json> = w
@@ -332,22 +392,24 @@ fn queue_step(
         p.insert("inputs".into(), Json::Object(inputs));
     }
     let params_text = (!p.is_empty()).then(|| Json::Object(p).to_string());
-    c.prepare_cached(INSERT_CHILD)?.execute(params![
-        job.job_id,
-        job.processor_id,
-        job.priority,
-        now,
-        params_text,
-        RunStatus::Queued.as_str(),
-        w.run_id,
-        w.root(),
-        step.name,
-        retry_of,
-        Option::<String>::None,
-    ])?;
-    let id = c.last_insert_rowid();
+    let id = c.insert(
+        &INSERT_CHILD,
+        &[
+            job.job_id.into(),
+            job.processor_id.into(),
+            job.priority.into(),
+            now.into(),
+            params_text.into(),
+            RunStatus::Queued.as_str().into(),
+            w.run_id.into(),
+            w.root().into(),
+            step.name.as_str().into(),
+            retry_of.into(),
+            Val::Text(None),
+        ],
+    )?;
     if job.workflow {
-        start_workflow(c, id, now, out)?;
+        start_in(c, id, now, out)?;
     } else {
         out.push(Queued {
             processor_id: job.processor_id,
@@ -359,8 +421,8 @@ fn queue_step(
 
 /// Records a step that will not run (`why`): a skipped row under the workflow's run, ended at
 /// `now`, counted in no open children.
-fn skip_step(
-    c: &Connection,
+fn skip_step<S: Sql>(
+    c: &mut S,
     w: &Node,
     step: &Step,
     why: &str,
@@ -370,27 +432,30 @@ fn skip_step(
     let Some(job) = job_ref(c, &step.job)? else {
         return Ok(());
     };
-    c.prepare_cached(INSERT_CHILD)?.execute(params![
-        job.job_id,
-        job.processor_id,
-        job.priority,
-        now,
-        Option::<String>::None,
-        RunStatus::Skipped.as_str(),
-        w.run_id,
-        w.root(),
-        step.name,
-        Option::<i64>::None,
-        why,
-    ])?;
+    c.insert(
+        &INSERT_CHILD,
+        &[
+            job.job_id.into(),
+            job.processor_id.into(),
+            job.priority.into(),
+            now.into(),
+            Val::Text(None),
+            RunStatus::Skipped.as_str().into(),
+            w.run_id.into(),
+            w.root().into(),
+            step.name.as_str().into(),
+            Val::Int(None),
+            why.into(),
+        ],
+    )?;
     Ok(())
 }
 
 /// A step of workflow run `w` ended with `status`: queues each dependent whose predecessors
 /// have now all succeeded (with their results as inputs), or — on a failure, or once the
 /// workflow is cancelled — skips every step downstream that has no run yet.
-fn advance(
-    c: &Connection,
+fn advance<S: Sql>(
+    c: &mut S,
     w: &Node,
     step: &str,
     status: RunStatus,
@@ -460,8 +525,8 @@ struct Advanced {
 
 /// When every predecessor of `step` under workflow run `workflow` has succeeded (its latest
 /// run), the results `step` takes as `inputs`; `None` while one has not.
-fn ready_inputs(
-    c: &Connection,
+fn ready_inputs<S: Sql>(
+    c: &mut S,
     workflow: i64,
     step: &Step,
 ) -> Result<Option<JsonMap<String, Json>>, CatalogError> {
@@ -493,7 +558,16 @@ fn is_over_badly(status: RunStatus) -> bool {
 /// parent's open children and verdict are updated, a failure shows on the waiting runs above,
 /// and a waiting parent whose last child this was ends now (and its parent hears that).
 pub(crate) fn on_end(
-    c: &Connection,
+    mut c: impl Sql,
+    ended: Ended,
+    now: i64,
+    out: &mut Vec<Queued>,
+) -> Result<(), CatalogError> {
+    on_end_in(&mut c, ended, now, out)
+}
+
+fn on_end_in<S: Sql>(
+    c: &mut S,
     ended: Ended,
     now: i64,
     out: &mut Vec<Queued>,
@@ -520,13 +594,16 @@ pub(crate) fn on_end(
     if parent.cancelled && ended.status == RunStatus::Succeeded && parent.workflow.is_some() {
         tree = worse(tree, Some(RunStatus::Cancelled));
     }
-    c.prepare_cached(SET_OPEN_AND_VERDICT)?.execute(params![
-        pid,
-        open.max(0),
-        tree.map(RunStatus::as_str)
-    ])?;
+    c.exec(
+        &SET_OPEN_AND_VERDICT,
+        &[
+            pid.into(),
+            open.max(0).into(),
+            tree.map(RunStatus::as_str).into(),
+        ],
+    )?;
     if verdict(ended.status) == Some(RunStatus::Failed) {
-        show_failed(c, pid)?;
+        show_failed_in(c, pid)?;
     }
     if parent.waiting() && open <= 0 {
         finish(c, &parent, tree, now, out)?;
@@ -535,8 +612,8 @@ pub(crate) fn on_end(
 }
 
 /// Ends a waiting run whose last child ended: with the minimum over its tree.
-fn finish(
-    c: &Connection,
+fn finish<S: Sql>(
+    c: &mut S,
     n: &Node,
     tree: Option<RunStatus>,
     now: i64,
@@ -556,22 +633,31 @@ fn finish(
         (RunStatus::Succeeded, RunStatus::Cancelled) => Some("its tree was cancelled"),
         _ => None,
     };
-    c.prepare_cached(FINISH_WAITING)?
-        .execute(params![n.run_id, status.as_str(), now, why])?;
-    on_end(c, ended(n, status), now, out)
+    c.exec(
+        &FINISH_WAITING,
+        &[
+            n.run_id.into(),
+            status.as_str().into(),
+            now.into(),
+            why.into(),
+        ],
+    )?;
+    on_end_in(c, ended(n, status), now, out)
 }
 
 /// Shows a failure at `from` and every waiting run above it: their status turns `failed` at
 /// once (they still end with their last child).
-pub(crate) fn show_failed(c: &Connection, from: i64) -> Result<(), CatalogError> {
+pub(crate) fn show_failed(mut c: impl Sql, from: i64) -> Result<(), CatalogError> {
+    show_failed_in(&mut c, from)
+}
+
+fn show_failed_in<S: Sql>(c: &mut S, from: i64) -> Result<(), CatalogError> {
     let mut at = Some(from);
     let mut hops = 0;
     while let Some(id) = at {
-        c.prepare_cached(SHOW_FAILED)?.execute([id])?;
+        c.exec(&SHOW_FAILED, &[id.into()])?;
         at = c
-            .prepare_cached("SELECT pid FROM job_run WHERE run_id = ?1")?
-            .query_row([id], |r| r.get(0))
-            .optional()?
+            .row(&SELECT_PARENT, &[id.into()], |r| r.opt_int(0))?
             .flatten();
         hops += 1;
         if hops > 10_000 {
@@ -587,13 +673,15 @@ pub(crate) fn show_failed(c: &Connection, from: i64) -> Result<(), CatalogError>
 /// `job` with `params`, in its tree; the parent now also waits for it. A child that is a
 /// workflow starts at once. Returns the child's id.
 pub(crate) fn spawn(
-    c: &Connection,
+    mut c: impl Sql,
     parent: i64,
     job: &str,
     params: Option<String>,
     now: i64,
     out: &mut Vec<Queued>,
 ) -> Result<i64, CatalogError> {
+    let c = &mut c;
+    lock_tree(&mut *c, parent)?;
     let p = node_of(c, parent)?;
     if p.status != RunStatus::Running.as_str() || p.finished {
         return Err(CatalogError::Conflict(format!(
@@ -607,23 +695,25 @@ pub(crate) fn spawn(
         )));
     }
     let j = job_ref(c, job)?.ok_or_else(|| super::not_found("job", job))?;
-    c.prepare_cached(INSERT_CHILD)?.execute(params![
-        j.job_id,
-        j.processor_id,
-        j.priority,
-        now,
-        params,
-        RunStatus::Queued.as_str(),
-        parent,
-        p.root(),
-        Option::<String>::None,
-        Option::<i64>::None,
-        Option::<String>::None,
-    ])?;
-    let id = c.last_insert_rowid();
-    c.prepare_cached(ADD_OPEN)?.execute(params![parent, 1])?;
+    let id = c.insert(
+        &INSERT_CHILD,
+        &[
+            j.job_id.into(),
+            j.processor_id.into(),
+            j.priority.into(),
+            now.into(),
+            params.into(),
+            RunStatus::Queued.as_str().into(),
+            parent.into(),
+            p.root().into(),
+            Val::Text(None),
+            Val::Int(None),
+            Val::Text(None),
+        ],
+    )?;
+    c.exec(&ADD_OPEN, &[parent.into(), 1_i64.into()])?;
     if j.workflow {
-        start_workflow(c, id, now, out)?;
+        start_in(c, id, now, out)?;
     } else {
         out.push(Queued {
             processor_id: j.processor_id,
@@ -634,9 +724,11 @@ pub(crate) fn spawn(
 }
 
 /// Whether run `run_id` heads a tree that has not ended (it waits, or it has children open):
-/// a cancel then stops the whole tree.
-pub(crate) fn has_open_tree(c: &Connection, run_id: i64) -> Result<bool, CatalogError> {
-    Ok(node(c, run_id)?.is_some_and(|n| n.waiting() || n.open > 0))
+/// a cancel then stops the whole tree. Takes the tree's lock first (`lock_tree`): what it
+/// answers holds until the cancel that follows in the same transaction.
+pub(crate) fn has_open_tree(mut c: impl Sql, run_id: i64) -> Result<bool, CatalogError> {
+    lock_tree(&mut c, run_id)?;
+    Ok(node(&mut c, run_id)?.is_some_and(|n| n.waiting() || n.open > 0))
 }
 
 /// What cancelling a tree did.
@@ -648,45 +740,57 @@ pub struct TreeCancel {
     pub requested: usize,
 }
 
-const SELECT_SUBTREE: &str = "WITH RECURSIVE t(id) AS (
+const SELECT_SUBTREE: Query = Query::each(
+    "WITH RECURSIVE t(id) AS (
         SELECT ?1 UNION ALL SELECT r.run_id FROM job_run r JOIN t ON r.pid = t.id)
     SELECT r.run_id, r.pid, r.step, r.status, r.own_status IS NOT NULL AND r.finished_at IS NULL
-    FROM job_run r JOIN t ON r.run_id = t.id ORDER BY r.run_id";
-const FLAG_CANCELLED: &str = "UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1";
-const CANCEL_QUEUED: &str = "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
-    error = ?3 WHERE run_id = ?1 AND status = 'queued'";
+    FROM job_run r JOIN t ON r.run_id = t.id ORDER BY r.run_id",
+    "WITH RECURSIVE t(id) AS (
+        SELECT $1::bigint UNION ALL SELECT r.run_id FROM job_run r JOIN t ON r.pid = t.id)
+    SELECT r.run_id, r.pid, r.step, r.status, r.own_status IS NOT NULL AND r.finished_at IS NULL
+    FROM job_run r JOIN t ON r.run_id = t.id ORDER BY r.run_id",
+);
+const FLAG_CANCELLED: Query =
+    Query::same("UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1");
+const CANCEL_QUEUED: Query = Query::same(
+    "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
+    error = ?3 WHERE run_id = ?1 AND status = 'queued'",
+);
 
 /// Cancels run `run_id` and everything below it: waiting runs are flagged (no step is queued
 /// and no child spawned under them any more), queued runs are cancelled at once (their
 /// dependents skipped), executing runs are flagged for their nodes to cancel (a command's
 /// process group is killed). The tree's runs end as their last children do.
 pub(crate) fn cancel_tree(
-    c: &Connection,
+    mut c: impl Sql,
     run_id: i64,
     why: &str,
     now: i64,
     out: &mut Vec<Queued>,
 ) -> Result<TreeCancel, CatalogError> {
-    type Member = (i64, Option<i64>, Option<String>, String, bool);
-    let members: Vec<Member> = c
-        .prepare_cached(SELECT_SUBTREE)?
-        .query_map([run_id], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })?
-        .collect::<Result<_, _>>()?;
+    let c = &mut c;
+    lock_tree(&mut *c, run_id)?;
+    let members = c.rows(&SELECT_SUBTREE, &[run_id.into()], |r| {
+        Ok((
+            r.int(0)?,
+            r.opt_int(1)?,
+            r.opt_text(2)?,
+            r.text(3)?,
+            r.flag(4)?,
+        ))
+    })?;
     let mut done = TreeCancel::default();
-    // Flag first, so that the ends below queue nothing more under a cancelled run.
+    // Flag first, so that the ends below queue nothing more under a cancelled run. In id
+    // order: parents before their children, as every change to a tree locks them.
     for (id, _, _, status, waiting) in &members {
         if *waiting || status == RunStatus::Running.as_str() {
-            c.prepare_cached(FLAG_CANCELLED)?.execute([id])?;
+            c.exec(&FLAG_CANCELLED, &[(*id).into()])?;
             done.requested += usize::from(!*waiting);
         }
     }
     for (id, pid, step, status, _) in members {
         if status == RunStatus::Queued.as_str()
-            && c.prepare_cached(CANCEL_QUEUED)?
-                .execute(params![id, now, why])?
-                == 1
+            && c.exec(&CANCEL_QUEUED, &[id.into(), now.into(), why.into()])? == 1
         {
             done.cancelled += 1;
             let end = Ended {
@@ -694,26 +798,30 @@ pub(crate) fn cancel_tree(
                 step,
                 status: RunStatus::Cancelled,
             };
-            on_end(c, end, now, out)?;
+            on_end_in(c, end, now, out)?;
         }
     }
     Ok(done)
 }
 
-const REOPEN: &str = "UPDATE job_run SET status = 'running', finished_at = NULL,
+const REOPEN: Query = Query::same(
+    "UPDATE job_run SET status = 'running', finished_at = NULL,
     tree_status = NULL, cancel_requested = 0, error = NULL, children_open = ?2
-    WHERE run_id = ?1";
+    WHERE run_id = ?1",
+);
 
 /// Retries workflow run `run_id` (ended without success) in place: its failed, cancelled and
 /// skipped steps whose predecessors all succeeded are queued again (each a new run that
 /// supersedes the old), and the steps after them follow as they succeed; steps that succeeded
 /// keep their results. Returns how many steps were queued.
 pub(crate) fn retry_workflow(
-    c: &Connection,
+    mut c: impl Sql,
     run_id: i64,
     now: i64,
     out: &mut Vec<Queued>,
 ) -> Result<usize, CatalogError> {
+    let c = &mut c;
+    lock_tree(&mut *c, run_id)?;
     let w = node_of(c, run_id)?;
     if !w.finished {
         return Err(CatalogError::Conflict(format!(
@@ -744,13 +852,13 @@ pub(crate) fn retry_workflow(
             "workflow run {run_id} has no step to run again"
         )));
     }
-    c.prepare_cached(REOPEN)?.execute(params![run_id, 0])?;
+    c.exec(&REOPEN, &[run_id.into(), 0_i64.into()])?;
     let w = node_of(c, run_id)?;
     let mut open = 0;
     for (step, inputs, superseded) in ready {
         open += i64::from(queue_step(c, &w, step, inputs, superseded, now, out)?);
     }
-    c.prepare_cached(ADD_OPEN)?.execute(params![run_id, open])?;
+    c.exec(&ADD_OPEN, &[run_id.into(), open.into()])?;
     if open == 0 {
         let w = node_of(c, run_id)?;
         finish(c, &w, w.tree, now, out)?;

@@ -15,7 +15,8 @@ use crate::jobconf::toml_format;
 use crate::model::RunStatus;
 
 /// a → (b, c) → d, with d taking b's and c's results; e waits for a only; plus a plain job.
-const CONF: &str = r#"
+/// (Also the PostgreSQL catalog's tree tests', `postgres::tree_tests`.)
+pub(super) const CONF: &str = r#"
 [processor.p]
 instances = 100
 [job.a]
@@ -201,7 +202,7 @@ impl World {
     }
 }
 
-fn ok(r: &ClaimedRun) -> Outcome {
+pub(super) fn ok(r: &ClaimedRun) -> Outcome {
     Outcome::Succeeded(json!({ "from": r.run_id }))
 }
 
@@ -504,5 +505,51 @@ fn a_workflow_step_cannot_be_removed_and_a_removed_parent_leaves_its_children_de
         (pid, stump),
         (None, None),
         "the child's history stays, detached"
+    );
+}
+
+#[test]
+fn a_step_its_node_died_executing_is_requeued_in_place_then_quarantined_failing_its_workflow() {
+    let mut w = World::new();
+    let root = w.trigger("w", None);
+    let first = w.claim();
+    w.complete(&first, ok);
+    // `flaky` (step c) allows two attempts: the node's second death during it quarantines it.
+    for death in 1..=2 {
+        let runs = w.claim();
+        let c = runs
+            .iter()
+            .find(|r| &*r.job_name == "flaky")
+            .unwrap()
+            .clone();
+        assert!(node::mark_executing(w.conn(), c.run_id, c.claim_token).unwrap());
+        if death == 2 {
+            let others: Vec<ClaimedRun> = runs
+                .iter()
+                .filter(|r| r.run_id != c.run_id)
+                .cloned()
+                .collect();
+            w.complete(&others, ok);
+        }
+        let (now, node) = (w.clock, w.node);
+        let recovery = node::recover_node_runs(w.conn(), node, now).unwrap();
+        if death == 1 {
+            assert_eq!(recovery.requeued.len(), 3, "b, c and e back in the queue");
+            assert_eq!(w.run(root).0, "running");
+        } else {
+            assert_eq!(recovery.quarantined, [(c.run_id, 2)]);
+        }
+    }
+    let steps = w.steps(root);
+    assert_eq!(
+        (steps["c"].as_str(), steps["d"].as_str()),
+        ("dead", "skipped"),
+        "{steps:?}"
+    );
+    let (status, finished, open) = w.run(root);
+    assert_eq!(
+        (status.as_str(), finished.is_some(), open),
+        ("failed", true, 0),
+        "the workflow ended with its quarantined step"
     );
 }

@@ -34,7 +34,7 @@ const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heart
       AND (n.heartbeat_at IS NULL OR n.heartbeat_at + n.lease_ttl < $2)
       AND ((n.pid IS NOT NULL AND n.fenced_at IS NULL) OR EXISTS (
           SELECT 1 FROM job_run r WHERE r.status = 'running' AND r.node_id = n.node_id
-            AND coalesce(r.lease_until, 0) < $2))
+            AND r.own_status IS NULL AND coalesce(r.lease_until, 0) < $2))
     ORDER BY n.node_id FOR UPDATE OF n SKIP LOCKED";
 const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = $3,
     fenced_by = $4 WHERE node_id = $1 AND generation = $2";

@@ -135,6 +135,12 @@ impl Sql for Transaction<'_> {
         let refs: Vec<&(dyn ToSql + Sync)> = boxed.iter().map(|b| &**b).collect();
         Ok(self.execute(&stmt, &refs)? as usize)
     }
+    fn insert(&mut self, q: &Query, vals: &[Val]) -> Result<i64, CatalogError> {
+        let ids = self.rows(q, vals, |r| r.int(0))?;
+        ids.first().copied().ok_or_else(|| {
+            CatalogError::Failed(format!("an insert returned no id: {}", text_of(q)))
+        })
+    }
     fn rows<T>(
         &mut self,
         q: &Query,
