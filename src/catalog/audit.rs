@@ -5,9 +5,9 @@ use rusqlite::Connection;
 use serde::Serialize;
 use serde_json::Value as Json;
 
+use super::CatalogError;
 use super::definitions::export_with;
 use super::sql::{Query, Sql};
-use super::{CatalogError, now_ms};
 use crate::jobconf::CatalogFile;
 
 pub(super) const INSERT_AUDIT: &str =
@@ -86,17 +86,7 @@ pub(super) fn removed_detail(
     Ok(audit_changes(changes))
 }
 
-pub(crate) fn audit(
-    tx: &Connection,
-    actor: &str,
-    action: &str,
-    subject: &str,
-    detail: Option<&Json>,
-) -> Result<(), CatalogError> {
-    audit_at(tx, now_ms(), actor, action, subject, detail)
-}
-
-/// [`audit`] stamped `at` (ms): the runtime's verbs stamp their rows with its injected clock.
+/// An audit row stamped `at` (ms): the runtime's verbs stamp their rows with its injected clock.
 pub(crate) fn audit_at(
     tx: &Connection,
     at: i64,

@@ -36,7 +36,7 @@ pub mod writer;
 
 pub use audit::{AuditRow, audit_field};
 use audit::{SELECT_AUDIT, audit_changes, removed_detail};
-pub(crate) use audit::{audit, audit_at, audit_in};
+pub(crate) use audit::{audit_at, audit_in};
 pub use definitions::{
     ImportReport, JobRecord, NodeInstances, ObjectRow, ProcessorRow, object_conn_string,
 };

@@ -4,14 +4,13 @@
 //! running run only records the request (the node executing it carries it out), so a run's
 //! result is still written once, by its claim token.
 
-use rusqlite::{OptionalExtension, params};
 use serde::Serialize;
 use serde_json::Value as Json;
 
 use crate::model::RunStatus;
 
-use super::sql::{Fields, Query, Sql, Val};
-use super::{Catalog, CatalogError, audit, not_found, now_ms, tree, write_tx};
+use super::sql::{Fields, Query, Sql, Tx, Val};
+use super::{Catalog, CatalogError, audit_in, not_found, now_ms, tree};
 
 /// Which runs to list.
 #[derive(Debug, Clone, Default)]
@@ -173,14 +172,22 @@ pub enum CancelOutcome {
     Requested,
 }
 
-const SELECT_STATUS: &str = "SELECT status, pid, step FROM job_run WHERE run_id = ?1";
-const CANCEL_QUEUED: &str = "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
-    error = ?3 WHERE run_id = ?1 AND status = 'queued'";
-const REQUEST_CANCEL: &str =
-    "UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'";
+const SELECT_STATUS: Query = Query::same("SELECT status, pid, step FROM job_run WHERE run_id = ?1");
+const CANCEL_QUEUED: Query = Query::same(
+    "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
+    error = ?3 WHERE run_id = ?1 AND status = 'queued'",
+);
+const REQUEST_CANCEL: Query =
+    Query::same("UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'");
 // The nodes' catalog watch reloads when the generation moves; a node then looks for cancel
 // requests among the runs it executes.
-const BUMP_GENERATION: &str = "UPDATE catalog_meta SET value = value + 1 WHERE key = 'generation'";
+// PostgreSQL's nodes hear the generation on `jobvisor_catalog`, as its triggers announce it.
+const BUMP_GENERATION: Query = Query::each(
+    "UPDATE catalog_meta SET value = value + 1 WHERE key = 'generation'",
+    "WITH g AS (UPDATE catalog_meta SET value = (value::bigint + 1)::text
+                WHERE key = 'generation' RETURNING value)
+     SELECT pg_notify('jobvisor_catalog', value) FROM g",
+);
 // A run waiting for its children executes nowhere: its node has nothing to cancel.
 const SELECT_CANCEL_REQUESTED: Query = Query::each(
     "SELECT run_id FROM job_run INDEXED BY job_run_running_job_idx
@@ -188,13 +195,20 @@ const SELECT_CANCEL_REQUESTED: Query = Query::each(
     "SELECT run_id FROM job_run
     WHERE status = 'running' AND node_id = $1 AND cancel_requested = 1 AND own_status IS NULL",
 );
-const SELECT_FOR_RETRY: &str = "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
+const SELECT_FOR_RETRY: Query = Query::same(
+    "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
     j.job_name, r.pid, coalesce(r.stump, r.pid), t.job_type = 'workflow'
     FROM job_run r JOIN job j ON j.job_id = r.job_id
-    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE r.run_id = ?1";
-const INSERT_MANUAL_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority,
+    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE r.run_id = ?1",
+);
+const INSERT_MANUAL_RETRY: Query = Query::each(
+    "INSERT INTO job_run (job_id, processor_id, priority,
     run_after, params, status, attempt, retry_of, created_at)
-    VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 1, ?6, ?4)";
+    VALUES (?1, ?2, ?3, ?4, ?5, 'queued', 1, ?6, ?4)",
+    "INSERT INTO job_run (job_id, processor_id, priority,
+    run_after, params, status, attempt, retry_of, created_at)
+    VALUES ($1, $2, $3, $4, $5, 'queued', 1, $6, $4) RETURNING run_id",
+);
 
 /// What a retry reads of the run.
 struct RetryRow {
@@ -327,55 +341,8 @@ impl Catalog {
     /// out); a run heading a tree that has not ended (a workflow's run, a run that spawned
     /// runs) is cancelled with its whole tree. Refused for a run that has ended.
     pub fn cancel_run(&mut self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
-        let tx = write_tx(self.conn_mut()?)?;
-        let now = now_ms();
-        let (status, pid, step): (String, Option<i64>, Option<String>) = tx
-            .query_row(SELECT_STATUS, [run_id], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-            })
-            .optional()?
-            .ok_or_else(|| not_found("run", &run_id.to_string()))?;
-        // The node notices the catalog changed and wakes its processors for whatever this
-        // queued: the runs queued here need no announcement.
-        let mut queued = Vec::new();
-        let outcome = if tree::has_open_tree(&tx, run_id)? {
-            let why = format!("cancelled by {actor} with its tree, before it ran");
-            let done = tree::cancel_tree(&tx, run_id, &why, now, &mut queued)?;
-            if done.requested > 0 {
-                tx.execute(BUMP_GENERATION, [])?;
-                CancelOutcome::Requested
-            } else {
-                CancelOutcome::Cancelled
-            }
-        } else {
-            match status.as_str() {
-                "queued" => {
-                    let why = format!("cancelled by {actor} before it ran");
-                    tx.execute(CANCEL_QUEUED, params![run_id, now, why])?;
-                    let ended = tree::Ended {
-                        pid,
-                        step,
-                        status: RunStatus::Cancelled,
-                    };
-                    tree::on_end(&tx, ended, now, &mut queued)?;
-                    CancelOutcome::Cancelled
-                }
-                "running" => {
-                    tx.execute(REQUEST_CANCEL, [run_id])?;
-                    tx.execute(BUMP_GENERATION, [])?;
-                    CancelOutcome::Requested
-                }
-                other => {
-                    return Err(CatalogError::Conflict(format!(
-                        "run {run_id} is {other}: only a queued or running run can be cancelled"
-                    )));
-                }
-            }
-        };
-        let detail = serde_json::json!({ "run_id": run_id, "was": status });
-        audit(&tx, actor, "run.cancel", &run_id.to_string(), Some(&detail))?;
-        tx.commit()?;
-        Ok(outcome)
+        let actor = actor.to_string();
+        self.writing(move |tx| cancel_in(tx, run_id, &actor, now_ms()))
     }
 
     /// Queues a fresh attempt (attempt 1, its own retry budget) of a run that ended without
@@ -384,63 +351,151 @@ impl Catalog {
     /// skipped steps run again, the steps that succeeded keep their results. A run inside a
     /// tree is retried through its root.
     pub fn retry_run(&mut self, run_id: i64, actor: &str) -> Result<i64, CatalogError> {
-        let tx = write_tx(self.conn_mut()?)?;
-        let row = tx
-            .query_row(SELECT_FOR_RETRY, [run_id], |r| {
-                Ok(RetryRow {
-                    status: r.get(0)?,
-                    params: r.get(1)?,
-                    job_id: r.get(2)?,
-                    processor_id: r.get(3)?,
-                    priority: r.get(4)?,
-                    job: r.get(5)?,
-                    pid: r.get(6)?,
-                    root: r.get(7)?,
-                    workflow: r.get(8)?,
-                })
-            })
-            .optional()?
-            .ok_or_else(|| not_found("run", &run_id.to_string()))?;
-        let RetryRow {
-            status,
-            params,
-            job_id,
-            processor_id,
-            priority,
-            job,
-            pid,
-            root,
-            workflow,
-        } = row;
-        if !RETRYABLE.contains(&status.as_str()) {
-            return Err(CatalogError::Conflict(format!(
-                "run {run_id} is {status}: only a run that {} can be retried (queue a new run \
-                 with `jobs run {job}`)",
-                "failed, timed out, died, was cancelled or was skipped"
-            )));
-        }
-        if let (Some(_), Some(root)) = (pid, root) {
-            return Err(CatalogError::Conflict(format!(
-                "run {run_id} is part of the tree of run {root}: retry run {root}, which runs \
-                 its failed steps again and what depends on them"
-            )));
-        }
-        if workflow {
-            // The same run again: its failed steps are queued anew, the rest follow.
-            let steps = tree::retry_workflow(&tx, run_id, now_ms(), &mut Vec::new())?;
-            let detail = serde_json::json!({ "run_id": run_id, "steps_queued": steps });
-            audit(&tx, actor, "run.retry", &run_id.to_string(), Some(&detail))?;
-            tx.commit()?;
-            return Ok(run_id);
-        }
-        tx.execute(
-            INSERT_MANUAL_RETRY,
-            params![job_id, processor_id, priority, now_ms(), params, run_id],
-        )?;
-        let id = tx.last_insert_rowid();
-        let detail = serde_json::json!({ "run_id": run_id, "new_run_id": id });
-        audit(&tx, actor, "run.retry", &run_id.to_string(), Some(&detail))?;
-        tx.commit()?;
-        Ok(id)
+        let actor = actor.to_string();
+        self.writing(move |tx| retry_in(tx, run_id, &actor, now_ms()))
     }
+}
+
+/// [`Catalog::cancel_run`] in the caller's transaction.
+fn cancel_in(
+    tx: &mut Tx<'_, '_>,
+    run_id: i64,
+    actor: &str,
+    now: i64,
+) -> Result<CancelOutcome, CatalogError> {
+    // The tree's lock first (on PostgreSQL), then the run's state as it is under it.
+    let open_tree = tree::has_open_tree(&mut *tx, run_id)?;
+    let (status, pid, step) = tx
+        .row(&SELECT_STATUS, &[run_id.into()], |r| {
+            Ok((r.text(0)?, r.opt_int(1)?, r.opt_text(2)?))
+        })?
+        .ok_or_else(|| not_found("run", &run_id.to_string()))?;
+    // The node notices the catalog changed and wakes its processors for whatever this
+    // queued: the runs queued here need no announcement.
+    let mut queued = Vec::new();
+    let outcome = if open_tree {
+        let why = format!("cancelled by {actor} with its tree, before it ran");
+        let done = tree::cancel_tree(&mut *tx, run_id, &why, now, &mut queued)?;
+        if done.requested > 0 {
+            tx.exec(&BUMP_GENERATION, &[])?;
+            CancelOutcome::Requested
+        } else {
+            CancelOutcome::Cancelled
+        }
+    } else {
+        match status.as_str() {
+            "queued" => {
+                let why = format!("cancelled by {actor} before it ran");
+                tx.exec(
+                    &CANCEL_QUEUED,
+                    &[run_id.into(), now.into(), why.as_str().into()],
+                )?;
+                let ended = tree::Ended {
+                    pid,
+                    step,
+                    status: RunStatus::Cancelled,
+                };
+                tree::on_end(&mut *tx, ended, now, &mut queued)?;
+                CancelOutcome::Cancelled
+            }
+            "running" => {
+                tx.exec(&REQUEST_CANCEL, &[run_id.into()])?;
+                tx.exec(&BUMP_GENERATION, &[])?;
+                CancelOutcome::Requested
+            }
+            other => {
+                return Err(CatalogError::Conflict(format!(
+                    "run {run_id} is {other}: only a queued or running run can be cancelled"
+                )));
+            }
+        }
+    };
+    let detail = serde_json::json!({ "run_id": run_id, "was": status });
+    audit_in(
+        tx,
+        now,
+        actor,
+        "run.cancel",
+        &run_id.to_string(),
+        Some(&detail),
+    )?;
+    Ok(outcome)
+}
+
+/// [`Catalog::retry_run`] in the caller's transaction.
+fn retry_in(tx: &mut Tx<'_, '_>, run_id: i64, actor: &str, now: i64) -> Result<i64, CatalogError> {
+    let row = tx
+        .row(&SELECT_FOR_RETRY, &[run_id.into()], |r| {
+            Ok(RetryRow {
+                status: r.text(0)?,
+                params: r.opt_text(1)?,
+                job_id: r.int(2)?,
+                processor_id: r.int(3)?,
+                priority: r.int(4)?,
+                job: r.text(5)?,
+                pid: r.opt_int(6)?,
+                root: r.opt_int(7)?,
+                workflow: r.flag(8)?,
+            })
+        })?
+        .ok_or_else(|| not_found("run", &run_id.to_string()))?;
+    let RetryRow {
+        status,
+        params,
+        job_id,
+        processor_id,
+        priority,
+        job,
+        pid,
+        root,
+        workflow,
+    } = row;
+    if !RETRYABLE.contains(&status.as_str()) {
+        return Err(CatalogError::Conflict(format!(
+            "run {run_id} is {status}: only a run that {} can be retried (queue a new run \
+             with `jobs run {job}`)",
+            "failed, timed out, died, was cancelled or was skipped"
+        )));
+    }
+    if let (Some(_), Some(root)) = (pid, root) {
+        return Err(CatalogError::Conflict(format!(
+            "run {run_id} is part of the tree of run {root}: retry run {root}, which runs \
+             its failed steps again and what depends on them"
+        )));
+    }
+    if workflow {
+        // The same run again: its failed steps are queued anew, the rest follow.
+        let steps = tree::retry_workflow(&mut *tx, run_id, now, &mut Vec::new())?;
+        let detail = serde_json::json!({ "run_id": run_id, "steps_queued": steps });
+        audit_in(
+            tx,
+            now,
+            actor,
+            "run.retry",
+            &run_id.to_string(),
+            Some(&detail),
+        )?;
+        return Ok(run_id);
+    }
+    let id = tx.insert(
+        &INSERT_MANUAL_RETRY,
+        &[
+            job_id.into(),
+            processor_id.into(),
+            priority.into(),
+            now.into(),
+            params.into(),
+            run_id.into(),
+        ],
+    )?;
+    let detail = serde_json::json!({ "run_id": run_id, "new_run_id": id });
+    audit_in(
+        tx,
+        now,
+        actor,
+        "run.retry",
+        &run_id.to_string(),
+        Some(&detail),
+    )?;
+    Ok(id)
 }

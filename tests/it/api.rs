@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use crate::support::{Node, Response, Workspace, api, http_raw, text, wait_for};
 
 crate::on_both_backends!(
+    triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_retried,
     a_first_start_prints_an_admin_token_once_and_stores_only_its_hash,
     jobs_round_trip_through_the_api_and_the_audit_names_the_user,
     jobs_are_filtered_sorted_and_paged_and_runs_paged_by_time_and_id,
@@ -241,10 +242,10 @@ fn jobs_round_trip_through_the_api_and_the_audit_names_the_user(ws: Workspace) {
     assert_eq!(field(&removed, "priority"), (json!("7"), Value::Null));
 }
 
-// SQLite only until cancel and retry are written for both backends (they go through tree.rs).
-#[test]
-fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_retried() {
-    let (ws, node, t) = node(Workspace::new());
+fn triggers_queue_runs_that_the_node_runs_and_runs_can_be_read_cancelled_and_retried(
+    ws: Workspace,
+) {
+    let (ws, node, t) = node(ws);
     let base = &node.api;
     ok(
         api(

@@ -10,6 +10,8 @@ use serde_json::Value as Json;
 use crate::support::{ReadOnly, Workspace, text, wait_for};
 
 crate::on_both_backends!(
+    runs_cancel_stops_a_running_command_and_kills_its_process_group,
+    runs_retry_queues_a_new_attempt_and_cancel_stops_a_queued_run,
     reading_commands_need_a_catalog_and_create_nothing,
     a_missing_required_flag_is_a_usage_error_and_a_bad_log_filter_a_config_error,
     every_command_speaks_json_and_errors_are_json_objects,
@@ -735,10 +737,7 @@ fn runs_list_filters_by_since_and_node_and_next_is_capped(ws: Workspace) {
     assert_eq!(out.status.code(), Some(65), "{}", text(&out));
 }
 
-// SQLite only until cancel and retry are written for both backends (through tree.rs).
-#[test]
-fn runs_retry_queues_a_new_attempt_and_cancel_stops_a_queued_run() {
-    let ws = Workspace::new();
+fn runs_retry_queues_a_new_attempt_and_cancel_stops_a_queued_run(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     ws.ok(&[
@@ -812,10 +811,7 @@ fn alive(pid: i64) -> bool {
         .is_some_and(|state| !matches!(state, 'Z' | 'X'))
 }
 
-// SQLite only until cancel and retry are written for both backends (through tree.rs).
-#[test]
-fn runs_cancel_stops_a_running_command_and_kills_its_process_group() {
-    let ws = Workspace::new();
+fn runs_cancel_stops_a_running_command_and_kills_its_process_group(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     let pidfile = ws.path("child.pid");

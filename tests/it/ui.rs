@@ -7,6 +7,7 @@
 use crate::support::{Node, Response, Workspace, api, http_raw};
 
 crate::on_both_backends!(
+    runs_are_retried_and_cancelled_one_at_a_time_and_in_bulk,
     every_ui_route_but_the_public_ones_needs_a_session,
     signing_in_sets_a_strict_http_only_session_cookie_and_pages_carry_a_csp,
     a_post_without_a_session_or_without_the_csrf_token_is_refused,
@@ -477,10 +478,8 @@ fn the_job_form_shows_each_problem_beside_its_field_and_previews_the_schedule(ws
     node.stop();
 }
 
-// SQLite only until cancel and retry are written for both backends (through tree.rs).
-#[test]
-fn runs_are_retried_and_cancelled_one_at_a_time_and_in_bulk() {
-    let (ws, node) = node_with_users(Workspace::new());
+fn runs_are_retried_and_cancelled_one_at_a_time_and_in_bulk(ws: Workspace) {
+    let (ws, node) = node_with_users(ws);
     // Three runs queued while the node is paused stay queued: cancel two of them in bulk.
     let made: serde_json::Value =
         serde_json::from_str(&ws.ok(&["--json", "tokens", "create", "ada"])).unwrap();
