@@ -4,8 +4,9 @@
 //! drain 20,000 runs with none lost and none recorded twice; a node killed with `kill -9`
 //! mid-drain is swept by the others and its runs completed by them; a node stopped (SIGSTOP)
 //! past its lease is swept, its late completions rejected by their stale claim tokens; a
-//! per-second job active on all three fires each slot once; and the server restarted
-//! mid-drain loses nothing (the nodes reconnect with backoff).
+//! per-second job active on all three fires each slot once; the server restarted mid-drain
+//! loses nothing (the nodes reconnect with backoff); and workflows that fan out and in run
+//! across the three, every step in order and each workflow ending once.
 //!
 //! The catalog is seeded by the first node from the test's own `job.conf` (`catalog.seed`),
 //! so no housekeeping job runs. Everything is read back from the server: the runs' rows, the
