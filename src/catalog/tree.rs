@@ -18,7 +18,7 @@
 //! reading a run to change it (`SELECT_NODE`) locks its row, so two nodes ending the last two
 //! children of one parent count them one after the other and the parent ends once. Deadlocks
 //! are kept out by one order: a transaction that changes trees locks their roots first, in id
-//! order ([`lock_tree`] here; a completion batch locks all its roots in one statement), then
+//! order (`lock_tree` here; a completion batch locks all its roots in one statement), then
 //! rows below them — a run's descendants are created after it, so their ids are larger. SQLite's
 //! one writer serializes every change anyway; there the same statements only read.
 

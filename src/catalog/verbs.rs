@@ -294,9 +294,11 @@ impl DbWriter {
         completions: std::sync::Arc<Vec<Completion>>,
     ) -> Result<Vec<Recorded>, CatalogError> {
         if let Some(pg) = self.postgres_ends() {
-            return pg
-                .off_thread(move |pg| pg.complete(node_id, completions.to_vec()))
-                .await;
+            let (recorded, queued) = pg
+                .off_thread(move |pg| pg.complete_batch(node_id, completions.to_vec()))
+                .await?;
+            self.announce(&queued);
+            return Ok(recorded);
         }
         let (recorded, queued) = self
             .call("recording completed runs", move |c| {
@@ -321,8 +323,13 @@ impl DbWriter {
         now: i64,
         actor: Option<String>,
     ) -> Result<i64, CatalogError> {
-        if self.postgres().is_some() {
-            return Err(not_on_postgres("a child run"));
+        if let Some(pg) = self.postgres() {
+            let params = params.map(|p| p.to_string());
+            let (id, queued) = pg
+                .off_thread(move |pg| pg.spawn(parent, job, params, now, actor))
+                .await?;
+            self.announce(&queued);
+            return Ok(id);
         }
         let (id, queued) = self
             .call("queueing a child run", move |c| {
@@ -352,10 +359,14 @@ impl DbWriter {
             let Some(t) = pg.enqueue_inbox_file(file, now)? else {
                 return Ok(None);
             };
-            self.announce(&[Queued {
-                processor_id: t.processor_id,
-                priority: t.priority,
-            }]);
+            // A workflow's run executes nothing itself: its first steps are what to wake.
+            if t.also_queued.is_empty() {
+                self.announce(&[Queued {
+                    processor_id: t.processor_id,
+                    priority: t.priority,
+                }]);
+            }
+            self.announce(&t.also_queued);
             return Ok(t.run_ids.first().copied());
         }
         let (id, queued) = self.call_blocking("queueing an inbox file", move |c| {
@@ -375,8 +386,11 @@ impl DbWriter {
         params: Option<Json>,
         now: i64,
     ) -> Result<i64, CatalogError> {
-        if self.postgres().is_some() {
-            return Err(not_on_postgres("a child run"));
+        if let Some(pg) = self.postgres() {
+            let params = params.map(|p| p.to_string());
+            let (id, queued) = pg.spawn(parent, job, params, now, None)?;
+            self.announce(&queued);
+            return Ok(id);
         }
         let (id, queued) = self.call_blocking("queueing a child run", move |c| {
             let mut queued = Vec::new();
@@ -401,9 +415,11 @@ impl DbWriter {
             .map(|p| p.map(|p| p.to_string()))
             .collect();
         if let Some(pg) = self.postgres() {
-            return pg
+            let triggered = pg
                 .off_thread(move |pg| pg.trigger(&job, params, now, &actor))
-                .await;
+                .await?;
+            self.announce(&triggered.also_queued);
+            return Ok(triggered);
         }
         let triggered = self
             .call("queueing runs", move |c| {

@@ -4,8 +4,9 @@
 //! drain 20,000 runs with none lost and none recorded twice; a node killed with `kill -9`
 //! mid-drain is swept by the others and its runs completed by them; a node stopped (SIGSTOP)
 //! past its lease is swept, its late completions rejected by their stale claim tokens; a
-//! per-second job active on all three fires each slot once; and the server restarted
-//! mid-drain loses nothing (the nodes reconnect with backoff).
+//! per-second job active on all three fires each slot once; the server restarted mid-drain
+//! loses nothing (the nodes reconnect with backoff); and workflows that fan out and in run
+//! across the three, every step in order and each workflow ending once.
 //!
 //! The catalog is seeded by the first node from the test's own `job.conf` (`catalog.seed`),
 //! so no housekeeping job runs. Everything is read back from the server: the runs' rows, the
@@ -853,4 +854,228 @@ fn a_postgres_node_retries_times_out_and_holds_forbid() {
     assert_eq!(slow.get("timed_out"), Some(&1), "{slow:?}");
     assert_eq!(spans.len(), 6);
     assert_eq!(overlaps, 0, "forbid held across the two nodes: {spans:?}");
+}
+
+/// A workflow whose steps fan out and in: fetch → split (fetch's result as input) → a, b, c
+/// (side by side) → join (their three results as inputs) → store.
+const PIPE: &str = r#"[job.pipe]
+type = "workflow"
+processor = "wide"
+payload.steps = [
+    { name = "fetch", job = "nap" },
+    { name = "split", job = "echo", after = ["fetch"], inputs = ["fetch"] },
+    { name = "a", job = "nap", after = ["split"], params = { ms = 60 } },
+    { name = "b", job = "nap", after = ["split"], params = { ms = 60 } },
+    { name = "c", job = "nap", after = ["split"], params = { ms = 60 } },
+    { name = "join", job = "echo", after = ["a", "b", "c"], inputs = ["a", "b", "c"] },
+    { name = "store", job = "nap", after = ["join"] },
+]
+"#;
+
+/// Each step's predecessors in [`PIPE`].
+const AFTER: [(&str, &[&str]); 7] = [
+    ("fetch", &[]),
+    ("split", &["fetch"]),
+    ("a", &["split"]),
+    ("b", &["split"]),
+    ("c", &["split"]),
+    ("join", &["a", "b", "c"]),
+    ("store", &["join"]),
+];
+
+/// A run of a workflow's tree as the ordering checks read it.
+#[derive(Debug)]
+struct TreeRun {
+    pid: Option<i64>,
+    step: Option<String>,
+    status: String,
+    created_at: i64,
+    started_at: Option<i64>,
+    finished_at: Option<i64>,
+    node_id: Option<i64>,
+    params: Option<String>,
+}
+
+#[test]
+fn workflows_on_three_postgres_nodes_keep_every_step_order_and_end_once_with_their_last_step() {
+    let _one = serial();
+    const WORKFLOWS: usize = 40;
+    let jobs = format!(
+        "{}{}{PIPE}",
+        job("nap", "debug.sleep", ", ms = 20"),
+        job("echo", "debug.echo", "")
+    );
+    let Some((ws, db)) = fleet("pg_workflows", &jobs) else {
+        return;
+    };
+    let nodes = start(&ws, 3);
+    let mut c = db.client();
+    wait_for(60.0, "the catalog to be seeded", || {
+        (count(&mut c, "SELECT count(*) FROM job WHERE job_name = 'pipe'") == 1).then_some(())
+    });
+    // Triggered through the catalog, as the API and the CLI trigger: one transaction queues
+    // each workflow's run and starts its tree (its first step queued).
+    let catalog =
+        jobvisor::catalog::PgCatalog::open(jobvisor::catalog::PgSettings::new(&db.url), "test")
+            .unwrap();
+    let params = (0..WORKFLOWS)
+        .map(|i| Some(serde_json::json!({ "mail": i }).to_string()))
+        .collect();
+    let t0 = Instant::now();
+    let roots = catalog
+        .trigger("pipe", params, jobvisor::catalog::now_ms(), "test")
+        .unwrap()
+        .run_ids;
+    drop(catalog);
+    wait_for(120.0, "every workflow to end", || {
+        let open: i64 = c
+            .query_one(
+                "SELECT count(*) FROM job_run WHERE run_id = ANY($1) AND finished_at IS NULL",
+                &[&roots],
+            )
+            .unwrap()
+            .get(0);
+        (open == 0).then_some(())
+    });
+    let took = t0.elapsed();
+    for node in nodes {
+        assert_eq!(node.stop(), Some(0));
+    }
+    let rows: Vec<(i64, i64, TreeRun)> = c
+        .query(
+            "SELECT coalesce(stump, run_id), run_id, pid, step, status, created_at, started_at,
+                finished_at, node_id, params
+             FROM job_run WHERE run_id = ANY($1) OR stump = ANY($1) ORDER BY run_id",
+            &[&roots],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let run = TreeRun {
+                pid: r.get(2),
+                step: r.get(3),
+                status: r.get(4),
+                created_at: r.get(5),
+                started_at: r.get(6),
+                finished_at: r.get(7),
+                node_id: r.get(8),
+                params: r.get(9),
+            };
+            (r.get(0), r.get(1), run)
+        })
+        .collect();
+    let mut trees: BTreeMap<i64, Vec<&TreeRun>> = BTreeMap::new();
+    for (root, _, run) in &rows {
+        trees.entry(*root).or_default().push(run);
+    }
+    assert_eq!(trees.len(), WORKFLOWS);
+    let mut side_by_side = 0;
+    let mut on_nodes = HashSet::new();
+    for (root, runs) in &trees {
+        let top = runs.iter().find(|r| r.pid.is_none()).unwrap();
+        let steps: BTreeMap<&str, &TreeRun> = runs
+            .iter()
+            .filter_map(|r| Some((r.step.as_deref()?, *r)))
+            .collect();
+        assert_eq!(
+            runs.len(),
+            1 + AFTER.len(),
+            "workflow {root}: one run a step: {runs:#?}"
+        );
+        assert_eq!(steps.len(), AFTER.len(), "workflow {root}: {runs:#?}");
+        assert_eq!(top.status, "succeeded", "workflow {root}");
+        for (name, after) in AFTER {
+            let s = steps[name];
+            assert_eq!(s.status, "succeeded", "workflow {root}: step {name}");
+            on_nodes.insert(s.node_id);
+            let started = s.started_at.unwrap();
+            // Queued by a predecessor's completion (stamped with that run's end: the one
+            // whose success was the last recorded, not always the last to end), or with the
+            // workflow's run; started only once every predecessor had ended.
+            let ends: Vec<i64> = after
+                .iter()
+                .map(|p| steps[*p].finished_at.unwrap())
+                .collect();
+            if ends.is_empty() {
+                assert_eq!(
+                    s.created_at, top.created_at,
+                    "workflow {root}: {name} queued"
+                );
+            } else {
+                assert!(
+                    ends.contains(&s.created_at),
+                    "workflow {root}: step {name} queued at {} but not by a predecessor's \
+                     end {ends:?}",
+                    s.created_at
+                );
+            }
+            let last_end = ends.iter().copied().max().unwrap_or(top.created_at);
+            assert!(
+                started >= last_end,
+                "workflow {root}: step {name} started at {started}, before {last_end}"
+            );
+        }
+        assert_eq!(
+            top.finished_at, steps["store"].finished_at,
+            "workflow {root} ended with its last step"
+        );
+        let inputs: serde_json::Value =
+            serde_json::from_str(steps["join"].params.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            inputs["inputs"].as_object().map(|o| o.len()),
+            Some(3),
+            "join takes a's, b's and c's results: {inputs}"
+        );
+        let split: serde_json::Value =
+            serde_json::from_str(steps["split"].params.as_deref().unwrap()).unwrap();
+        assert_eq!(split["inputs"]["fetch"]["slept_ms"], 20, "{split}");
+        assert_eq!(
+            split["mail"], inputs["mail"],
+            "the workflow's own parameters"
+        );
+        let spans: Vec<(i64, i64)> = ["a", "b", "c"]
+            .iter()
+            .map(|s| {
+                (
+                    steps[*s].started_at.unwrap(),
+                    steps[*s].finished_at.unwrap(),
+                )
+            })
+            .collect();
+        let latest_start = spans.iter().map(|s| s.0).max().unwrap();
+        let earliest_end = spans.iter().map(|s| s.1).min().unwrap();
+        side_by_side += usize::from(latest_start < earliest_end);
+    }
+    let (claimed, recorded) = bookkeeping(&mut c, "nap");
+    let naps = (5 * WORKFLOWS) as i64;
+    let stale = count(&mut c, "SELECT sum(stale_completions)::bigint FROM node");
+    let errors = error_lines(&ws, &["n1", "n2", "n3"]);
+    figures(
+        "scenario 10 fleet on postgres: workflows",
+        &[
+            format!(
+                "{WORKFLOWS} workflows of 7 steps (fetch → split → a, b, c side by side → join → \
+                 store) on 3 nodes, triggered in one transaction: all ended in {:.1} s; steps \
+                 run by {} nodes; the fan-out ran side by side in {side_by_side} of them",
+                took.as_secs_f64(),
+                on_nodes.len()
+            ),
+            format!(
+                "each step queued by a predecessor's completion and started after the last \
+                 one's end; each workflow ended with its last step; nap claims {claimed}, completions recorded \
+                 {recorded:?} ({naps} runs); stale completions {stale}; ERROR lines {}",
+                errors.len()
+            ),
+        ],
+    );
+    assert_eq!(claimed, naps, "each step claimed once");
+    assert_eq!(
+        recorded.values().sum::<i64>(),
+        naps,
+        "each step recorded once"
+    );
+    assert_eq!(stale, 0);
+    assert!(on_nodes.len() >= 2, "the steps ran on {on_nodes:?}");
+    assert!(side_by_side > 0, "the fan-out never ran side by side");
+    assert!(errors.is_empty(), "{errors:#?}");
 }

@@ -5,9 +5,9 @@
 //! (6, `fence`), proptest targets for the parsers (7, `fuzz`, with its corpus in `corpus/`),
 //! kills during an inbox's stream of files (8, `inbox`), and three nodes on one SQLite file — a
 //! drain, a node killed, a node stopped past its lease, a per-second job, work sharing (9,
-//! `fleet`), and the same on PostgreSQL — with a server restart mid-drain and a node's
-//! housekeeping there (10, `fleet_pg`: a database of each test's own on the server `.ci/test`
-//! starts). A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! `fleet`), and the same on PostgreSQL — with a server restart mid-drain, a node's
+//! housekeeping and workflows across the nodes there (10, `fleet_pg`: a database of each
+//! test's own on the server `.ci/test` starts). A binary of its own, and its scenarios one at a time (`serial`), so that no
 //! other test's load changes their timing.
 //!
 //! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery

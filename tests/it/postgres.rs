@@ -1304,3 +1304,191 @@ fn pg_a_restarted_node_recovers_the_runs_its_earlier_process_left() {
     assert!(matches!(next, Registration::Taken(_)), "{next:?}");
     assert!(recovery.is_none_or(|r| r.is_empty()));
 }
+
+/// Runs of `job` ended (each: its id, parent, status, finished_at, and how many runs it
+/// spawned that are still open), read on a blocking thread: the sync client never runs on the
+/// System's own.
+async fn tree_rows(url: String, job: &'static str) -> Vec<(i64, Option<i64>, String, Option<i64>)> {
+    actix_rt::task::spawn_blocking(move || {
+        let mut c = Client::connect(&url, NoTls).unwrap();
+        c.query(
+            "SELECT r.run_id, r.pid, r.status, r.finished_at FROM job_run r
+             JOIN job j USING (job_id) WHERE j.job_name = $1 ORDER BY r.run_id",
+            &[&job],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
+        .collect()
+    })
+    .await
+    .unwrap()
+}
+
+/// An engine embedded on PostgreSQL (`database.url`): a function's children spawned through
+/// the catalog writer's `spawn` verb — by a blocking function (`FnContext::spawn`), an async
+/// one (`spawn_async`) and the host (`Engine::spawn`, audited) — join their parent's tree, and
+/// each parent ends with its last child; a workflow triggered through the engine fans out
+/// and in and ends with its last step.
+#[test]
+fn pg_an_embedded_engine_spawns_children_and_runs_a_workflow_through_its_writer() {
+    use jobvisor::runtime::Engine;
+    let Some(db) = PgDb::create("engine_trees") else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let seed = dir.path().join("jobs.conf");
+    std::fs::write(
+        &seed,
+        r#"
+[processor.p]
+instances = 4
+[job.leaf]
+type = "function"
+processor = "p"
+overlap_policy = "allow"
+max_overlap = 100
+payload = { function = "debug.sleep", ms = 50 }
+[job.fan]
+type = "function"
+processor = "p"
+payload = { function = "fan" }
+[job.fan_async]
+type = "function"
+processor = "p"
+payload = { function = "fan_async" }
+[job.hold]
+type = "function"
+processor = "p"
+payload = { function = "debug.sleep", ms = 400 }
+[job.echo]
+type = "function"
+processor = "p"
+overlap_policy = "allow"
+max_overlap = 100
+payload = { function = "debug.echo" }
+[job.wf]
+type = "workflow"
+processor = "p"
+payload.steps = [
+    { name = "one", job = "leaf" },
+    { name = "two", job = "leaf", after = ["one"] },
+    { name = "three", job = "leaf", after = ["one"] },
+    { name = "join", job = "echo", after = ["two", "three"], inputs = ["two", "three"] },
+]
+"#,
+    )
+    .unwrap();
+    let mut cfg = jobvisor::config::NodeConfig::default();
+    cfg.database.url = db.url.clone();
+    cfg.catalog.seed = seed.display().to_string();
+    cfg.node.data_dir = dir.path().join("data").display().to_string();
+    cfg.policy.priority_floor = i64::MIN;
+    let url = db.url.clone();
+    let (fan, fan_async, hold, wf) = actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder()
+            .config(cfg)
+            .node_name("embedded")
+            .function("fan", |ctx, _| {
+                for i in 0..3 {
+                    ctx.spawn("leaf", Some(serde_json::json!({ "i": i })))?;
+                }
+                Ok(serde_json::json!({ "spawned": 3 }))
+            })
+            .async_function("fan_async", |ctx, _| async move {
+                ctx.spawn_async("leaf", None).await?;
+                ctx.spawn_async("leaf", None).await?;
+                Ok(serde_json::json!({ "spawned": 2 }))
+            })
+            .start()
+            .unwrap();
+        let fan = engine.trigger("fan", None).await.unwrap();
+        let fan_async = engine.trigger("fan_async", None).await.unwrap();
+        let hold = engine.trigger("hold", None).await.unwrap();
+        let wf = engine.trigger("wf", None).await.unwrap();
+        // The host spawns under `hold` while it runs.
+        loop {
+            let holds = tree_rows(url.clone(), "hold").await;
+            if holds[0].2 == "running" {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A run of its own job: `forbid` keeps it queued until `hold`'s own execution ended,
+        // so `hold` then waits for it.
+        engine.spawn(hold, "hold", None).await.unwrap();
+        let started = std::time::Instant::now();
+        loop {
+            let mut open = 0;
+            for job in ["fan", "fan_async", "hold", "wf"] {
+                open += tree_rows(url.clone(), job)
+                    .await
+                    .iter()
+                    .filter(|r| r.3.is_none())
+                    .count();
+            }
+            if open == 0 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{open} trees open"
+            );
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+        (fan, fan_async, hold, wf)
+    });
+    let mut c = db.client();
+    let children = |c: &mut Client, parent: i64| -> Vec<(String, Option<i64>)> {
+        c.query(
+            "SELECT status, finished_at FROM job_run WHERE pid = $1 ORDER BY run_id",
+            &[&parent],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect()
+    };
+    for (parent, spawned) in [(fan, 3), (fan_async, 2), (hold, 1), (wf, 4)] {
+        let kids = children(&mut c, parent);
+        let r = c
+            .query_one(
+                "SELECT status, finished_at, children_open, own_status FROM job_run
+                 WHERE run_id = $1",
+                &[&parent],
+            )
+            .unwrap();
+        let (status, finished, open, own): (String, Option<i64>, i64, Option<String>) =
+            (r.get(0), r.get(1), r.get(2), r.get(3));
+        assert_eq!(kids.len(), spawned, "run {parent}: {kids:?}");
+        assert!(
+            kids.iter().all(|k| k.0 == "succeeded"),
+            "run {parent}: {kids:?}"
+        );
+        assert_eq!((status.as_str(), open), ("succeeded", 0), "run {parent}");
+        let last = kids.iter().filter_map(|k| k.1).max();
+        if own.is_some() || parent == hold {
+            // It waited for its children: it ended in the transaction of the last one's end.
+            assert_eq!(finished, last, "run {parent} ended with its last child");
+        } else {
+            // Its children ended while it executed: it ended with its own completion.
+            assert!(finished >= last, "run {parent} ended before a child");
+        }
+    }
+    let join: String = c
+        .query_one(
+            "SELECT params FROM job_run WHERE pid = $1 AND step = 'join'",
+            &[&wf],
+        )
+        .unwrap()
+        .get(0);
+    let join: serde_json::Value = serde_json::from_str(&join).unwrap();
+    assert_eq!(join["inputs"]["two"]["slept_ms"], 50, "{join}");
+    assert_eq!(join["inputs"]["three"]["slept_ms"], 50, "{join}");
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM audit WHERE action = 'run.spawn'"),
+        1,
+        "the host's spawn is audited; a function's own are the node's work"
+    );
+}

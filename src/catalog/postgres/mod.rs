@@ -15,10 +15,16 @@
 //! nothing; one whose commit went unanswered is undone or found again by its claim tokens
 //! (see `queue`), so a run is never lost or recorded twice across a reconnect.
 //!
+//! Job trees and workflows are `catalog::tree`'s, run over a transaction here (a workflow's
+//! run started by its trigger or slot, a step advanced by its completion, a child spawned, a
+//! dead node's runs ended in their trees): since several nodes change one tree at once, every
+//! change to a tree locks the tree's root first (in id order when it touches several), then
+//! the runs below it, so the last two ends of a tree's runs are counted one after the other
+//! and no two nodes wait for each other in a circle.
+//!
 //! Not here yet (issue 16): the definitions' verbs (import, export, put_job, activation,
 //! decisions, accounts, stats), the rest of the runtime's (in-flight counts, a clean stop's
-//! release, …), trees and workflows (refused where a run in a tree is met), and a node
-//! (`jobvisor run`) on this backend.
+//! release, …), and a node (`jobvisor run`) on this backend.
 
 use std::sync::mpsc;
 use std::thread;
@@ -40,6 +46,8 @@ pub mod node;
 pub mod queue;
 pub mod slots;
 mod sql;
+#[cfg(test)]
+mod tree_tests;
 mod upkeep;
 
 pub(crate) use sql::rows_once;

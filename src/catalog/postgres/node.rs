@@ -38,6 +38,14 @@ const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heart
     ORDER BY n.node_id FOR UPDATE OF n SKIP LOCKED";
 const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = $3,
     fenced_by = $4 WHERE node_id = $1 AND generation = $2";
+/// Locks, in id order, the roots of the trees of the runs the nodes `$1` left running (with
+/// `$2`, those whose lease ended before it), before their recovery locks the runs: every change
+/// to a tree takes its root first (`catalog::tree`).
+const LOCK_LEFT_TREES: &str = "SELECT run_id FROM job_run WHERE run_id IN (
+        SELECT coalesce(stump, run_id) FROM job_run
+        WHERE status = 'running' AND node_id = ANY($1) AND own_status IS NULL
+          AND pid IS NOT NULL AND ($2::bigint IS NULL OR coalesce(lease_until, 0) < $2::bigint))
+    ORDER BY run_id FOR UPDATE";
 const AUDIT: &str =
     "INSERT INTO audit (at, actor, action, subject, detail) VALUES ($1, $2, $3, $4, $5)";
 
@@ -116,6 +124,7 @@ fn register(
                 &[&node_id, &args.0, &args.1, &args.2, &args.3, &args.4],
             )?
             .get(0);
+        tx.execute(LOCK_LEFT_TREES, &[&vec![node_id], &None::<i64>])?;
         let (recovery, jobs) = recover_runs(&mut tx, node_id, now, None)?;
         let mut ended = std::collections::BTreeMap::new();
         for job_id in jobs {
@@ -184,6 +193,8 @@ fn sweep(client: &mut Client, fence: NodeLease, now: i64) -> Result<Vec<Swept>, 
             &[&fence.node_id],
         )?
         .get(0);
+    let dead_ids: Vec<i64> = dead.iter().map(|r| r.get(0)).collect();
+    tx.execute(LOCK_LEFT_TREES, &[&dead_ids, &Some(now)])?;
     let mut swept = Vec::with_capacity(dead.len());
     // Runs ended per (job, dead node), for the job tallies.
     let mut ended: std::collections::BTreeMap<(i64, i64), i64> = Default::default();

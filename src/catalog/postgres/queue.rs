@@ -3,7 +3,9 @@
 //! scheduled_for)`), claim (priority, then age; `forbid` / `max_overlap` and per-object
 //! serialization across nodes; only maintenance jobs while writes are paused; scheduled slots
 //! only while the job is active on the claiming node), complete (only with the claim's token;
-//! a stale completion is counted on the node), and marking a suspect executing.
+//! a stale completion is counted on the node; a run in a tree carried out in its tree in the
+//! same transaction, the trees' roots locked first), spawn, trigger (a workflow's run starts its
+//! tree in the trigger's transaction), and marking a suspect executing.
 //!
 //! Each verb is one transaction, run by the connection thread again after a lost connection
 //! (`Attempt`): a claim whose commit went unanswered first puts back the runs it may have
@@ -19,9 +21,10 @@ use crate::catalog::CatalogError;
 use crate::catalog::audit::audit_in;
 use crate::catalog::node::NodeLease;
 use crate::catalog::queue::{
-    Claim, ClaimedRun, Completion, JobEnd, JobMeta, NewRun, Outcome, Recorded, Verdict,
-    job_for_trigger, verdict,
+    Claim, ClaimedRun, Completion, Finishing, JobEnd, JobMeta, NewRun, Outcome, Recorded,
+    job_for_trigger, record_end,
 };
+use crate::catalog::tree::{self, Queued};
 use crate::catalog::verbs::{Triggered, trigger_detail};
 use crate::model::RunStatus;
 
@@ -112,16 +115,16 @@ const FINISH_SUCCEEDED: &str = "UPDATE job_run r SET status = 'succeeded', finis
       AND r.pid IS NULL AND r.children_open = 0 AND r.tree_status IS NULL
     RETURNING r.run_id";
 const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id, r.priority,
-    r.params, coalesce(r.retry_of, r.run_id), j.max_attempts, r.pid, r.children_open,
-    r.status, r.claim_token
+    r.params, coalesce(r.retry_of, r.run_id), j.max_attempts, r.pid, r.stump, r.step,
+    r.children_open, r.tree_status, r.status, r.claim_token, r.own_status
     FROM job_run r JOIN job j ON j.job_id = r.job_id WHERE r.run_id = $1 FOR UPDATE OF r";
-const FINISH_RUN: &str = "UPDATE job_run SET status = $2, finished_at = $3, elapsed = $4,
-    result = $5, error = $6, log = $7, started_at = $8, lease_until = NULL WHERE run_id = $1";
-const REQUEUE_RUN: &str = "UPDATE job_run SET status = 'queued', node_id = NULL,
-    claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = $1";
-const INSERT_RETRY: &str = "INSERT INTO job_run (job_id, processor_id, priority, run_after,
-    params, status, attempt, retry_of, created_at)
-    VALUES ($1, $2, $3, $4, $5, 'queued', $6, $7, $8) RETURNING run_id";
+/// Locks, in id order, the roots of the trees the completions `$1` end runs of, before any
+/// run of theirs: every change to a tree takes its root first (`catalog::tree`), so two nodes
+/// ending the last runs of trees they share never wait for each other in a circle.
+const LOCK_TREES: &str = "SELECT run_id FROM job_run WHERE run_id IN (
+        SELECT coalesce(stump, run_id) FROM job_run
+        WHERE run_id = ANY($1) AND (pid IS NOT NULL OR children_open > 0))
+    ORDER BY run_id FOR UPDATE";
 /// Adds runs ended to their jobs' tallies on a node, with the latest end (`NULL`s leave it as
 /// it was). Rows taken in job order, by the node's completions (and by a sweep of a dead node).
 pub(super) const TALLY_ENDS: &str = "INSERT INTO job_tally AS t (job_id, node_id, runs_ended,
@@ -491,6 +494,7 @@ fn complete_in(
     node_id: i64,
     completions: &[Completion],
     attempt: Attempt,
+    queued: &mut Vec<Queued>,
 ) -> Result<Vec<Recorded>, CatalogError> {
     let mut tx = client.transaction()?;
     let mut ends: BTreeMap<i64, JobEnd> = BTreeMap::new();
@@ -536,13 +540,21 @@ fn complete_in(
             }
         }
     }
+    let others: Vec<i64> = completions
+        .iter()
+        .map(|c| c.run_id)
+        .filter(|id| !done.contains(id))
+        .collect();
+    if !others.is_empty() {
+        query(&mut tx, LOCK_TREES, &[&others])?;
+    }
     let mut recorded = Vec::with_capacity(completions.len());
     let mut stale = 0i64;
     for c in completions {
         let r = if done.contains(&c.run_id) {
             Recorded::Done(RunStatus::Succeeded, None)
         } else {
-            complete_other(&mut tx, c, &mut ends, attempt)?
+            complete_other(&mut tx, c, &mut ends, attempt, queued)?
         };
         stale += i64::from(r == Recorded::Stale);
         recorded.push(r);
@@ -574,99 +586,54 @@ fn complete_in(
     Ok(recorded)
 }
 
-/// Failures, timeouts (with their retry), interruptions, cancellations, and the successes the
-/// batched statement did not take (a stale token, or a run already recorded).
+/// Failures, timeouts (with their retry), interruptions, cancellations, runs in trees, and the
+/// successes the batched statement did not take (a stale token, or a run already recorded),
+/// each recorded by `catalog::queue::record_end` once its claim is checked here: the token
+/// must match a run still executing (not one waiting for its children, which keeps its token:
+/// see `queue`'s `WAIT_FOR_CHILDREN`).
 fn complete_other(
     tx: &mut Transaction<'_>,
     c: &Completion,
     ends: &mut BTreeMap<i64, JobEnd>,
     attempt: Attempt,
+    queued: &mut Vec<Queued>,
 ) -> Result<Recorded, CatalogError> {
     let Some(row) = query_opt(tx, SELECT_FOR_COMPLETE, &[&c.run_id])? else {
         return Ok(Recorded::Stale);
     };
-    let status: String = row.get(9);
-    let token: Option<i64> = row.get(10);
-    if token != Some(c.claim_token) || status != "running" {
-        // Recorded by this very completion before a commit that went unanswered.
+    let status: String = row.get(12);
+    let token: Option<i64> = row.get(13);
+    let own: Option<String> = row.get(14);
+    if token != Some(c.claim_token) || status != "running" || own.is_some() {
+        // Recorded by this very completion before a commit that went unanswered (a run that
+        // now waits for its children reports how its own execution ended).
         if attempt == Attempt::AfterUnansweredCommit && token == Some(c.claim_token) {
-            let status = RunStatus::parse(&status)
-                .ok_or_else(|| corrupt(format!("run {}: status {status}", c.run_id)))?;
+            let ended = own.unwrap_or(status);
+            let status = RunStatus::parse(&ended)
+                .ok_or_else(|| corrupt(format!("run {}: status {ended}", c.run_id)))?;
             return Ok(Recorded::Done(status, None));
         }
         return Ok(Recorded::Stale);
     }
-    let job_id: i64 = row.get(0);
-    let run_attempt: i64 = row.get(1);
-    let processor_id: Option<i64> = row.get(2);
-    let priority: i64 = row.get(3);
-    let params: Option<String> = row.get(4);
-    let first_run: i64 = row.get(5);
-    let max_attempts: i64 = row.get(6);
-    let pid: Option<i64> = row.get(7);
-    let children_open: i64 = row.get(8);
-    if pid.is_some() || children_open > 0 {
-        return Err(CatalogError::Refused(format!(
-            "run {}: runs in trees (spawned children, workflows) are not on the PostgreSQL \
-             catalog yet",
-            c.run_id
-        )));
-    }
-    if c.outcome == Outcome::Interrupted {
-        execute(tx, REQUEUE_RUN, &[&c.run_id])?;
-        ends.entry(job_id).or_default().ended += 1;
-        return Ok(Recorded::Done(RunStatus::Queued, None));
-    }
-    let elapsed = (c.finished_at - c.started_at).max(0);
-    let Verdict {
-        retry,
-        status,
-        result,
-        error,
-    } = verdict(c, run_attempt, max_attempts);
-    let response = result.as_deref().or(error.as_deref()).unwrap_or("");
-    ends.entry(job_id)
-        .or_default()
-        .finished(c.finished_at, elapsed, response.to_string());
-    execute(
-        tx,
-        FINISH_RUN,
-        &[
-            &c.run_id,
-            &status.as_str(),
-            &c.finished_at,
-            &elapsed,
-            &result,
-            &error,
-            &c.log,
-            &c.started_at,
-        ],
-    )?;
-    let retry_id = match retry {
-        Some(at) => Some(
-            query_one(
-                tx,
-                INSERT_RETRY,
-                &[
-                    &job_id,
-                    &processor_id,
-                    &priority,
-                    &at,
-                    &params,
-                    &(run_attempt + 1),
-                    &first_run,
-                    &c.finished_at,
-                ],
-            )?
-            .get(0),
-        ),
-        None => None,
+    let run = Finishing {
+        job_id: row.get(0),
+        attempt: row.get(1),
+        processor_id: row.get(2),
+        priority: row.get(3),
+        params: row.get(4),
+        first_run: row.get(5),
+        max_attempts: row.get(6),
+        pid: row.get(7),
+        stump: row.get(8),
+        step: row.get(9),
+        children_open: row.get(10),
+        tree_status: row.get(11),
     };
-    Ok(Recorded::Done(status, retry_id))
+    record_end(tx, run, c, ends, queued)
 }
 
 /// Queues one on-demand run of `job` per parameter set and one audit row for them, as
-/// `catalog::verbs::trigger` does on SQLite; a workflow is refused (trees are not here yet).
+/// `catalog::verbs::trigger` does on SQLite: a workflow's runs start their trees at once.
 fn trigger_in(
     client: &mut Client,
     job: &str,
@@ -689,11 +656,6 @@ fn trigger_tx(
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
     let target = job_for_trigger(&mut *tx, job)?;
-    if target.workflow {
-        return Err(CatalogError::Refused(format!(
-            "`{job}` is a workflow: workflows are not on the PostgreSQL catalog yet"
-        )));
-    }
     let runs: Vec<NewRun> = params
         .iter()
         .map(|p| target.run_now(p.clone(), now))
@@ -702,6 +664,13 @@ fn trigger_tx(
         .into_iter()
         .collect::<Option<_>>()
         .ok_or_else(|| CatalogError::Failed(format!("a run of `{job}` was not inserted")))?;
+    let mut also_queued = Vec::new();
+    if target.workflow {
+        // Each run is a tree's root: it starts at once, queuing its first steps.
+        for id in &run_ids {
+            tree::start_workflow(&mut *tx, *id, now, &mut also_queued)?;
+        }
+    }
     audit_in(
         &mut *tx,
         now,
@@ -714,7 +683,7 @@ fn trigger_tx(
         run_ids,
         processor_id: target.processor_id,
         priority: target.priority,
-        also_queued: Vec::new(),
+        also_queued,
     })
 }
 
@@ -778,7 +747,47 @@ impl PgCatalog {
         node_id: i64,
         completions: Vec<Completion>,
     ) -> Result<Vec<Recorded>, CatalogError> {
-        self.call(move |client, attempt| complete_in(client, node_id, &completions, attempt))
+        Ok(self.complete_batch(node_id, completions)?.0)
+    }
+
+    /// [`PgCatalog::complete`], also carrying the completions out in their trees in the same
+    /// transaction (as `catalog::queue::complete_batch`): the runs that queued for processors
+    /// (a workflow's next steps) come back beside what was recorded, for the caller to wake.
+    pub fn complete_batch(
+        &self,
+        node_id: i64,
+        completions: Vec<Completion>,
+    ) -> Result<(Vec<Recorded>, Vec<Queued>), CatalogError> {
+        self.call(move |client, attempt| {
+            // Anew at each attempt: an aborted one queued nothing.
+            let mut queued = Vec::new();
+            let recorded = complete_in(client, node_id, &completions, attempt, &mut queued)?;
+            Ok((recorded, queued))
+        })
+    }
+
+    /// Queues a child run of the running run `parent`, of `job` with `params`, in its tree (see
+    /// `catalog::tree::spawn`), with an audit row naming `actor` when given; the child's id and
+    /// the runs queued for processors.
+    pub fn spawn(
+        &self,
+        parent: i64,
+        job: String,
+        params: Option<String>,
+        now: i64,
+        actor: Option<String>,
+    ) -> Result<(i64, Vec<Queued>), CatalogError> {
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            let mut queued = Vec::new();
+            let id = tree::spawn(&mut tx, parent, &job, params.clone(), now, &mut queued)?;
+            if let Some(actor) = &actor {
+                let detail = serde_json::json!({ "run_id": id, "parent": parent });
+                audit_in(&mut tx, now, actor, "run.spawn", &job, Some(&detail))?;
+            }
+            commit(tx)?;
+            Ok((id, queued))
+        })
     }
 
     /// Marks a claimed suspect executing, just before it starts; false when its claim no

@@ -1,22 +1,21 @@
 //! The scheduler's verb on PostgreSQL: the deciding of due slots, by `catalog::slots`' own
 //! rules over a PostgreSQL transaction — so each slot fires once across the fleet (the unique `(job,
 //! scheduled_for)`: a slot another node took is handed back to the planner), a misfire is one
-//! row, and a job's overlap and failure backoff count the runs of every node.
+//! row, and a job's overlap and failure backoff count the runs of every node; a workflow's
+//! slot starts its tree in the transaction that queues it.
 
 use postgres::Transaction;
 
 use super::{PgCatalog, commit, query_one};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{InFlight, NewRun, SELECT_RECENT_ENDS, streak_of};
-use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in};
+use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in, start_slot_workflow};
 use crate::catalog::sql::{Query, Sql};
 use crate::schedule::FailureStreak;
 
 const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
 const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
     WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
-const IS_WORKFLOW: &str = "SELECT t.job_type = 'workflow' FROM job j
-    JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = $1";
 
 impl SlotStore for Transaction<'_> {
     fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError> {
@@ -42,15 +41,10 @@ impl SlotStore for Transaction<'_> {
     fn start_workflow(
         &mut self,
         job_id: i64,
-        _run_id: i64,
-        _now: i64,
+        run_id: i64,
+        now: i64,
     ) -> Result<Option<Vec<(i64, i64)>>, CatalogError> {
-        if query_one(self, IS_WORKFLOW, &[&job_id])?.get::<_, bool>(0) {
-            return Err(CatalogError::Refused(format!(
-                "job {job_id} is a workflow: workflows are not on the PostgreSQL catalog yet"
-            )));
-        }
-        Ok(None)
+        start_slot_workflow(self, job_id, run_id, now)
     }
 }
 
