@@ -1,6 +1,6 @@
 //! The actor runtime end to end: real `jobvisor run` processes on temporary catalogs.
 
-use crate::support::{Workspace, http_get, runs, wait_for};
+use crate::support::{Workspace, http_get, wait_for};
 
 /// A catalog with two processors and two objects; each test appends its jobs.
 const BASE: &str = r#"
@@ -25,6 +25,7 @@ crate::on_both_backends!(
     a_crashed_node_requeues_its_runs_at_the_next_start,
     a_node_killed_mid_drain_loses_no_run_and_records_none_twice,
     sigterm_lets_short_jobs_finish_and_requeues_long_ones,
+    sql_url_and_builtin_jobs_do_their_work,
 );
 
 fn workspace(ws: Workspace, jobs: &str) -> Workspace {
@@ -501,9 +502,7 @@ fn one_shot_http(status: &'static str, body: &'static str) -> u16 {
     port
 }
 
-#[test]
-fn sql_url_and_builtin_jobs_do_their_work() {
-    let ws = Workspace::new();
+fn sql_url_and_builtin_jobs_do_their_work(ws: Workspace) {
     let data = ws.path("events.db");
     crate::support::open_db(&data)
         .execute_batch("CREATE TABLE events (id INTEGER PRIMARY KEY, at INTEGER, v INTEGER)")
@@ -576,7 +575,7 @@ payload = {{ url = "http://127.0.0.1:{bad_port}/ping" }}
     };
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
-        let r = runs(&ws.db());
+        let r = ws.runs();
         if triggered(&r) == mine.len()
             && r.iter()
                 .filter(|r| r.scheduled_for.is_none())
@@ -592,27 +591,33 @@ payload = {{ url = "http://127.0.0.1:{bad_port}/ping" }}
     }
     ws.ok(&["jobs", "run", "count"]);
     let all = wait_for(10.0, "the count", || {
-        let r: Vec<_> = runs(&ws.db())
+        let r: Vec<_> = ws
+            .runs()
             .into_iter()
             .filter(|r| r.scheduled_for.is_none())
             .collect();
         (r.len() == 11 && r.iter().all(|r| r.finished_at.is_some())).then_some(r)
     });
     assert_eq!(node.stop(), Some(0));
-    let conn = crate::support::open_db(ws.db());
+    let conn = ws.catalog();
     let result = |job: &str| -> serde_json::Value {
-        let text: String = conn
-            .query_row(
-                "SELECT coalesce(r.result, r.error) FROM job_run r JOIN job j USING (job_id)
-                 WHERE j.job_name = ?1 AND r.scheduled_for IS NULL",
-                [job],
-                |r| r.get(0),
-            )
-            .unwrap();
+        let sql = "SELECT coalesce(r.result, r.error) FROM job_run r JOIN job j USING (job_id)
+                 WHERE j.job_name = '{job}' AND r.scheduled_for IS NULL";
+        let text = conn.rows(&sql.replace("{job}", job))[0][0]
+            .as_str()
+            .unwrap()
+            .to_string();
         serde_json::from_str(&text).unwrap_or(serde_json::Value::String(text))
     };
+    // A PostgreSQL catalog is backed up with the server's tools.
+    let on_postgres = ws.pg.is_some();
     let status = |job: &str| all.iter().find(|r| r.job == job).unwrap().status.clone();
     for job in ["insert", "count", "ping"].iter().chain(builtins.iter()) {
+        if on_postgres && *job == "catalog_backup" {
+            assert_eq!(status(job), "failed");
+            assert!(result(job).as_str().unwrap().contains("pg_dump"));
+            continue;
+        }
         assert_eq!(status(job), "succeeded", "{job}: {}", result(job));
     }
     assert_eq!(result("insert")["changes"], 1);
@@ -633,26 +638,27 @@ payload = {{ url = "http://127.0.0.1:{bad_port}/ping" }}
         "{}",
         result("ping_down")
     );
-    let backup = result("catalog_backup")["backup"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let copy = crate::support::open_db(&backup);
-    let jobs: i64 = copy
-        .query_row("SELECT count(*) FROM job", [], |r| r.get(0))
-        .unwrap();
-    assert!(jobs >= 11, "the backup holds the catalog: {jobs} jobs");
-    let stats: i64 = conn
-        .query_row("SELECT count(*) FROM stat JOIN stat_type USING (stat_type_id) WHERE stat_type IN ('device.cpu_used', 'object.record_count')", [], |r| r.get(0))
-        .unwrap();
+    if !on_postgres {
+        let backup = result("catalog_backup")["backup"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let copy = crate::support::open_db(&backup);
+        let jobs: i64 = copy
+            .query_row("SELECT count(*) FROM job", [], |r| r.get(0))
+            .unwrap();
+        assert!(jobs >= 11, "the backup holds the catalog: {jobs} jobs");
+    }
+    let stats = conn.count(
+        "SELECT count(*) FROM stat JOIN stat_type USING (stat_type_id)
+         WHERE stat_type IN ('device.cpu_used', 'object.record_count')",
+    );
     assert!(stats >= 2, "device and object stats recorded");
     // The sql jobs never touched the catalog: `events` exists only in the object's own file.
-    let in_catalog: i64 = conn
-        .query_row(
-            "SELECT count(*) FROM sqlite_master WHERE name = 'events'",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let in_catalog = conn.count(if on_postgres {
+        "SELECT count(*) FROM pg_tables WHERE tablename = 'events'"
+    } else {
+        "SELECT count(*) FROM sqlite_master WHERE name = 'events'"
+    });
     assert_eq!(in_catalog, 0);
 }
