@@ -80,6 +80,7 @@ impl Ops {
                 let settings = PgSettings {
                     url: url.to_string(),
                     reconnect_for: std::time::Duration::from_millis(cfg.database.reconnect_for),
+                    application: format!("jobvisor {}", caller.actor),
                 };
                 Catalog::open_postgres(settings, "ops", access)?
             }

@@ -197,6 +197,7 @@ impl EngineBuilder {
                 let pg = crate::catalog::PgSettings {
                     url: url.to_string(),
                     reconnect_for: Duration::from_millis(cfg.database.reconnect_for),
+                    application: format!("jobvisor {node_name}"),
                 };
                 open_postgres(pg, &seed, &source, &who, clock, cadence)?
             }

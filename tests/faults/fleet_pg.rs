@@ -95,6 +95,17 @@ fn count(c: &mut Client, sql: &str) -> i64 {
 }
 
 /// node name -> node id.
+/// The server sessions of node `name` (its connections name it: `application_name`).
+fn sessions_of(c: &mut Client, name: &str) -> i64 {
+    c.query_one(
+        "SELECT count(*) FROM pg_stat_activity
+         WHERE datname = current_database() AND application_name LIKE $1",
+        &[&format!("jobvisor {name} %")],
+    )
+    .unwrap()
+    .get(0)
+}
+
 fn node_id(c: &mut Client, name: &str) -> i64 {
     c.query_one("SELECT node_id FROM node WHERE node_name = $1", &[&name])
         .unwrap()
@@ -270,6 +281,11 @@ fn kill_9_one_of_three_nodes_on_postgres_and_the_others_complete_its_runs() {
     std::thread::sleep(Duration::from_millis(1000));
     nodes.remove(1).crash();
     let killed = Instant::now();
+    // A transaction the node had sent may still commit after its process is gone: what it
+    // held is read once the server has ended its sessions.
+    wait_for(10.0, "n2's sessions to end", || {
+        (sessions_of(&mut c, "n2") == 0).then_some(())
+    });
     let left = held_by(&mut c, n2);
     let swept_after = wait_for(60.0, "n2's runs back in the queue", || {
         held_by(&mut c, n2).is_empty().then(|| killed.elapsed())

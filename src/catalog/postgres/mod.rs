@@ -68,6 +68,10 @@ pub struct PgSettings {
     /// How long a call waits for the server to come back before it fails with
     /// [`CatalogError::Unavailable`]; meanwhile it is retried, not lost.
     pub reconnect_for: Duration,
+    /// Who connects, as `pg_stat_activity` shows it (`application_name`, each connection's
+    /// label added): `jobvisor <node>` for a node, so that an operator — and a test — can tell
+    /// a node's sessions apart. A URL that names one keeps its own.
+    pub application: String,
 }
 
 impl PgSettings {
@@ -76,6 +80,7 @@ impl PgSettings {
         PgSettings {
             url: url.into(),
             reconnect_for: Duration::from_secs(60),
+            application: "jobvisor".into(),
         }
     }
 }
@@ -100,6 +105,8 @@ type Work = Box<dyn FnOnce(&mut Conn) + Send>;
 pub struct Conn {
     client: Option<Client>,
     settings: PgSettings,
+    /// The connection's part in its process (`catalog`, `ends`, `watch`, …).
+    label: String,
     /// Connections made so far (more than 1: it reconnected, which `listen` reports).
     pub connects: u64,
 }
@@ -116,6 +123,15 @@ impl Attempt {
 }
 
 impl Conn {
+    /// The connection's settings: the URL's, and who connects.
+    fn config(&self) -> Result<postgres::Config, CatalogError> {
+        let mut config: postgres::Config = self.settings.url.parse()?;
+        if config.get_application_name().is_none() {
+            config.application_name(&format!("{} {}", self.settings.application, self.label));
+        }
+        Ok(config)
+    }
+
     /// The client, connecting (with backoff, for up to `reconnect_for`) if there is none.
     fn client(&mut self) -> Result<&mut Client, CatalogError> {
         if self.client.as_ref().is_some_and(Client::is_closed) {
@@ -125,7 +141,7 @@ impl Conn {
             let deadline = Instant::now() + self.settings.reconnect_for;
             let mut wait = BACKOFF_START;
             let client = loop {
-                match Client::connect(&self.settings.url, NoTls) {
+                match self.config().and_then(|c| Ok(c.connect(NoTls)?)) {
                     Ok(c) => break c,
                     Err(e) if Instant::now() + wait > deadline => {
                         return Err(CatalogError::Unavailable(format!(
@@ -267,12 +283,14 @@ impl PgCatalog {
         let (tx, rx) = mpsc::channel::<Work>();
         let url = settings.url.clone();
         let kept = settings.clone();
+        let label = label.to_string();
         thread::Builder::new()
             .name(format!("pg {label}"))
             .spawn(move || {
                 let mut conn = Conn {
                     client: None,
                     settings,
+                    label,
                     connects: 0,
                 };
                 for work in rx {
@@ -478,12 +496,14 @@ pub fn listen(
     label: &str,
     mut on_notice: impl FnMut(&str, &str) -> bool + Send + 'static,
 ) -> Result<thread::JoinHandle<()>, CatalogError> {
+    let label = label.to_string();
     thread::Builder::new()
         .name(format!("pg listen {label}"))
         .spawn(move || {
             let mut conn = Conn {
                 client: None,
                 settings,
+                label: format!("listen {label}"),
                 connects: 0,
             };
             loop {
