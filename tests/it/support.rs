@@ -117,7 +117,7 @@ impl Workspace {
 
     /// Runs of one job.
     pub fn runs_of(&self, job: &str) -> Vec<Run> {
-        self.runs().into_iter().filter(|r| r.job == job).collect()
+        self.catalog().runs_of(job)
     }
 
     /// Queues `n` on-demand runs of `job` straight into the catalog (one statement).
@@ -470,16 +470,22 @@ impl TestDb {
         }
     }
 
-    /// The runs of `job` in progress (on PostgreSQL: claimed less ended on every node).
+    /// The relation with a job's `in_progress` and `last_date_end` by `job_id`: `job` itself on
+    /// SQLite; on PostgreSQL, which keeps them apart, the view `job_progress` (claimed less
+    /// ended on every node, the latest end of any).
+    pub fn job_progress(&self) -> &'static str {
+        match self {
+            TestDb::Sqlite(_) => "job",
+            TestDb::Postgres(_) => "job_progress",
+        }
+    }
+
+    /// The runs of `job` in progress.
     pub fn in_progress(&self, job: &str) -> i64 {
-        let sql = match self {
-            TestDb::Sqlite(_) => "SELECT in_progress FROM job WHERE job_name = '{job}'",
-            TestDb::Postgres(_) => {
-                "SELECT p.in_progress FROM job_progress p JOIN job j USING (job_id)
-                 WHERE j.job_name = '{job}'"
-            }
-        };
-        self.count(&sql.replace("{job}", job))
+        self.count(&format!(
+            "SELECT p.in_progress FROM {} p JOIN job j USING (job_id) WHERE j.job_name = '{job}'",
+            self.job_progress()
+        ))
     }
 
     /// Every run, by run id.
@@ -501,6 +507,11 @@ impl TestDb {
                 scheduled_for: int(&r[9]),
             })
             .collect()
+    }
+
+    /// The runs of `job`, by run id.
+    pub fn runs_of(&self, job: &str) -> Vec<Run> {
+        self.runs().into_iter().filter(|r| r.job == job).collect()
     }
 
     /// Queues `n` on-demand runs of `job` (one statement; the CLI would take one process per
