@@ -1,14 +1,15 @@
 //! Issue 17: the engine as part of a larger actix application — run events delivered to a host
 //! actor and a stream, awaited results, the catalog managed from code, enqueueing inside the
-//! application's own transaction, runs traced under the caller's span, custom executors.
+//! application's own transaction, runs traced under the caller's span, custom executors. On both
+//! backends but enqueueing in the application's transaction: `catalog::enqueue_in` takes a
+//! connection to the SQLite catalog file (its own tables beside the catalog's).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use jobvisor::catalog::{Catalog, DbSettings};
+use jobvisor::catalog::DbSettings;
 use jobvisor::executor::CustomRun;
-use jobvisor::jobconf::toml_format;
 use jobvisor::model::{JobType, Pin, RunStatus};
 use jobvisor::ops::handle::OpsHandle;
 use jobvisor::ops::jobs::JobPatch;
@@ -16,6 +17,12 @@ use jobvisor::runtime::{Engine, EngineError, Event};
 use serde_json::json;
 
 use crate::support::{Workspace, runs_of};
+
+crate::on_both_backends!(
+    a_host_is_told_of_runs_awaits_results_manages_jobs_and_runs_its_own_kind_of_job,
+    a_subscriber_that_never_reads_drops_and_counts_and_slows_nothing,
+    a_run_executes_in_its_own_span_under_the_trigger_s,
+);
 
 const CATALOG: &str = r#"
 [processor.main]
@@ -45,13 +52,8 @@ payload = { function = "debug.noop" }
 
 /// A catalog with the test's jobs, and an engine config whose every job is activated at start.
 fn setup(ws: &Workspace) -> jobvisor::config::NodeConfig {
-    Catalog::open(&ws.db(), &DbSettings::default())
-        .unwrap()
-        .import(&toml_format::parse(CATALOG).unwrap(), "test")
-        .unwrap();
-    let mut cfg = jobvisor::config::NodeConfig::default();
-    cfg.node.data_dir = ws.path("data").display().to_string();
-    cfg.database.path = ws.db().display().to_string();
+    ws.import_conf(CATALOG);
+    let mut cfg = ws.engine_config();
     cfg.node.name = "host".into();
     cfg.policy.priority_floor = i64::MIN;
     cfg
@@ -74,11 +76,9 @@ impl Handler<Event> for Host {
 
 const WAIT: Duration = Duration::from_secs(10);
 
-#[test]
-fn a_host_is_told_of_runs_awaits_results_manages_jobs_and_runs_its_own_kind_of_job() {
-    let ws = Workspace::new();
+fn a_host_is_told_of_runs_awaits_results_manages_jobs_and_runs_its_own_kind_of_job(ws: Workspace) {
     let cfg = setup(&ws);
-    let db = ws.db();
+    let db = ws.catalog_at();
     actix_rt::System::new().block_on(async move {
         let engine = Engine::builder()
             .config(cfg)
@@ -222,12 +222,13 @@ fn a_host_is_told_of_runs_awaits_results_manages_jobs_and_runs_its_own_kind_of_j
         )
         .await
         .unwrap();
-        let audited: Vec<String> = crate::support::open_db(&db)
-            .prepare("SELECT action FROM audit WHERE actor = 'host-app' ORDER BY audit_id")
-            .unwrap()
-            .query_map([], |r| r.get(0))
-            .unwrap()
-            .map(Result::unwrap)
+        let audited: Vec<String> = db
+            .read(|db| {
+                db.rows("SELECT action FROM audit WHERE actor = 'host-app' ORDER BY audit_id")
+            })
+            .await
+            .iter()
+            .map(|r| r[0].as_str().unwrap().to_string())
             .collect();
         assert!(
             [
@@ -256,6 +257,7 @@ fn event_run(e: &Event) -> Option<i64> {
     }
 }
 
+/// SQLite only: the application's transaction is on a connection to the catalog file.
 #[test]
 fn a_rolled_back_transaction_enqueues_nothing_and_a_committed_one_runs() {
     let ws = Workspace::new();
@@ -298,9 +300,7 @@ fn a_rolled_back_transaction_enqueues_nothing_and_a_committed_one_runs() {
 }
 
 /// A stream nobody reads fills, then its events are dropped and counted; the engine goes on.
-#[test]
-fn a_subscriber_that_never_reads_drops_and_counts_and_slows_nothing() {
-    let ws = Workspace::new();
+fn a_subscriber_that_never_reads_drops_and_counts_and_slows_nothing(ws: Workspace) {
     let cfg = setup(&ws);
     actix_rt::System::new().block_on(async move {
         let engine = Engine::builder().config(cfg).start().unwrap();
@@ -323,8 +323,7 @@ fn a_subscriber_that_never_reads_drops_and_counts_and_slows_nothing() {
 
 /// Each run executes in a span `run` with its job, run id, attempt and node; a run triggered
 /// inside a span (a request handler's) is its child.
-#[test]
-fn a_run_executes_in_its_own_span_under_the_trigger_s() {
+fn a_run_executes_in_its_own_span_under_the_trigger_s(ws: Workspace) {
     use tracing_subscriber::layer::SubscriberExt;
 
     /// A span seen: its name, its parent's name, its fields.
@@ -359,7 +358,6 @@ fn a_run_executes_in_its_own_span_under_the_trigger_s() {
         }
     }
 
-    let ws = Workspace::new();
     let cfg = setup(&ws);
     let spans = Spans::default();
     let subscriber = tracing_subscriber::registry().with(spans.clone());

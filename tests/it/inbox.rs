@@ -1,29 +1,24 @@
 //! Inboxes (issue 14, point 3) on an embedded engine: the example mail pipeline fed by an inbox
 //! folder — files there before the start, files written and closed in it, files moved in, and
-//! files the pattern leaves alone.
+//! files the pattern leaves alone; on both backends.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use jobvisor::catalog::{Catalog, DbSettings};
 use jobvisor::config::InboxSection;
-use jobvisor::jobconf::toml_format;
 use jobvisor::runtime::Engine;
 
 use crate::support::Workspace;
 use crate::workflows::mail;
 
-#[test]
-fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_own_folder() {
-    let ws = Workspace::new();
-    let db = ws.db();
-    Catalog::open(&db, &DbSettings::default())
-        .unwrap()
-        .import(
-            &toml_format::parse(include_str!("../../examples/mail/job.conf")).unwrap(),
-            "test",
-        )
-        .unwrap();
+crate::on_both_backends!(
+    an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_own_folder,
+);
+
+fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_own_folder(
+    ws: Workspace,
+) {
+    ws.import_conf(include_str!("../../examples/mail/job.conf"));
     let inbox = ws.path("in");
     std::fs::create_dir_all(&inbox).unwrap();
     // There before the node starts, and one the pattern does not take.
@@ -31,8 +26,7 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
         std::fs::write(inbox.join(format!("early{i}.eml")), mail::sample(i)).unwrap();
     }
     std::fs::write(inbox.join("notes.txt"), "not a mail").unwrap();
-    let mut cfg = jobvisor::config::NodeConfig::default();
-    cfg.node.data_dir = ws.path("data").display().to_string();
+    let mut cfg = ws.engine_config();
     cfg.policy.priority_floor = i64::MIN;
     cfg.inbox = vec![InboxSection {
         path: inbox.display().to_string(),
@@ -41,11 +35,10 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
     }];
     let (inbox2, staging) = (inbox.clone(), ws.path("staging"));
     std::fs::create_dir_all(&staging).unwrap();
-    let db2 = db.clone();
+    let db = ws.catalog_at();
     actix_rt::System::new().block_on(async move {
         let engine = mail::register(Engine::builder())
             .config(cfg)
-            .db(&db2)
             .node_name("inbox")
             .start()
             .unwrap();
@@ -60,15 +53,14 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
         }
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let conn = crate::support::open_db(&db2);
-            let done: i64 = conn
-                .query_row(
-                    "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
-                     WHERE j.job_name = 'mail' AND r.finished_at IS NOT NULL",
-                    [],
-                    |r| r.get(0),
-                )
-                .unwrap();
+            let done = db
+                .read(|db| {
+                    db.count(
+                        "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
+                         WHERE j.job_name = 'mail' AND r.finished_at IS NOT NULL",
+                    )
+                })
+                .await;
             if done >= 9 {
                 break;
             }
@@ -77,16 +69,14 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
         }
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
     });
-    let conn = crate::support::open_db(&db);
-    let runs: Vec<(String, String)> = conn
-        .prepare(
+    let db = ws.catalog();
+    let runs: Vec<(String, String)> = db
+        .rows(
             "SELECT r.status, r.params FROM job_run r JOIN job j USING (job_id)
              WHERE j.job_name = 'mail' ORDER BY r.run_id",
         )
-        .unwrap()
-        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().into(), r[1].as_str().unwrap().into()))
         .collect();
     assert_eq!(runs.len(), 9, "one run per mail: {runs:?}");
     let mut names = BTreeSet::new();
@@ -118,12 +108,6 @@ fn an_inbox_turns_each_complete_file_into_one_run_of_the_mail_pipeline_in_its_ow
         .unwrap()
         .count();
     assert_eq!(pending, 0, "no file left between its move and its run");
-    let keys: i64 = conn
-        .query_row(
-            "SELECT count(DISTINCT inbox_key) FROM inbox_file",
-            [],
-            |r| r.get(0),
-        )
-        .unwrap();
+    let keys = db.count("SELECT count(DISTINCT inbox_key) FROM inbox_file");
     assert_eq!(keys, 9);
 }

@@ -1,12 +1,19 @@
 //! Remote processors between two real nodes: node A's catalog has a processor pointing at node
 //! B's API (learned after B bound port 0), with a token made on B; A's jobs on it run as
-//! JSON-RPC calls to B, which runs them as runs of its own, and A records the outcome.
+//! JSON-RPC calls to B, which runs them as runs of its own, and A records the outcome. A's
+//! catalog is on either backend (B's a SQLite file): on PostgreSQL, A is a fleet's node calling
+//! out.
 
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{Node, Run, Workspace, api, runs_of, wait_for};
+use crate::support::{Node, Run, Workspace, api, wait_for};
+
+crate::on_both_backends!(
+    a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachability,
+    outbound_credentials_are_never_shown_and_references_are_read_at_each_call,
+);
 
 /// A token for a new operator on the node of `ws` (made with the CLI while it runs).
 fn operator_token(ws: &Workspace, user: &str) -> String {
@@ -16,9 +23,8 @@ fn operator_token(ws: &Workspace, user: &str) -> String {
     v["token"].as_str().unwrap().to_string()
 }
 
-/// A catalog with only a test's jobs enabled.
-fn quiet_workspace() -> Workspace {
-    let ws = Workspace::new();
+/// `ws`'s catalog with only a test's jobs enabled.
+fn quiet(ws: Workspace) -> Workspace {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     ws
@@ -26,7 +32,7 @@ fn quiet_workspace() -> Workspace {
 
 /// Node B running on port 0, and a token of an operator on it (for node A to call with).
 fn node_b() -> (Workspace, Node, String) {
-    let wb = quiet_workspace();
+    let wb = quiet(Workspace::new());
     let b = wb.start_node("b");
     let token = operator_token(&wb, "from-a");
     (wb, b, token)
@@ -74,7 +80,8 @@ fn three_attempts(ws: &Workspace, job: &str, first: i64) -> Vec<Run> {
         30.0,
         &format!("three attempts of {job}, the last dead"),
         || {
-            let runs: Vec<_> = runs_of(&ws.db(), job)
+            let runs: Vec<_> = ws
+                .runs_of(job)
                 .into_iter()
                 .filter(|r| r.run_id >= first)
                 .collect();
@@ -124,11 +131,10 @@ payload = {{ method = "debug.sleep", ms = 600, _timeout_ms = 100 }}
     )
 }
 
-#[test]
-fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachability() {
+fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachability(ws: Workspace) {
     let (wb, b, b_token) = node_b();
     let (host, port) = host_port(&b);
-    let wa = quiet_workspace();
+    let wa = quiet(ws);
     wa.write("remote.conf", &a_catalog(&host, &port, &b_token));
     wa.ok(&["import", "remote.conf"]);
     let a = wa.start_node("a");
@@ -141,7 +147,7 @@ fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachabil
     let round_trip = began.elapsed();
     assert_eq!(run["status"], "succeeded", "{run}");
     assert_eq!(run["result"], json!({"from": "a", "word": "hi"}), "{run}");
-    let on_b = runs_of(&wb.db(), "rpc.debug.echo");
+    let on_b = wb.runs_of("rpc.debug.echo");
     assert_eq!(on_b.len(), 1, "{on_b:?}");
     assert_eq!(on_b[0].status, "succeeded");
     let b_run = api(
@@ -216,7 +222,7 @@ fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachabil
         attempts[0].error.as_deref().unwrap()
     );
     assert_eq!(
-        runs_of(&wb.db(), "rpc.debug.echo").len(),
+        wb.runs_of("rpc.debug.echo").len(),
         1,
         "B ran nothing for refused calls"
     );
@@ -261,11 +267,10 @@ fn a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachabil
     assert_eq!(r.json()["retry_of"], dead);
 }
 
-#[test]
-fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call() {
+fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call(ws: Workspace) {
     let (wb, b, b_token) = node_b();
     let (host, port) = host_port(&b);
-    let wa = quiet_workspace();
+    let wa = quiet(ws);
     wa.write(
         "remote.conf",
         &format!(
@@ -286,7 +291,7 @@ fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call() {
     wa.write("exported.conf", &export);
     let again = wa.ok(&["--json", "import", "exported.conf"]);
     assert!(again.contains("\"updated\": []"), "{again}");
-    let other = Workspace::new();
+    let other = wa.another("outbound_credentials_other");
     other.ok(&["init"]);
     let before = other.ok(&["export"]);
     let out = other.run(&["import", &wa.path("exported.conf").display().to_string()]);
@@ -341,7 +346,7 @@ fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call() {
         trigger(&a, &ta, "echo_on_b", json!({"via": "file"})),
     );
     assert_eq!(run["status"], "succeeded", "{run}");
-    assert_eq!(runs_of(&wb.db(), "rpc.debug.echo").len(), 2);
+    assert_eq!(wb.runs_of("rpc.debug.echo").len(), 2);
     // ... and a reference to nothing fails the run, naming what is missing.
     wa.ok(&[
         "processors",

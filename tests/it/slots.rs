@@ -5,9 +5,12 @@
 
 use std::time::{Duration, Instant};
 
-use crate::support::{Run, Workspace, queue_runs, runs_of};
+use crate::support::{Run, Workspace};
 
-crate::on_both_backends!(two_nodes_on_one_catalog_run_every_slot_once_and_skip_none);
+crate::on_both_backends!(
+    two_nodes_on_one_catalog_run_every_slot_once_and_skip_none,
+    a_high_priority_job_runs_every_slot_beside_a_low_priority_backlog,
+);
 
 /// A workspace with processor `main` (one instance) and the given jobs; seeded jobs disabled.
 fn workspace(ws: Workspace, jobs: &str) -> Workspace {
@@ -92,12 +95,15 @@ fn two_nodes_on_one_catalog_run_every_slot_once_and_skip_none(ws: Workspace) {
 /// priority 0 on the same one-instance processor, while the catalog's generation keeps moving
 /// (every edit reloads the schedules, racing the run events). Repeated three times: every slot
 /// of the high-priority job runs, none is skipped, and each starts soon after its slot instead
-/// of behind the buffered backlog.
-#[test]
-fn a_high_priority_job_runs_every_slot_beside_a_low_priority_backlog() {
+/// of behind the buffered backlog. Each round on a new catalog of the given one's backend.
+fn a_high_priority_job_runs_every_slot_beside_a_low_priority_backlog(given: Workspace) {
+    let mut ws = given;
     for round in 0..3 {
-        let ws = workspace(
-            Workspace::new(),
+        if round > 0 {
+            ws = ws.another("high_priority_beside_a_backlog");
+        }
+        ws = workspace(
+            ws,
             r#"
 [job.tick]
 type = "function"
@@ -115,7 +121,7 @@ max_overlap = 1000
 payload = { function = "debug.sleep", ms = 10 }
 "#,
         );
-        queue_runs(&ws.db(), "bulk", 3000);
+        ws.queue_runs("bulk", 3000);
         let node = ws.start_node("n1");
         let from = now_ms() + 1500;
         let until = Instant::now() + Duration::from_secs(8);
@@ -133,9 +139,10 @@ payload = { function = "debug.sleep", ms = 10 }
         }
         let to = now_ms() - 1000;
         assert_eq!(node.stop(), Some(0));
-        let runs = runs_of(&ws.db(), "tick");
+        let runs = ws.runs_of("tick");
         let late = every_second_ran(&runs, from, to);
-        let bulk_done = runs_of(&ws.db(), "bulk")
+        let bulk_done = ws
+            .runs_of("bulk")
             .iter()
             .filter(|r| r.status == "succeeded")
             .count();

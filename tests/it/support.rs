@@ -47,12 +47,55 @@ impl Workspace {
         }
     }
 
+    /// A new workspace on the same backend as this one (on PostgreSQL, a database of its own
+    /// named after `test`).
+    pub fn another(&self, test: &str) -> Self {
+        match &self.pg {
+            Some(_) => Self::on_postgres(test).expect("the server this workspace is on"),
+            None => Self::new(),
+        }
+    }
+
     /// The catalog's rows, for checks, on either backend.
     pub fn catalog(&self) -> TestDb {
+        self.catalog_at().open()
+    }
+
+    /// Where the catalog is, for checks made on another thread (see [`CatalogAt::read`]).
+    pub fn catalog_at(&self) -> CatalogAt {
         match &self.pg {
-            Some(pg) => TestDb::Postgres(std::cell::RefCell::new(pg.client())),
-            None => TestDb::Sqlite(open_db(self.db())),
+            Some(pg) => CatalogAt::Postgres(pg.url.clone()),
+            None => CatalogAt::File(self.db()),
         }
+    }
+
+    /// The library's handle on the catalog (made and migrated when new), on either backend.
+    pub fn open_catalog(&self) -> jobvisor::catalog::Catalog {
+        use jobvisor::catalog::{Access, Catalog, DbSettings, PgSettings};
+        match &self.pg {
+            Some(pg) => {
+                Catalog::open_postgres(PgSettings::new(&pg.url), "test", Access::Create).unwrap()
+            }
+            None => Catalog::open(&self.db(), &DbSettings::default()).unwrap(),
+        }
+    }
+
+    /// Imports the job.conf text `conf` into the catalog (as the actor `test`).
+    pub fn import_conf(&self, conf: &str) {
+        let file = jobvisor::jobconf::toml_format::parse(conf).unwrap();
+        self.open_catalog().import(&file, "test").unwrap();
+    }
+
+    /// The configuration of an engine embedded on this workspace's catalog (`database.path`
+    /// or `database.url`), with its data folder `data` here; the rest the defaults.
+    pub fn engine_config(&self) -> jobvisor::config::NodeConfig {
+        let mut cfg = jobvisor::config::NodeConfig::default();
+        cfg.node.data_dir = self.path("data").display().to_string();
+        match &self.pg {
+            Some(pg) => cfg.database.url = pg.url.clone(),
+            None => cfg.database.path = self.db().display().to_string(),
+        }
+        cfg
     }
 
     /// Every run, by run id.
@@ -74,7 +117,7 @@ impl Workspace {
 
     /// Runs of one job.
     pub fn runs_of(&self, job: &str) -> Vec<Run> {
-        self.runs().into_iter().filter(|r| r.job == job).collect()
+        self.catalog().runs_of(job)
     }
 
     /// Queues `n` on-demand runs of `job` straight into the catalog (one statement).
@@ -317,6 +360,41 @@ const QUEUE_RUNS: &str =
     INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
     SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = '{job}'";
 
+/// Where a workspace's catalog is: what a thread of its own can open.
+#[derive(Debug, Clone)]
+pub enum CatalogAt {
+    /// The catalog file.
+    File(PathBuf),
+    /// The PostgreSQL database's URL.
+    Postgres(String),
+}
+
+impl CatalogAt {
+    /// A connection for checks.
+    pub fn open(&self) -> TestDb {
+        match self {
+            CatalogAt::File(path) => TestDb::Sqlite(open_db(path)),
+            CatalogAt::Postgres(url) => TestDb::Postgres(std::cell::RefCell::new(
+                postgres::Client::connect(url, postgres::NoTls)
+                    .expect("connect to the test database"),
+            )),
+        }
+    }
+
+    /// `check` on a connection of its own, from async code (an engine's actix System): on a
+    /// blocking thread, since PostgreSQL's synchronous client runs a runtime of its own, which
+    /// may not be started inside another.
+    pub async fn read<T: Send + 'static>(
+        &self,
+        check: impl FnOnce(&TestDb) -> T + Send + 'static,
+    ) -> T {
+        let at = self.clone();
+        actix_rt::task::spawn_blocking(move || check(&at.open()))
+            .await
+            .unwrap()
+    }
+}
+
 /// A connection to a workspace's catalog, for checks: the SQLite file (opened as by
 /// [`open_db`]) or a client of the PostgreSQL database. Values come back as JSON.
 pub enum TestDb {
@@ -392,16 +470,22 @@ impl TestDb {
         }
     }
 
-    /// The runs of `job` in progress (on PostgreSQL: claimed less ended on every node).
+    /// The relation with a job's `in_progress` and `last_date_end` by `job_id`: `job` itself on
+    /// SQLite; on PostgreSQL, which keeps them apart, the view `job_progress` (claimed less
+    /// ended on every node, the latest end of any).
+    pub fn job_progress(&self) -> &'static str {
+        match self {
+            TestDb::Sqlite(_) => "job",
+            TestDb::Postgres(_) => "job_progress",
+        }
+    }
+
+    /// The runs of `job` in progress.
     pub fn in_progress(&self, job: &str) -> i64 {
-        let sql = match self {
-            TestDb::Sqlite(_) => "SELECT in_progress FROM job WHERE job_name = '{job}'",
-            TestDb::Postgres(_) => {
-                "SELECT p.in_progress FROM job_progress p JOIN job j USING (job_id)
-                 WHERE j.job_name = '{job}'"
-            }
-        };
-        self.count(&sql.replace("{job}", job))
+        self.count(&format!(
+            "SELECT p.in_progress FROM {} p JOIN job j USING (job_id) WHERE j.job_name = '{job}'",
+            self.job_progress()
+        ))
     }
 
     /// Every run, by run id.
@@ -423,6 +507,11 @@ impl TestDb {
                 scheduled_for: int(&r[9]),
             })
             .collect()
+    }
+
+    /// The runs of `job`, by run id.
+    pub fn runs_of(&self, job: &str) -> Vec<Run> {
+        self.runs().into_iter().filter(|r| r.job == job).collect()
     }
 
     /// Queues `n` on-demand runs of `job` (one statement; the CLI would take one process per

@@ -3,11 +3,19 @@
 //! and the stats; a job's `stretch_max` round-trips through job.conf; the spec's object
 //! statistics come from the object's writer and its prunes, and the elapsed time per schedule
 //! kind is summed per minute (an engine whose injected clock steps a minute ahead), both read
-//! back as time series.
+//! back as time series. On both backends.
 
 use serde_json::Value as Json;
 
 use crate::support::{Workspace, wait_for};
+
+crate::on_both_backends!(
+    processor_instances_added_by_the_policy_persist_across_a_restart,
+    object_statistics_come_from_the_writer_and_the_prunes,
+    stretch_max_round_trips_through_job_conf_and_is_refused_on_on_demand_jobs,
+    a_strained_node_stretches_a_job_and_a_healthy_one_brings_its_period_back,
+    elapsed_time_per_schedule_kind_is_summed_per_minute_and_shows_in_stats,
+);
 
 /// A decision's time (RFC 3339 in JSON) in epoch ms.
 fn at_ms(d: &Json) -> i64 {
@@ -38,9 +46,7 @@ fn tuned(ws: &Workspace) {
     }
 }
 
-#[test]
-fn processor_instances_added_by_the_policy_persist_across_a_restart() {
-    let ws = Workspace::new();
+fn processor_instances_added_by_the_policy_persist_across_a_restart(ws: Workspace) {
     tuned(&ws);
     let file = ws.write(
         "jobs.conf",
@@ -129,9 +135,8 @@ payload = { function = "debug.sleep", ms = 400 }
     assert!(busy.contains("instances=3"), "{busy}");
 }
 
-#[test]
-fn object_statistics_come_from_the_writer_and_the_prunes() {
-    let ws = Workspace::new();
+/// The object is a SQLite file of its own in the workspace, whichever backend the catalog is on.
+fn object_statistics_come_from_the_writer_and_the_prunes(ws: Workspace) {
     tuned(&ws);
     let events = ws.path("events.db");
     crate::support::open_db(&events)
@@ -229,9 +234,7 @@ payload = {{ function = "object_prune" }}
     assert!(table.lines().count() == 2 && table.contains(":"), "{table}");
 }
 
-#[test]
-fn stretch_max_round_trips_through_job_conf_and_is_refused_on_on_demand_jobs() {
-    let ws = Workspace::new();
+fn stretch_max_round_trips_through_job_conf_and_is_refused_on_on_demand_jobs(ws: Workspace) {
     let file = ws.write(
         "jobs.conf",
         r#"
@@ -289,9 +292,7 @@ payload = { function = "debug.noop" }
 /// Stretching on a real node (issue 18, point 8): a node held strained (a CPU threshold of 0%)
 /// stretches a per-second job that allows ×4 to one slot in four, a step at a time, each step a
 /// decision; restarted healthy, it brings the period back, a step at a time.
-#[test]
-fn a_strained_node_stretches_a_job_and_a_healthy_one_brings_its_period_back() {
-    let ws = Workspace::new();
+fn a_strained_node_stretches_a_job_and_a_healthy_one_brings_its_period_back(ws: Workspace) {
     tuned(&ws);
     ws.set_node_env("JOBVISOR__POLICY__CPU_STRAINED", "0");
     ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", "100");
@@ -328,7 +329,7 @@ payload = { function = "debug.noop" }
         })
     });
     let runs_in = |from: i64, to: i64| {
-        crate::support::runs_of(&ws.db(), "tick")
+        ws.runs_of("tick")
             .iter()
             .filter(|r| {
                 r.scheduled_for.is_some_and(|s| s > from && s <= to) && r.status == "succeeded"
@@ -386,17 +387,12 @@ payload = { function = "debug.noop" }
 /// minute ahead records them at its next sample. `jobvisor stats` shows the run_always sum of
 /// the processor in ms (the one 150 ms run, not the minute the clock stepped over: no run was
 /// executing then) and a zero for the kind that did not run.
-#[test]
-fn elapsed_time_per_schedule_kind_is_summed_per_minute_and_shows_in_stats() {
+fn elapsed_time_per_schedule_kind_is_summed_per_minute_and_shows_in_stats(ws: Workspace) {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicI64, Ordering};
     use std::time::Duration;
 
-    use jobvisor::catalog::{Catalog, DbSettings};
-    use jobvisor::jobconf::toml_format;
     use jobvisor::runtime::{Clock, Engine};
-
-    use crate::support::runs_of;
 
     /// The system's clock, shifted by what the test adds.
     struct Shifted(Arc<AtomicI64>);
@@ -407,8 +403,6 @@ fn elapsed_time_per_schedule_kind_is_summed_per_minute_and_shows_in_stats() {
     }
     const SUM: &str = "job_processor.stat_elapsed_time_sum_run_always_minute";
     const CRON_SUM: &str = "job_processor.stat_elapsed_time_cron_sum";
-    let ws = Workspace::new();
-    let db = ws.db();
     // One run at start, then none for 10 minutes: nothing runs when the clock steps. The cron
     // job (yearly) gives the processor a second kind, recorded as zero.
     let conf = r#"
@@ -429,16 +423,12 @@ required = true
 cron = "0 0 0 1 1 *"
 payload = { function = "debug.noop" }
 "#;
-    Catalog::open(&db, &DbSettings::default())
-        .unwrap()
-        .import(&toml_format::parse(conf).unwrap(), "test")
-        .unwrap();
+    ws.import_conf(conf);
     let shift = Arc::new(AtomicI64::new(0));
     let clock = Shifted(shift.clone());
-    let data = ws.path("data");
+    let db = ws.catalog_at();
+    let mut cfg = ws.engine_config();
     actix_rt::System::new().block_on(async move {
-        let mut cfg = jobvisor::config::NodeConfig::default();
-        cfg.node.data_dir = data.display().to_string();
         cfg.health.interval = 200;
         // Thresholds the shared machine cannot cross: this is about what the node records.
         cfg.policy.cpu_strained = 100.0;
@@ -451,39 +441,40 @@ payload = { function = "debug.noop" }
         cfg.policy.disk_critical = 0.0;
         let engine = Engine::builder()
             .config(cfg)
-            .db(&db)
             .node_name("clocked")
             .clock(Arc::new(clock))
             .start()
             .unwrap();
-        let stat_rows = |t: &str, after: i64| -> i64 {
-            let conn = crate::support::open_db(&db);
-            conn.query_row(
-                "SELECT count(*) FROM stat s JOIN stat_type t USING (stat_type_id)
-                 WHERE t.stat_type = ?1 AND s.sampled_at > ?2",
-                rusqlite::params![t, after],
-                |r| r.get(0),
-            )
-            .unwrap()
+        let stat_rows = |t: &'static str, after: i64| {
+            db.read(move |db| {
+                db.count(&format!(
+                    "SELECT count(*) FROM stat s JOIN stat_type t USING (stat_type_id)
+                     WHERE t.stat_type = '{t}' AND s.sampled_at > {after}"
+                ))
+            })
         };
         // The run ends, and two samples take its elapsed time in.
         let mut ended = None;
         for _ in 0..500 {
-            ended = runs_of(&db, "once")
+            ended = db
+                .read(|db| db.runs_of("once"))
+                .await
                 .iter()
                 .find(|r| r.status == "succeeded")
                 .and_then(|r| r.finished_at);
-            if ended.is_some_and(|t| stat_rows("device.cpu_used", t) >= 2) {
+            if let Some(t) = ended
+                && stat_rows("device.cpu_used", t).await >= 2
+            {
                 break;
             }
             actix_rt::time::sleep(Duration::from_millis(20)).await;
         }
         let ended = ended.expect("the run_always job ran");
-        assert_eq!(stat_rows(SUM, 0), 0, "no sum before a minute");
+        assert_eq!(stat_rows(SUM, 0).await, 0, "no sum before a minute");
         // A minute later, by the engine's clock: the next sample records the sums.
         shift.store(61_000, Ordering::SeqCst);
         for _ in 0..500 {
-            if stat_rows(SUM, ended) > 0 {
+            if stat_rows(SUM, ended).await > 0 {
                 break;
             }
             actix_rt::time::sleep(Duration::from_millis(20)).await;

@@ -1,7 +1,9 @@
 //! Workflows and job trees on an embedded engine (issue 14): the example mail pipeline
 //! (`examples/mail/`) triggered 100 times at once, a failure in one branch and its retry, and a
-//! tree of 1,000 runs spawned by a function. Each test keeps its figures in
-//! `target/tmp/flow/<test>.txt` (`.ci/test` prints them: libtest hides a passing test's output).
+//! tree of 1,000 runs spawned by a function; and the same through a real node's faces. Each runs
+//! on both backends, and keeps its figures in `target/tmp/flow/<test>.txt` on SQLite,
+//! `<test>.postgres.txt` on PostgreSQL (`.ci/test` prints them: libtest hides a passing test's
+//! output).
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -9,13 +11,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use jobvisor::catalog::{Catalog, DbSettings};
 use jobvisor::jobconf::toml_format;
 use jobvisor::runtime::{Engine, EngineBuilder};
 use jobvisor::sim::SimRng;
 use serde_json::json;
 
-use crate::support::Workspace;
+use crate::support::{CatalogAt, TestDb, Workspace};
+
+crate::on_both_backends!(
+    one_hundred_concurrent_mail_workflows_hold_every_ordering_constraint,
+    a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_retry_completes_it,
+    a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fails_its_root,
+    children_spawned_over_the_api_and_rpc_join_the_tree_and_a_cancelled_workflow_kills_its_command,
+);
 
 /// The example pipeline's functions (also used by `inbox`).
 #[path = "../../examples/mail/functions.rs"]
@@ -23,8 +31,13 @@ pub mod mail;
 
 const MAIL_CONF: &str = include_str!("../../examples/mail/job.conf");
 
-/// Prints a test's figures and keeps them in `target/tmp/flow/<name>.txt`.
-pub fn figures(name: &str, lines: &[String]) {
+/// Prints a test's figures and keeps them in `target/tmp/flow/<name>.txt` (on PostgreSQL,
+/// `<name>.postgres.txt`, so that both backends' are kept).
+pub fn figures(ws: &Workspace, name: &str, lines: &[String]) {
+    let name = match ws.pg {
+        Some(_) => format!("{name}.postgres"),
+        None => name.to_string(),
+    };
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("flow");
     std::fs::create_dir_all(&dir).unwrap();
     let text: String = lines.iter().map(|l| format!("{name}: {l}\n")).collect();
@@ -39,23 +52,12 @@ where
     F: FnOnce(Engine) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
-    let db = ws.db();
-    let file = toml_format::parse(conf).unwrap();
-    Catalog::open(&db, &DbSettings::default())
-        .unwrap()
-        .import(&file, "test")
-        .unwrap();
-    let mut cfg = jobvisor::config::NodeConfig::default();
-    cfg.node.data_dir = ws.path("data").display().to_string();
+    ws.import_conf(conf);
+    let mut cfg = ws.engine_config();
     cfg.policy.priority_floor = i64::MIN;
     // Only the test's jobs: the default catalog is not seeded into an imported one.
     actix_rt::System::new().block_on(async move {
-        let engine = builder
-            .config(cfg)
-            .db(&db)
-            .node_name("flow")
-            .start()
-            .unwrap();
+        let engine = builder.config(cfg).node_name("flow").start().unwrap();
         body(engine.clone()).await;
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
     });
@@ -74,28 +76,25 @@ struct StepRun {
     stump: Option<i64>,
 }
 
-fn tree_rows(db: &Path) -> Vec<StepRun> {
-    let conn = crate::support::open_db(db);
-    let mut stmt = conn
-        .prepare(
-            "SELECT run_id, pid, step, status, started_at, finished_at, retry_of, stump
-             FROM job_run ORDER BY run_id",
-        )
-        .unwrap();
-    stmt.query_map([], |r| {
-        Ok(StepRun {
-            run_id: r.get(0)?,
-            pid: r.get(1)?,
-            step: r.get(2)?,
-            status: r.get(3)?,
-            started_at: r.get(4)?,
-            finished_at: r.get(5)?,
-            retry_of: r.get(6)?,
-            stump: r.get(7)?,
-        })
+/// Every run, by run id.
+fn tree_rows(db: &TestDb) -> Vec<StepRun> {
+    let int = |v: &serde_json::Value| v.as_i64();
+    let text = |v: &serde_json::Value| v.as_str().map(String::from);
+    db.rows(
+        "SELECT run_id, pid, step, status, started_at, finished_at, retry_of, stump
+         FROM job_run ORDER BY run_id",
+    )
+    .iter()
+    .map(|r| StepRun {
+        run_id: int(&r[0]).unwrap(),
+        pid: int(&r[1]),
+        step: text(&r[2]),
+        status: text(&r[3]).unwrap(),
+        started_at: int(&r[4]),
+        finished_at: int(&r[5]),
+        retry_of: int(&r[6]),
+        stump: int(&r[7]),
     })
-    .unwrap()
-    .map(Result::unwrap)
     .collect()
 }
 
@@ -111,10 +110,10 @@ fn mail_edges() -> Vec<(String, String)> {
 }
 
 /// Waits (polling the catalog) until every run in `roots` has ended.
-async fn roots_ended(db: &Path, roots: &[i64], secs: u64) {
+async fn roots_ended(db: &CatalogAt, roots: &[i64], secs: u64) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     loop {
-        let rows = tree_rows(db);
+        let rows = db.read(tree_rows).await;
         let open = rows
             .iter()
             .filter(|r| roots.contains(&r.run_id) && r.finished_at.is_none())
@@ -144,12 +143,9 @@ fn mails(ws: &Workspace, n: usize, tag: &str) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn one_hundred_concurrent_mail_workflows_hold_every_ordering_constraint() {
-    let ws = Workspace::new();
+fn one_hundred_concurrent_mail_workflows_hold_every_ordering_constraint(ws: Workspace) {
     let paths = mails(&ws, 100, "m");
-    let db = ws.db();
-    let (db2, data) = (db.clone(), ws.path("data"));
+    let (db2, data) = (ws.catalog_at(), ws.path("data"));
     let builder = mail::register(Engine::builder());
     let took = Arc::new(std::sync::Mutex::new(Duration::ZERO));
     let took2 = took.clone();
@@ -160,7 +156,7 @@ fn one_hundred_concurrent_mail_workflows_hold_every_ordering_constraint() {
         roots_ended(&db2, &roots, 120).await;
         *took2.lock().unwrap() = t0.elapsed();
     });
-    let rows = tree_rows(&db);
+    let rows = tree_rows(&ws.catalog());
     let roots: Vec<&StepRun> = rows.iter().filter(|r| r.pid.is_none()).collect();
     assert_eq!(roots.len(), 100);
     let edges = mail_edges();
@@ -203,6 +199,7 @@ fn one_hundred_concurrent_mail_workflows_hold_every_ordering_constraint() {
     let pct = |p: f64| gaps[((gaps.len() - 1) as f64 * p).round() as usize];
     let index = std::fs::read_to_string(data.join("mail/index.txt")).unwrap();
     figures(
+        &ws,
         "workflows_100",
         &[
             format!(
@@ -226,12 +223,12 @@ fn one_hundred_concurrent_mail_workflows_hold_every_ordering_constraint() {
     assert_eq!(index.lines().count(), 200, "2 distinct links per mail");
 }
 
-#[test]
-fn a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_retry_completes_it() {
-    let ws = Workspace::new();
+fn a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_retry_completes_it(
+    ws: Workspace,
+) {
     let paths = mails(&ws, 3, "f");
-    let db = ws.db();
-    let db2 = db.clone();
+    let db2 = ws.catalog_at();
+    let ops_cfg = ws.engine_config();
     // `links` fails on the second mail (both its attempts) until the test mends it.
     let broken = Arc::new(AtomicBool::new(true));
     let b = broken.clone();
@@ -249,15 +246,14 @@ fn a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_re
         let roots = engine.trigger_many("mail", params).await.unwrap();
         roots_ended(&db2, &roots, 60).await;
         let failed = roots[1];
-        let steps = |db: &Path| -> BTreeMap<String, (String, i64)> {
-            tree_rows(db)
-                .into_iter()
+        let steps = |rows: &[StepRun]| -> BTreeMap<String, (String, i64)> {
+            rows.iter()
                 .filter(|r| r.pid == Some(failed))
                 .map(|r| (r.step.clone().unwrap(), (r.status.clone(), r.run_id)))
                 .collect()
         };
-        let before = steps(&db2);
-        let rows = tree_rows(&db2);
+        let rows = db2.read(tree_rows).await;
+        let before = steps(&rows);
         let status = |id: i64| rows.iter().find(|r| r.run_id == id).unwrap().status.clone();
         out.lock().unwrap().insert(
             "roots",
@@ -269,18 +265,17 @@ fn a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_re
         );
         // Retry through the API's own path (ops), as an operator would.
         broken.store(false, Ordering::SeqCst);
-        let mut cfg = jobvisor::config::NodeConfig::default();
-        cfg.database.path = db2.display().to_string();
         let caller = jobvisor::ops::Caller {
             actor: "operator".into(),
             node: "flow".into(),
         };
         let (mut ops, _) =
-            jobvisor::ops::Ops::open(&cfg, jobvisor::catalog::Access::ReadWrite, caller).unwrap();
+            jobvisor::ops::Ops::open(&ops_cfg, jobvisor::catalog::Access::ReadWrite, caller)
+                .unwrap();
         assert_eq!(ops.retry_run(failed).unwrap(), failed, "retried in place");
         roots_ended(&db2, &[failed], 60).await;
-        let after = steps(&db2);
-        let rows = tree_rows(&db2);
+        let rows = db2.read(tree_rows).await;
+        let after = steps(&rows);
         let rerun: Vec<String> = rows
             .iter()
             .filter(|r| r.pid == Some(failed) && r.retry_of.is_some() && r.step.is_some())
@@ -302,6 +297,7 @@ fn a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_re
     });
     let o = outcome.lock().unwrap();
     figures(
+        &ws,
         "workflow_failure_and_retry",
         &[
             format!("workflows: {}", o["roots"]),
@@ -361,9 +357,9 @@ fn random_tree(rng: &mut SimRng, size: usize, max_depth: usize) -> Vec<Vec<usize
     children
 }
 
-#[test]
-fn a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fails_its_root() {
-    let ws = Workspace::new();
+fn a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fails_its_root(
+    ws: Workspace,
+) {
     let conf = "[processor.tree]\ninstances = 8\n\
         [job.node]\ntype = \"function\"\nprocessor = \"tree\"\noverlap_policy = \"allow\"\n\
         max_overlap = 100000\npayload = { function = \"grow\" }\n";
@@ -398,8 +394,7 @@ fn a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fail
         }
         Ok(json!({ "node": node, "children": s[node].len() }))
     });
-    let db = ws.db();
-    let db2 = db.clone();
+    let db2 = ws.catalog_at();
     let took = Arc::new(std::sync::Mutex::new(Vec::new()));
     let t2 = took.clone();
     with_engine(&ws, conf, builder, |engine| async move {
@@ -414,7 +409,7 @@ fn a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fail
             t2.lock().unwrap().push((root, t0.elapsed()));
         }
     });
-    let rows = tree_rows(&db);
+    let rows = tree_rows(&ws.catalog());
     let mut lines = vec![format!(
         "tree shape: 1000 runs, depth {} (seed 0x7ee0014), fan-out 1–6 per spawning run, {} runs \
          with children",
@@ -459,17 +454,16 @@ fn a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fail
             assert_eq!(statuses.get("succeeded"), Some(&1000));
         }
     }
-    figures("tree_1000", &lines);
+    figures(&ws, "tree_1000", &lines);
 }
 
 /// The faces of a real node: children spawned over the API and JSON-RPC join a running run's
 /// tree, which `GET …/tree`, `run.tree` and `jobvisor runs tree` show; a workflow triggered from
 /// the CLI runs; `runs cancel` of a workflow kills its running command step and skips the rest.
-#[test]
-fn children_spawned_over_the_api_and_rpc_join_the_tree_and_a_cancelled_workflow_kills_its_command()
-{
+fn children_spawned_over_the_api_and_rpc_join_the_tree_and_a_cancelled_workflow_kills_its_command(
+    ws: Workspace,
+) {
     use crate::support::{api, wait_for};
-    let ws = Workspace::new();
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     let conf = ws.write(
@@ -509,15 +503,12 @@ payload.steps = [{ job = "echo" }]
     ws.ok(&["import", &conf.display().to_string()]);
     let node = ws.start_node("n1");
     let (base, token) = (node.api.clone(), node.token.clone().unwrap());
-    let db = ws.db();
     let status_of = |id: i64| -> (String, Option<i64>) {
-        let conn = crate::support::open_db(&db);
-        conn.query_row(
-            "SELECT status, finished_at FROM job_run WHERE run_id = ?1",
-            [id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
-        .unwrap()
+        let rows = ws.catalog().rows(&format!(
+            "SELECT status, finished_at FROM job_run WHERE run_id = {id}"
+        ));
+        let row = &rows[0];
+        (row[0].as_str().unwrap().to_string(), row[1].as_i64())
     };
     let r = api(
         &base,
@@ -593,13 +584,10 @@ payload.steps = [{ job = "echo" }]
         .as_i64()
         .unwrap();
     let nap = wait_for(20.0, "the command step to run", || {
-        let conn = crate::support::open_db(&db);
-        conn.query_row(
-            "SELECT run_id FROM job_run WHERE pid = ?1 AND step = 'nap' AND status = 'running'",
-            [held],
-            |r| r.get::<_, i64>(0),
-        )
-        .ok()
+        let rows = ws.catalog().rows(&format!(
+            "SELECT run_id FROM job_run WHERE pid = {held} AND step = 'nap' AND status = 'running'"
+        ));
+        rows.first().and_then(|r| r[0].as_i64())
     });
     let t0 = Instant::now();
     let out = ws.ok(&["runs", "cancel", &held.to_string()]);
@@ -619,15 +607,12 @@ payload.steps = [{ job = "echo" }]
 
     // A workflow's slot starts its tree like a trigger does.
     wait_for(20.0, "a scheduled workflow to succeed", || {
-        let conn = crate::support::open_db(&db);
-        conn.query_row(
+        let rows = ws.catalog().rows(
             "SELECT r.run_id FROM job_run r JOIN job j USING (job_id) WHERE j.job_name = 'ticker'
              AND r.scheduled_for IS NOT NULL AND r.status = 'succeeded'
              AND EXISTS (SELECT 1 FROM job_run s WHERE s.pid = r.run_id AND s.status = 'succeeded')",
-            [],
-            |r| r.get::<_, i64>(0),
-        )
-        .ok()
+        );
+        rows.first().and_then(|r| r[0].as_i64())
     });
     drop(node);
 }
