@@ -17,7 +17,7 @@
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
-//! `sql`.
+//! `sql`, `BENCH_CPU=1` where the CPU went during each drain by node processes on PostgreSQL.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
