@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile|pg|pg-profile] [--rounds 3] [--n 20000]`
 //! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
@@ -1034,6 +1034,11 @@ fn main() {
     // Needs a PostgreSQL server (see bench/pg.rs): only when asked for.
     if a.what == "pg" {
         pg::print(a.n, rounds);
+    }
+    if a.what == "pg-profile" {
+        // One drain by 3 node threads through the PostgreSQL catalog and nothing else: for
+        // `perf record` of the server's backends.
+        pg::profile(a.n);
     }
     if all || a.what == "scale" {
         let results: Vec<(f64, f64)> = (0..rounds).map(|_| claim_latency()).collect();

@@ -435,6 +435,16 @@ impl CpuUse {
     }
 }
 
+/// One drain by 3 node threads, printed (`pg-profile`).
+pub fn profile(n: usize) {
+    let c = catalog(n, 3);
+    println!(
+        "{:<52} {:>10.0} r/s",
+        format!("postgres catalog: drain, 3 node(s), batch {BATCH}"),
+        c
+    );
+}
+
 pub fn print(n: usize, rounds: usize) {
     let mut rows: [Vec<f64>; 6] = Default::default();
     let mut ratios: [Vec<f64>; 4] = Default::default();
