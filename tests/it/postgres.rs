@@ -193,8 +193,19 @@ fn pg_migrations_apply_once_and_refuse_edited_or_newer_schemas() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(count(&db, "SELECT count(*) FROM schema_migration"), 1);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM schema_migration"),
+        jobvisor::catalog::postgres::migrate::MIGRATIONS.len() as i64
+    );
     assert_eq!(count(&db, "SELECT count(*) FROM job_type"), 7);
+    let applied: String = db
+        .client()
+        .query_one(
+            "SELECT checksum FROM schema_migration WHERE version = 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     db.client()
         .execute(
             "UPDATE schema_migration SET checksum = 'edited' WHERE version = 1",
@@ -207,9 +218,15 @@ fn pg_migrations_apply_once_and_refuse_edited_or_newer_schemas() {
         "{e}"
     );
     db.client()
-        .batch_execute(
-            "UPDATE schema_migration SET checksum = (SELECT checksum FROM schema_migration) ;
-             INSERT INTO schema_migration (version, name, checksum) VALUES (99, '0099_x.sql', 'x')",
+        .execute(
+            "UPDATE schema_migration SET checksum = $1 WHERE version = 1",
+            &[&applied],
+        )
+        .unwrap();
+    db.client()
+        .execute(
+            "INSERT INTO schema_migration (version, name, checksum) VALUES (99, '0099_x.sql', 'x')",
+            &[],
         )
         .unwrap();
     let e = PgCatalog::open(PgSettings::new(&db.url), "newer").unwrap_err();

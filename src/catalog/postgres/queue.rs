@@ -29,7 +29,7 @@ const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, s
     run_after, params, status, error, created_at, finished_at)
     SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[],
         $6::text[], $7::text[], $8::text[], $9::bigint[], $10::bigint[])
-    ON CONFLICT (job_id, scheduled_for) DO NOTHING
+    ON CONFLICT (job_id, scheduled_for) WHERE scheduled_for IS NOT NULL DO NOTHING
     RETURNING run_id, job_id, scheduled_for";
 
 // Scheduled slots run only while the job is active on the claiming node; on-demand runs and
