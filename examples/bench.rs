@@ -17,7 +17,9 @@
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
-//! `sql`, `BENCH_CPU=1` where the CPU went during each drain by node processes on PostgreSQL.
+//! `sql`, `BENCH_CPU=1` where the CPU went during each drain on PostgreSQL, `BENCH_WINDOW=1`
+//! the monotonic clock at the start and end of a drain by node threads on PostgreSQL (for
+//! `perf record -k CLOCK_MONOTONIC -a … bench -- pg-profile` then `perf report --time a,b`).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

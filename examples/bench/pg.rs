@@ -175,6 +175,7 @@ fn catalog(n: usize, nodes: usize) -> f64 {
         .collect();
     let done = Arc::new(AtomicI64::new(0));
     let start = Instant::now();
+    let mono_start = monotonic_s();
     let cpu0 = CpuUse::read(&mut c, &[]);
     let handles: Vec<_> = catalogs
         .into_iter()
@@ -239,6 +240,10 @@ fn catalog(n: usize, nodes: usize) -> f64 {
         })
         .collect();
     let kept: Vec<PgCatalog> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    if std::env::var_os("BENCH_WINDOW").is_some() {
+        // For `perf report --time` of a `perf record -k CLOCK_MONOTONIC`: the drain alone.
+        eprintln!("drain window: {:.6},{:.6}", mono_start, monotonic_s());
+    }
     let rate = n as f64 / start.elapsed().as_secs_f64();
     if std::env::var_os("BENCH_CPU").is_some() {
         let used = CpuUse::read(&mut c, &[]).since(&cpu0);
@@ -368,6 +373,17 @@ fn try_schema(c: &mut Client) {
     if let Ok(sql) = std::env::var("BENCH_PG_SQL") {
         c.batch_execute(&sql).unwrap();
     }
+}
+
+/// CLOCK_MONOTONIC in seconds (perf's clock with `-k CLOCK_MONOTONIC`).
+fn monotonic_s() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
 }
 
 /// The CPU time a process used so far (all its threads), ms.
