@@ -19,7 +19,9 @@
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
 //! `sql`, `BENCH_CPU=1` where the CPU went during each drain on PostgreSQL, `BENCH_WINDOW=1`
 //! the monotonic clock at the start and end of a drain by node threads on PostgreSQL (for
-//! `perf record -k CLOCK_MONOTONIC -a … bench -- pg-profile` then `perf report --time a,b`).
+//! `perf record -k CLOCK_MONOTONIC -a … bench -- pg-profile` then `perf report --time a,b`),
+//! `BENCH_PG_SQL` SQL run on each PostgreSQL catalog before its drain (a schema change tried
+//! without a migration).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
