@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile|pg|pg-profile] [--rounds 3] [--n 20000]`
 //! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
@@ -17,7 +17,11 @@
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
 //! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
-//! `sql`.
+//! `sql`, `BENCH_CPU=1` where the CPU went during each drain on PostgreSQL, `BENCH_WINDOW=1`
+//! the monotonic clock at the start and end of a drain by node threads on PostgreSQL (for
+//! `perf record -k CLOCK_MONOTONIC -a … bench -- pg-profile` then `perf report --time a,b`),
+//! `BENCH_PG_SQL` SQL run on each PostgreSQL catalog before its drain (a schema change tried
+//! without a migration).
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -1034,6 +1038,11 @@ fn main() {
     // Needs a PostgreSQL server (see bench/pg.rs): only when asked for.
     if a.what == "pg" {
         pg::print(a.n, rounds);
+    }
+    if a.what == "pg-profile" {
+        // One drain by 3 node threads through the PostgreSQL catalog and nothing else: for
+        // `perf record` of the server's backends.
+        pg::profile(a.n);
     }
     if all || a.what == "scale" {
         let results: Vec<(f64, f64)> = (0..rounds).map(|_| claim_latency()).collect();

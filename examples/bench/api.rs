@@ -22,6 +22,13 @@ pub struct Node {
     token: String,
 }
 
+impl Node {
+    /// The node's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
 impl Drop for Node {
     fn drop(&mut self) {
         // SAFETY: signalling our own child.

@@ -77,11 +77,13 @@ fn floor(n: usize, workers: usize) -> f64 {
     .unwrap();
     c.batch_execute("VACUUM ANALYZE q").unwrap();
     let start = Instant::now();
+    let machine = CpuUse::read(&mut c, &[]).machine;
     let handles: Vec<_> = (0..workers)
         .map(|_| {
             let url = db.url.clone();
             thread::spawn(move || {
                 let mut c = Client::connect(&url, NoTls).unwrap();
+                let backend: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
                 // Prepared once, as the catalog's statements are.
                 let take = c
                     .prepare(
@@ -105,7 +107,7 @@ fn floor(n: usize, workers: usize) -> f64 {
                         .collect();
                     tx.commit().unwrap();
                     if ids.is_empty() {
-                        return;
+                        return task_ms(backend as u32);
                     }
                     let mut tx = c.transaction().unwrap();
                     tx.execute(&finish, &[&ids]).unwrap();
@@ -114,10 +116,16 @@ fn floor(n: usize, workers: usize) -> f64 {
             })
         })
         .collect();
-    for h in handles {
-        h.join().unwrap();
-    }
+    let backends: f64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
     let rate = n as f64 / start.elapsed().as_secs_f64();
+    if std::env::var_os("BENCH_CPU").is_some() {
+        eprintln!(
+            "pg floor, {workers} conn: {:.0} ms; CPU ms: server backends {backends:.0}, the \
+             machine {:.0}",
+            start.elapsed().as_secs_f64() * 1e3,
+            CpuUse::read(&mut c, &[]).machine - machine
+        );
+    }
     drop(c);
     rate
 }
@@ -160,12 +168,15 @@ fn catalog(n: usize, nodes: usize) -> f64 {
             .collect();
         setup.enqueue(runs, now).unwrap();
     }
+    try_schema(&mut c);
     c.batch_execute("VACUUM ANALYZE job_run").unwrap();
     let catalogs: Vec<PgCatalog> = (0..nodes)
         .map(|i| PgCatalog::open(PgSettings::new(&db.url), &format!("n{i}")).unwrap())
         .collect();
     let done = Arc::new(AtomicI64::new(0));
     let start = Instant::now();
+    let mono_start = monotonic_s();
+    let cpu0 = CpuUse::read(&mut c, &[]);
     let handles: Vec<_> = catalogs
         .into_iter()
         .enumerate()
@@ -201,7 +212,8 @@ fn catalog(n: usize, nodes: usize) -> f64 {
                         .unwrap();
                     if claim.runs.is_empty() {
                         if done.load(Ordering::SeqCst) as usize >= n {
-                            return;
+                            // Kept until the CPU its connection used is read.
+                            return cat;
                         }
                         thread::yield_now();
                         continue;
@@ -227,10 +239,23 @@ fn catalog(n: usize, nodes: usize) -> f64 {
             })
         })
         .collect();
-    for h in handles {
-        h.join().unwrap();
+    let kept: Vec<PgCatalog> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    if std::env::var_os("BENCH_WINDOW").is_some() {
+        // For `perf report --time` of a `perf record -k CLOCK_MONOTONIC`: the drain alone.
+        eprintln!("drain window: {:.6},{:.6}", mono_start, monotonic_s());
     }
     let rate = n as f64 / start.elapsed().as_secs_f64();
+    if std::env::var_os("BENCH_CPU").is_some() {
+        let used = CpuUse::read(&mut c, &[]).since(&cpu0);
+        eprintln!(
+            "pg catalog, {nodes} node thread(s): {:.0} ms; CPU ms: server backends {:.0}, the \
+             machine {:.0}",
+            start.elapsed().as_secs_f64() * 1e3,
+            used.backends,
+            used.machine
+        );
+    }
+    drop(kept);
     let succeeded: i64 = c
         .query_one(
             "SELECT count(*) FROM job_run WHERE status = 'succeeded'",
@@ -259,6 +284,7 @@ fn processes(n: usize, nodes: usize) -> f64 {
         .unwrap()
         .seed_if_new(&file, "bench", 0)
         .unwrap();
+    try_schema(&mut Client::connect(&db.url, NoTls).unwrap());
     let env = [("JOBVISOR__DATABASE__URL", db.url.as_str())];
     let fleet: Vec<super::api::Node> = (1..=nodes)
         .map(|i| super::api::spawn(&cfg, &format!("n{i}"), &env))
@@ -271,31 +297,168 @@ fn processes(n: usize, nodes: usize) -> f64 {
         &[&(n as i64)],
     )
     .unwrap();
-    let left = |c: &mut Client| -> (i64, i64) {
-        let r = c
-            .query_one(
-                "SELECT (SELECT count(*) FROM job_run WHERE status = 'queued'),
-                        (SELECT count(*) FROM job_run WHERE status = 'running')",
-                &[],
-            )
-            .unwrap();
+    // Polled every millisecond, so each poll reads the job's row and its tallies (one per
+    // node), and looks for runs left only once every run claimed has ended: a count of 20,000
+    // queued runs cost the server 150-300 ms of CPU per drain (beside 670-730 ms for the
+    // nodes' own statements), and `EXISTS` over the queue and running indexes, which step over
+    // the entries of claimed and finished runs, 90-150 ms.
+    // Prepared: parsing and planning each poll cost the server more than running it.
+    let read_tally = c
+        .prepare(
+            "SELECT j.runs_begun, coalesce((SELECT sum(t.runs_ended) FROM job_tally t
+                 WHERE t.job_id = j.job_id), 0)::bigint
+             FROM job j WHERE j.job_name = 'noop'",
+        )
+        .unwrap();
+    let tally = |c: &mut Client| -> (i64, i64) {
+        let r = c.query_one(&read_tally, &[]).unwrap();
         (r.get(0), r.get(1))
     };
+    let started = |c: &mut Client| tally(c).0 > 0;
+    let busy = |c: &mut Client| -> bool {
+        let (begun, ended) = tally(c);
+        // Runs given back to the queue (work sharing) end twice: look for any left.
+        begun > ended
+            || ended < n as i64
+            || c.query_one(
+                "SELECT EXISTS (SELECT 1 FROM job_run WHERE status = 'queued')
+                     OR EXISTS (SELECT 1 FROM job_run WHERE status = 'running')",
+                &[],
+            )
+            .unwrap()
+            .get(0)
+    };
     let deadline = Instant::now() + std::time::Duration::from_secs(600);
-    while left(&mut c).0 == n as i64 {
+    while !started(&mut c) {
         assert!(Instant::now() < deadline, "no node claimed a run");
         thread::sleep(std::time::Duration::from_micros(200));
     }
     let t0 = Instant::now();
-    while left(&mut c) != (0, 0) {
+    let pids: Vec<u32> = fleet.iter().map(super::api::Node::pid).collect();
+    let cpu0 = std::env::var_os("BENCH_CPU").map(|_| CpuUse::read(&mut c, &pids));
+    while busy(&mut c) {
         assert!(Instant::now() < deadline, "the drain did not end");
         thread::sleep(std::time::Duration::from_millis(1));
     }
     let rate = n as f64 / t0.elapsed().as_secs_f64();
+    if let Some(cpu0) = cpu0 {
+        let used = CpuUse::read(&mut c, &pids).since(&cpu0);
+        eprintln!(
+            "pg drain by {nodes} process(es): {:.0} ms; CPU ms: nodes {:.0}, their server \
+             backends {:.0}, the bench's poll (its backend) {:.0}, the machine {:.0}",
+            t0.elapsed().as_secs_f64() * 1e3,
+            used.nodes,
+            used.backends,
+            used.poller,
+            used.machine
+        );
+    }
     drop(fleet);
+    let succeeded: i64 = c
+        .query_one(
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(succeeded, n as i64, "every run recorded once");
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
     rate
+}
+
+/// `BENCH_PG_SQL`, run on each catalog's database before its drain: a schema change tried
+/// without a migration.
+fn try_schema(c: &mut Client) {
+    if let Ok(sql) = std::env::var("BENCH_PG_SQL") {
+        c.batch_execute(&sql).unwrap();
+    }
+}
+
+/// CLOCK_MONOTONIC in seconds (perf's clock with `-k CLOCK_MONOTONIC`).
+fn monotonic_s() -> f64 {
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a valid out pointer.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut t) };
+    t.tv_sec as f64 + t.tv_nsec as f64 / 1e9
+}
+
+/// The CPU time a process used so far (all its threads), ms.
+fn task_ms(pid: u32) -> f64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+        .sum::<f64>()
+        / 1e6
+}
+
+/// CPU time used so far (ms), for `BENCH_CPU=1`: by the node processes (all their threads),
+/// by the server's backends of their connections, by the backend of the bench's own
+/// connection (its polling), and by the whole machine (every process, others' included).
+struct CpuUse {
+    nodes: f64,
+    backends: f64,
+    poller: f64,
+    machine: f64,
+}
+
+impl CpuUse {
+    fn read(c: &mut Client, nodes: &[u32]) -> CpuUse {
+        let me: i32 = c.query_one("SELECT pg_backend_pid()", &[]).unwrap().get(0);
+        let backends: f64 = c
+            .query(
+                "SELECT pid FROM pg_stat_activity WHERE datname = current_database()
+                   AND pid <> pg_backend_pid()",
+                &[],
+            )
+            .unwrap()
+            .iter()
+            .map(|r| task_ms(r.get::<_, i32>(0) as u32))
+            .sum();
+        let stat = std::fs::read_to_string("/proc/stat").unwrap();
+        let cpu: Vec<f64> = stat
+            .lines()
+            .next()
+            .unwrap()
+            .split_whitespace()
+            .skip(1)
+            .filter_map(|v| v.parse().ok())
+            .collect();
+        // user nice system (idle iowait) irq softirq steal, in USER_HZ (100/s).
+        let busy = cpu[0] + cpu[1] + cpu[2] + cpu[5] + cpu[6] + cpu[7];
+        CpuUse {
+            nodes: nodes.iter().map(|&p| task_ms(p)).sum(),
+            backends,
+            poller: task_ms(me as u32),
+            machine: busy * 10.0,
+        }
+    }
+
+    fn since(&self, before: &CpuUse) -> CpuUse {
+        CpuUse {
+            nodes: self.nodes - before.nodes,
+            backends: self.backends - before.backends,
+            poller: self.poller - before.poller,
+            machine: self.machine - before.machine,
+        }
+    }
+}
+
+/// One drain by 3 node threads, printed (`pg-profile`).
+pub fn profile(n: usize) {
+    let c = catalog(n, 3);
+    println!(
+        "{:<52} {:>10.0} r/s",
+        format!("postgres catalog: drain, 3 node(s), batch {BATCH}"),
+        c
+    );
 }
 
 pub fn print(n: usize, rounds: usize) {

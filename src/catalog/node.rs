@@ -317,11 +317,15 @@ const SELECT_LEFT_RUNNING: Query = Query::each(
       -- A run waiting for its children executes nowhere: its tree ends it.
       AND r.own_status IS NULL
       AND (?3 IS NULL OR coalesce(r.lease_until, 0) < ?3) ORDER BY r.run_id",
+    // A run's lease on PostgreSQL is the later of its claim's and its node's heartbeat plus
+    // the TTL (heartbeats do not renew each run there).
     "SELECT r.run_id, r.suspect, r.crashes,
     LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested, r.job_id, r.pid, r.step
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     WHERE r.status = 'running' AND r.node_id = $1 AND r.own_status IS NULL
-      AND ($3::bigint IS NULL OR coalesce(r.lease_until, 0) < $3::bigint)
+      AND ($3::bigint IS NULL OR (coalesce(r.lease_until, 0) < $3::bigint
+           AND coalesce((SELECT n.heartbeat_at + n.lease_ttl FROM node n
+                         WHERE n.node_id = $1), 0) < $3::bigint))
     ORDER BY r.run_id FOR UPDATE OF r",
 );
 const REQUEUE_SUSPECT: Query = Query::same(

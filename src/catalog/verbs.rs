@@ -543,7 +543,8 @@ impl DbWriter {
     }
 
     /// Renews the node's tenure and the leases of the runs it holds running (to `now +
-    /// ttl_ms`) and takes the requests of idle nodes to give runs back ([`Beat::Held`]), or
+    /// ttl_ms`; on PostgreSQL the node's heartbeat is its runs' lease, with the TTL it
+    /// stated) and takes the requests of idle nodes to give runs back ([`Beat::Held`]), or
     /// finds who holds the name now ([`Beat::Lost`]).
     pub async fn heartbeat(
         &self,
@@ -553,7 +554,7 @@ impl DbWriter {
     ) -> Result<Beat, CatalogError> {
         if let Some(pg) = self.postgres() {
             return pg
-                .off_thread(move |pg| match pg.heartbeat(lease, now, ttl_ms)? {
+                .off_thread(move |pg| match pg.heartbeat(lease, now)? {
                     Some(asks) => Ok(Beat::Held(asks)),
                     None => Ok(Beat::Lost(pg.holder(lease.node_id)?)),
                 })

@@ -193,8 +193,19 @@ fn pg_migrations_apply_once_and_refuse_edited_or_newer_schemas() {
     for h in handles {
         h.join().unwrap();
     }
-    assert_eq!(count(&db, "SELECT count(*) FROM schema_migration"), 1);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM schema_migration"),
+        jobvisor::catalog::postgres::migrate::MIGRATIONS.len() as i64
+    );
     assert_eq!(count(&db, "SELECT count(*) FROM job_type"), 7);
+    let applied: String = db
+        .client()
+        .query_one(
+            "SELECT checksum FROM schema_migration WHERE version = 1",
+            &[],
+        )
+        .unwrap()
+        .get(0);
     db.client()
         .execute(
             "UPDATE schema_migration SET checksum = 'edited' WHERE version = 1",
@@ -207,9 +218,15 @@ fn pg_migrations_apply_once_and_refuse_edited_or_newer_schemas() {
         "{e}"
     );
     db.client()
-        .batch_execute(
-            "UPDATE schema_migration SET checksum = (SELECT checksum FROM schema_migration) ;
-             INSERT INTO schema_migration (version, name, checksum) VALUES (99, '0099_x.sql', 'x')",
+        .execute(
+            "UPDATE schema_migration SET checksum = $1 WHERE version = 1",
+            &[&applied],
+        )
+        .unwrap();
+    db.client()
+        .execute(
+            "INSERT INTO schema_migration (version, name, checksum) VALUES (99, '0099_x.sql', 'x')",
+            &[],
         )
         .unwrap();
     let e = PgCatalog::open(PgSettings::new(&db.url), "newer").unwrap_err();
@@ -415,7 +432,7 @@ fn pg_a_stopped_node_is_fenced_and_its_late_completions_are_rejected() {
         a.claim(claim_req(p, la, 10)),
         Err(CatalogError::Fenced { .. })
     ));
-    assert!(a.heartbeat(la, now_ms(), 300).unwrap().is_none());
+    assert!(a.heartbeat(la, now_ms()).unwrap().is_none());
     assert_eq!(
         count(
             &db,
@@ -454,8 +471,8 @@ fn pg_heartbeats_keep_leases_and_a_run_that_kills_its_node_is_quarantined() {
             cat.mark_executing(claim.runs[0].run_id, claim.runs[0].claim_token)
                 .unwrap()
         );
-        // A heartbeat renews the lease: the sweep right after leaves it.
-        assert!(cat.heartbeat(lease, now_ms(), 200).unwrap().is_some());
+        // A heartbeat renews the lease (its node's): the sweep right after leaves it.
+        assert!(cat.heartbeat(lease, now_ms()).unwrap().is_some());
         assert!(
             cat.sweep(sweeper, now_ms())
                 .unwrap()
@@ -483,6 +500,73 @@ fn pg_heartbeats_keep_leases_and_a_run_that_kills_its_node_is_quarantined() {
     );
     assert_eq!(row.get::<_, i64>(2), 3);
     assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 0);
+}
+
+#[test]
+fn pg_a_run_is_leased_by_its_nodes_heartbeat_or_its_claim_whichever_ends_later() {
+    let Some(db) = PgDb::create("leases") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("short", "allow", 10, 1), ("long", "allow", 10, 1)]);
+    db.client()
+        .execute("UPDATE job SET timeout = 1500 WHERE job_name = 'long'", &[])
+        .unwrap();
+    let cat = db.catalog("l");
+    let sweeper = register(&cat, "sweeper", 60_000);
+    let node = register(&cat, "n", 300);
+    cat.enqueue(
+        vec![run_of(jobs[0], p, None), run_of(jobs[1], p, None)],
+        now_ms(),
+    )
+    .unwrap();
+    let mut req = claim_req(p, node, 2);
+    req.lease_ms = 300;
+    assert_eq!(cat.claim(req).unwrap().runs.len(), 2);
+    let leases = || -> Vec<i64> {
+        db.client()
+            .query("SELECT lease_until FROM job_run ORDER BY run_id", &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let claimed = leases();
+    // Heartbeats past the short run's claim lease keep both: they renew the node's row, not
+    // the runs'.
+    for _ in 0..4 {
+        thread::sleep(Duration::from_millis(150));
+        assert!(cat.heartbeat(node, now_ms()).unwrap().is_some());
+        let swept = cat.sweep(sweeper, now_ms()).unwrap();
+        assert!(swept.is_empty(), "{swept:?}");
+    }
+    assert_eq!(leases(), claimed, "no heartbeat rewrote a run");
+    // Dead: the run whose claim lease ended goes back; the one within its timeout stays.
+    thread::sleep(Duration::from_millis(400));
+    let swept = cat.sweep(sweeper, now_ms()).unwrap();
+    assert_eq!(swept.len(), 1);
+    assert_eq!(swept[0].recovery.requeued.len(), 1);
+    assert_eq!(
+        count(&db, "SELECT job_id FROM job_run WHERE status = 'running'"),
+        jobs[1]
+    );
+    // And once its claim's lease ends too, the next sweep takes it back.
+    thread::sleep(Duration::from_millis(
+        (claimed[1] - now_ms()).max(0) as u64 + 50,
+    ));
+    let swept = cat.sweep(sweeper, now_ms()).unwrap();
+    assert_eq!(swept.len(), 1);
+    assert_eq!(swept[0].recovery.requeued.len(), 1);
+    assert_eq!(
+        count(&db, "SELECT count(*) FROM job_run WHERE status = 'queued'"),
+        2
+    );
+    assert_eq!(
+        count(
+            &db,
+            "SELECT in_progress FROM job_progress ORDER BY job_id LIMIT 1"
+        ),
+        0
+    );
 }
 
 #[test]
@@ -876,12 +960,12 @@ fn pg_an_idle_node_asks_the_busiest_for_its_unstarted_tail() {
     for _ in 0..2 {
         assert!(idle.claim(claim_req(p, l2, 8)).unwrap().runs.is_empty());
     }
-    let asked = busy.heartbeat(l1, now_ms(), 30_000).unwrap().unwrap();
+    let asked = busy.heartbeat(l1, now_ms()).unwrap().unwrap();
     assert_eq!(asked.len(), 1);
     assert_eq!((asked[0].processor_id, asked[0].runs), (p, 6));
-    assert_eq!(idle.heartbeat(l2, now_ms(), 30_000).unwrap(), Some(vec![]));
+    assert_eq!(idle.heartbeat(l2, now_ms()).unwrap(), Some(vec![]));
     assert_eq!(
-        busy.heartbeat(l1, now_ms(), 30_000).unwrap(),
+        busy.heartbeat(l1, now_ms()).unwrap(),
         Some(vec![]),
         "taken once"
     );

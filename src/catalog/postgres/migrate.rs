@@ -10,11 +10,18 @@ use crate::catalog::CatalogError;
 use crate::catalog::migrate::{Migration, checksum};
 
 /// Every PostgreSQL migration, in order. A test checks it against the folder.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_catalog.sql",
-    sql: include_str!("../../../migrations/postgres/0001_catalog.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_catalog.sql",
+        sql: include_str!("../../../migrations/postgres/0001_catalog.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_job_run_lean_indexes.sql",
+        sql: include_str!("../../../migrations/postgres/0002_job_run_lean_indexes.sql"),
+    },
+];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).
 const MIGRATION_LOCK: i64 = 0x6a6f_6276_6973_6f72;

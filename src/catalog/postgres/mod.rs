@@ -60,6 +60,12 @@ const BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// serialization) before the error is returned.
 const CONFLICT_RETRIES: u32 = 8;
 
+/// Set on each connection as it opens. The catalog's statements are short, and a plan whose
+/// estimated cost passes `jit_above_cost` (a generic plan of the claim's candidates, bounded by
+/// a `LIMIT` it cannot see, estimates the whole queue) was compiled at each execution: 25-60 ms
+/// for a query that runs in 0.3 ms.
+const SESSION: &str = "SET jit = off";
+
 /// How the connection thread reaches the server.
 #[derive(Debug, Clone)]
 pub struct PgSettings {
@@ -141,7 +147,12 @@ impl Conn {
             let deadline = Instant::now() + self.settings.reconnect_for;
             let mut wait = BACKOFF_START;
             let client = loop {
-                match self.config().and_then(|c| Ok(c.connect(NoTls)?)) {
+                let opened = self.config().and_then(|config| {
+                    let mut c = config.connect(NoTls)?;
+                    c.batch_execute(SESSION)?;
+                    Ok(c)
+                });
+                match opened {
                     Ok(c) => break c,
                     Err(e) if Instant::now() + wait > deadline => {
                         return Err(CatalogError::Unavailable(format!(

@@ -1,11 +1,18 @@
 //! The node registry on PostgreSQL, with the SQLite catalog's rules (`catalog::node`): a node
-//! name taken under a generation (the fencing token), heartbeats that renew the leases of the
-//! node's running runs, a check of the fence before a claim, and the sweep by which any live
-//! node fences a dead one (heartbeat older than the TTL it stated) and returns its expired
-//! runs to the queue — as suspects, the attempt counted when the run was surely executing,
-//! quarantined after `min(max_attempts, 3)` such deaths, recorded cancelled when an operator
-//! had asked. Sweepers lock the dead node's row (`SKIP LOCKED`), so two never sweep one node
-//! at once and a later one finds nothing left.
+//! name taken under a generation (the fencing token), heartbeats, a check of the fence before
+//! a claim, and the sweep by which any live node fences a dead one (heartbeat older than the
+//! TTL it stated) and returns its expired runs to the queue — as suspects, the attempt counted
+//! when the run was surely executing, quarantined after `min(max_attempts, 3)` such deaths,
+//! recorded cancelled when an operator had asked. Sweepers lock the dead node's row (`SKIP
+//! LOCKED`), so two never sweep one node at once and a later one finds nothing left.
+//!
+//! A heartbeat writes the node's row only: a run's lease is the later of its claim's
+//! (`lease_until`: the claim's time, the job's timeout and the TTL) and its node's heartbeat
+//! plus the TTL. The SQLite catalog's heartbeat renews `lease_until` on each running run
+//! instead, which here rewrote every one of them (a new row version and an entry in each
+//! index): 65 ms a heartbeat, on the claims' connection, with a node holding its claimed
+//! runs of a drain. Both say the same of a dead node — its heartbeat plus the TTL has passed,
+//! so a run's lease ended when its claim's did.
 
 use postgres::Client;
 
@@ -26,8 +33,7 @@ const TAKE_NODE: &str = "UPDATE node SET host = $2, pid = $3, version = $4, star
     fenced_at = NULL, fenced_by = NULL WHERE node_id = $1 RETURNING generation";
 const SELECT_GENERATION: &str = "SELECT generation FROM node WHERE node_id = $1";
 const HEARTBEAT: &str = "UPDATE node SET heartbeat_at = $3 WHERE node_id = $1 AND generation = $2";
-const RENEW_LEASES: &str = "UPDATE job_run SET lease_until = $2
-    WHERE status = 'running' AND node_id = $1 AND (lease_until IS NULL OR lease_until < $2)";
+// A dead node's heartbeat plus its TTL has passed, so the leases of its runs are their claims'.
 const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heartbeat_at,
     n.lease_ttl, n.generation, n.pid IS NOT NULL AND n.fenced_at IS NULL
     FROM node n WHERE n.node_id <> $1
@@ -329,14 +335,14 @@ impl PgCatalog {
         })
     }
 
-    /// Refreshes the node's heartbeat under `lease`, renews its running runs' leases to at
-    /// least `now + ttl_ms` and takes the requests of idle nodes to give runs back
-    /// (`catalog::sharing`); `None` when the name was taken or fenced (nothing renewed).
+    /// Refreshes the node's heartbeat under `lease` — which renews the leases of its running
+    /// runs, each the later of its claim's and the heartbeat plus the TTL the node stated —
+    /// and takes the requests of idle nodes to give runs back (`catalog::sharing`); `None`
+    /// when the name was taken or fenced (nothing renewed).
     pub fn heartbeat(
         &self,
         lease: NodeLease,
         now: i64,
-        ttl_ms: i64,
     ) -> Result<Option<Vec<GiveBack>>, CatalogError> {
         self.call(move |client, _| {
             let mut tx = client.transaction()?;
@@ -347,11 +353,6 @@ impl PgCatalog {
             )? == 1;
             let mut asks = None;
             if held {
-                execute(
-                    &mut tx,
-                    RENEW_LEASES,
-                    &[&lease.node_id, &now.saturating_add(ttl_ms)],
-                )?;
                 let taken = super::query(&mut tx, TAKE_GIVE_BACK, &[&lease.node_id])?;
                 asks = Some(
                     taken
