@@ -159,8 +159,13 @@ fn a_processor_that_names_its_node_runs_only_there_and_moves_when_edited(ws: Wor
     let a = ws.start_node("a");
     let b = ws.start_node("b");
     let token = a.token.clone().unwrap();
+    // A node starts its processors once it has read them: soon after its API answers.
+    wait_for(10.0, "b to start the processor", || {
+        running_processors(&b, &token)
+            .contains(&"pinned".to_string())
+            .then_some(())
+    });
     assert!(!running_processors(&a, &token).contains(&"pinned".to_string()));
-    assert!(running_processors(&b, &token).contains(&"pinned".to_string()));
     ws.queue_runs("work", 50);
     wait_for(30.0, "the runs on b", || {
         (ran_on(&ws, "work").values().sum::<usize>() == 50).then_some(())
