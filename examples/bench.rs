@@ -26,7 +26,8 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use jobvisor::catalog::queue::{self, ClaimedRun, Completion, NewRun, Outcome};
+use jobvisor::catalog::complete::{self, Completion, Outcome};
+use jobvisor::catalog::queue::{self, ClaimedRun, NewRun};
 use jobvisor::catalog::{Catalog, DbSettings, activation, node};
 use jobvisor::config::{Durability, NodeConfig};
 use jobvisor::jobconf::toml_format;
@@ -597,7 +598,7 @@ fn claim_latency() -> (f64, f64) {
             let claim = queue::claim(conn, *pid, *node, 1, 1, 1000, i, false).unwrap();
             conn.execute_batch("COMMIT").unwrap();
             samples[k].push(t0.elapsed().as_secs_f64() * 1e6);
-            queue::complete(conn, *node, &succeeded(&claim.runs[0])).unwrap();
+            complete::complete(conn, *node, &succeeded(&claim.runs[0])).unwrap();
         }
     }
     for (dir, ..) in catalogs {
@@ -609,7 +610,7 @@ fn claim_latency() -> (f64, f64) {
 
 // ---------------------------------------------------------------- sql
 
-/// The engine's own claim and completion SQL (`queue::claim`, `queue::complete_all`) in one
+/// The engine's own claim and completion SQL (`queue::claim`, `complete::complete_all`) in one
 /// thread, `per_tx` runs per transaction, without the actors: what the writer thread costs.
 fn engine_sql(n: usize, per_tx: usize) -> f64 {
     let (dir, mut catalog, job_id, node, pid) = sql_catalog("sql");
@@ -635,7 +636,7 @@ fn engine_sql(n: usize, per_tx: usize) -> f64 {
         let done: Vec<Completion> = claim.runs.iter().map(succeeded).collect();
         let tc = Instant::now();
         conn.execute_batch("BEGIN IMMEDIATE").unwrap();
-        queue::complete_all(conn, node, &done).unwrap();
+        complete::complete_all(conn, node, &done).unwrap();
         conn.execute_batch("COMMIT").unwrap();
         completing += tc.elapsed();
     }

@@ -12,10 +12,11 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::thread;
 use std::time::Instant;
 
+use jobvisor::catalog::complete::{Completion, Outcome};
 use jobvisor::catalog::node::Registration;
 use jobvisor::catalog::postgres::queue::PgClaim;
 use jobvisor::catalog::postgres::{PgCatalog, PgSettings};
-use jobvisor::catalog::queue::{Completion, NewRun, Outcome};
+use jobvisor::catalog::queue::NewRun;
 use jobvisor::model::RunStatus;
 use postgres::{Client, NoTls};
 

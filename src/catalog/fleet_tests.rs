@@ -5,8 +5,9 @@
 use rusqlite::Connection;
 use serde_json::Value as Json;
 
+use super::complete::{Completion, Outcome, Recorded};
 use super::node::{self, Applicant, NodeLease, Registration};
-use super::queue::{self, Completion, Outcome, Recorded};
+use super::queue::{self};
 use super::verbs::ClaimRequest;
 use super::writer::tests::runtime;
 use super::*;
@@ -285,7 +286,7 @@ fn a_sweep_fences_a_silent_node_and_requeues_its_runs_whose_leases_expired() {
     ));
     // Its late completion is stale, and counted on its own row.
     assert_eq!(
-        queue::complete(conn, a.node_id, &succeeded(&quick, TTL + 3)).unwrap(),
+        complete::complete(conn, a.node_id, &succeeded(&quick, TTL + 3)).unwrap(),
         Recorded::Stale
     );
     let stale: i64 = conn
@@ -300,7 +301,7 @@ fn a_sweep_fences_a_silent_node_and_requeues_its_runs_whose_leases_expired() {
     let [again] = claim(conn, b, 1, TTL + 4).try_into().unwrap();
     assert_eq!((again.run_id, again.suspect), (quick.run_id, true));
     assert_eq!(
-        queue::complete(conn, b.node_id, &succeeded(&again, TTL + 5)).unwrap(),
+        complete::complete(conn, b.node_id, &succeeded(&again, TTL + 5)).unwrap(),
         Recorded::Done(RunStatus::Succeeded, None)
     );
     // Later sweeps: a is fenced already; its slow run goes once its lease expired.

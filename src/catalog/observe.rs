@@ -1,5 +1,6 @@
 //! Questions the API and `/metrics` ask about a running catalog: the nodes sharing it, stats as
-//! bucketed time series, the queue's depth and lag, activation counts.
+//! bucketed time series and latest values, the queue's depth and lag, activation counts and
+//! each job's activation, the policy's decisions.
 //!
 //! Invariant: read-only, and each question is one bounded query (the series by an index range
 //! of `stat_type_time_idx`, at most the buckets the caller allowed).
@@ -7,7 +8,7 @@
 use serde::Serialize;
 
 use super::sql::{Query, Sql, Val};
-use super::{Catalog, CatalogError};
+use super::{Catalog, CatalogError, activation, stats};
 
 const SELECT_NODES: &str = "SELECT node_name, host, pid, version, started_at, heartbeat_at,
     lease_ttl, fenced_at, fenced_by, stale_completions FROM node ORDER BY node_name";
@@ -207,6 +208,60 @@ impl Catalog {
                 &Query::same(SELECT_ACTIVATION),
                 &[node.as_str().into()],
                 |r| Ok((r.text(0)?, r.int(1)?)),
+            )
+        })
+    }
+
+    /// The policy's decisions, newest first (of one node when `node` is given).
+    pub fn decisions(
+        &self,
+        node: Option<&str>,
+        limit: i64,
+    ) -> Result<Vec<activation::DecisionRow>, CatalogError> {
+        let node = node.map(str::to_string);
+        self.reading(move |tx| activation::decisions(tx, node.as_deref(), limit))
+    }
+
+    /// Each job's activation (state, pin, reason) on `node`, by job name.
+    pub fn activation_by_job(
+        &self,
+        node: &str,
+    ) -> Result<activation::ActivationByJob, CatalogError> {
+        let node = node.to_string();
+        self.reading(move |tx| activation::activation_by_job(tx, &node))
+    }
+
+    /// The latest value of every stat series (of one node when `node` is given).
+    pub fn stats_latest(
+        &self,
+        node: Option<&str>,
+    ) -> Result<Vec<stats::SeriesSummary>, CatalogError> {
+        let node = node.map(str::to_string);
+        self.reading(move |tx| stats::latest(tx, node.as_deref()))
+    }
+
+    /// The newest `limit` values of one stat series sampled at or after `since`.
+    pub fn stats_series(
+        &self,
+        stat_type: &str,
+        subject: Option<&str>,
+        node: Option<&str>,
+        since: i64,
+        limit: i64,
+    ) -> Result<Vec<stats::StatPoint>, CatalogError> {
+        let (stat_type, subject, node) = (
+            stat_type.to_string(),
+            subject.map(str::to_string),
+            node.map(str::to_string),
+        );
+        self.reading(move |tx| {
+            stats::series(
+                tx,
+                &stat_type,
+                subject.as_deref(),
+                node.as_deref(),
+                since,
+                limit,
             )
         })
     }

@@ -394,8 +394,9 @@ payload = { function = "f" }
 
 mod queue_verbs {
     use super::*;
+    use crate::catalog::complete::{Completion, Outcome, Recorded};
     use crate::catalog::node;
-    use crate::catalog::queue::{self, Completion, NewRun, Outcome, Recorded};
+    use crate::catalog::queue::{self, NewRun};
     use crate::catalog::{loads, upkeep};
 
     const TWO_ON_ONE_OBJECT: &str = r#"
@@ -501,7 +502,7 @@ payload = { function = "f" }
             retry_at: None,
         };
         assert_eq!(
-            queue::complete(conn, node, &done).unwrap(),
+            complete::complete(conn, node, &done).unwrap(),
             Recorded::Done(RunStatus::Succeeded, None)
         );
         let next = queue::claim(conn, pid, node, 4, 30, 1000, 200, false).unwrap();
@@ -535,7 +536,7 @@ payload = { function = "f" }
             retry_at: None,
         };
         assert_eq!(
-            queue::complete(conn, node, &stale).unwrap(),
+            complete::complete(conn, node, &stale).unwrap(),
             Recorded::Stale
         );
         let good = Completion {
@@ -543,11 +544,14 @@ payload = { function = "f" }
             ..stale.clone()
         };
         assert_eq!(
-            queue::complete(conn, node, &good).unwrap(),
+            complete::complete(conn, node, &good).unwrap(),
             Recorded::Done(RunStatus::Succeeded, None)
         );
         // Completing twice is stale too: the result is recorded once.
-        assert_eq!(queue::complete(conn, node, &good).unwrap(), Recorded::Stale);
+        assert_eq!(
+            complete::complete(conn, node, &good).unwrap(),
+            Recorded::Stale
+        );
         let stale_count: i64 = conn
             .query_row("SELECT stale_completions FROM node", [], |r| r.get(0))
             .unwrap();

@@ -7,7 +7,8 @@ use std::collections::BTreeMap;
 use rusqlite::Connection;
 use serde_json::{Value as Json, json};
 
-use super::queue::{self, ClaimedRun, Completion, Outcome, Recorded};
+use super::complete::{Completion, Outcome, Recorded};
+use super::queue::{self, ClaimedRun};
 use super::tree::Queued;
 use super::upkeep;
 use super::*;
@@ -149,7 +150,7 @@ impl World {
         let mut queued = Vec::new();
         let conn = self.catalog.writer();
         conn.execute_batch("BEGIN").unwrap();
-        let recorded = queue::complete_batch(conn, node, &done, &mut queued).unwrap();
+        let recorded = complete::complete_batch(conn, node, &done, &mut queued).unwrap();
         conn.execute_batch("COMMIT").unwrap();
         (recorded, queued)
     }

@@ -9,9 +9,10 @@
 use serde_json::Value as Json;
 
 use super::activation::{self, DecisionContext, JobActivation, NewDecision};
+use super::complete::{self, Completion, Recorded};
 use super::node::{self, NodeHolder, NodeLease, Swept};
 use super::postgres::queue::PgClaim;
-use super::queue::{self, Claim, Completion, Recorded};
+use super::queue::{self, Claim};
 use super::sharing::{self, GiveBack};
 use super::slots::{self, Decided, DueJob};
 use super::sql::Sql;
@@ -303,7 +304,7 @@ impl DbWriter {
         let (recorded, queued) = self
             .call("recording completed runs", move |c| {
                 let mut queued = Vec::new();
-                let recorded = queue::complete_batch(c, node_id, &completions, &mut queued)?;
+                let recorded = complete::complete_batch(c, node_id, &completions, &mut queued)?;
                 Ok((recorded, queued))
             })
             .await?;

@@ -25,7 +25,7 @@ use serde::Serialize;
 use serde_json::Value as Json;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::catalog::queue::Outcome;
+use crate::catalog::complete::Outcome;
 use crate::model::RunStatus;
 
 /// Something the engine did, as a host application sees it.

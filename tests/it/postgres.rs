@@ -14,10 +14,11 @@ use std::thread;
 use std::time::Duration;
 
 use jobvisor::catalog::CatalogError;
+use jobvisor::catalog::complete::{Completion, Outcome, Recorded};
 use jobvisor::catalog::node::{NodeLease, Registration};
 use jobvisor::catalog::postgres::queue::PgClaim;
 use jobvisor::catalog::postgres::{PgCatalog, PgSettings};
-use jobvisor::catalog::queue::{Completion, NewRun, Outcome, Recorded};
+use jobvisor::catalog::queue::NewRun;
 use jobvisor::model::RunStatus;
 use postgres::{Client, NoTls};
 

@@ -19,11 +19,9 @@ use postgres::{Client, Transaction};
 use super::{Attempt, PgCatalog, commit, execute, query, query_one, query_opt};
 use crate::catalog::CatalogError;
 use crate::catalog::audit::audit_in;
+use crate::catalog::complete::{Completion, Finishing, JobEnd, Outcome, Recorded, record_end};
 use crate::catalog::node::NodeLease;
-use crate::catalog::queue::{
-    Claim, ClaimedRun, Completion, Finishing, JobEnd, JobMeta, NewRun, Outcome, Recorded,
-    job_for_trigger, record_end,
-};
+use crate::catalog::queue::{Claim, ClaimedRun, JobMeta, NewRun, job_for_trigger};
 use crate::catalog::tree::{self, Queued};
 use crate::catalog::verbs::{Triggered, trigger_detail};
 use crate::model::RunStatus;
@@ -601,7 +599,7 @@ fn complete_in(
 
 /// Failures, timeouts (with their retry), interruptions, cancellations, runs in trees, and the
 /// successes the batched statement did not take (a stale token, or a run already recorded),
-/// each recorded by `catalog::queue::record_end` once its claim is checked here: the token
+/// each recorded by `catalog::complete::record_end` once its claim is checked here: the token
 /// must match a run still executing (not one waiting for its children, which keeps its token:
 /// see `queue`'s `WAIT_FOR_CHILDREN`).
 fn complete_other(
@@ -764,7 +762,7 @@ impl PgCatalog {
     }
 
     /// [`PgCatalog::complete`], also carrying the completions out in their trees in the same
-    /// transaction (as `catalog::queue::complete_batch`): the runs that queued for processors
+    /// transaction (as `catalog::complete::complete_batch`): the runs that queued for processors
     /// (a workflow's next steps) come back beside what was recorded, for the caller to wake.
     pub fn complete_batch(
         &self,

@@ -18,8 +18,9 @@ use serde_json::{Value as Json, json};
 
 use super::queue::PgClaim;
 use super::{PgCatalog, PgSettings};
+use crate::catalog::complete::{Completion, Outcome, Recorded};
 use crate::catalog::node::{NodeLease, Registration};
-use crate::catalog::queue::{ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::queue::ClaimedRun;
 use crate::catalog::tree::{self, Queued, TreeCancel};
 // `catalog::tree_tests`' catalog: a → (b, c) → d, with d taking b's and c's results, e after a
 // only, `flaky` (step c) allowed two attempts.

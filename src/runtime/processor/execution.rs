@@ -4,7 +4,8 @@
 //! and the drain's last check. The claim loop that feeds it is `mod.rs`.
 
 use super::{Executing, Processor, RunEvent, RunEvents};
-use crate::catalog::queue::{ClaimedRun, Completion, Outcome, Recorded};
+use crate::catalog::complete::{Completion, Outcome, Recorded};
+use crate::catalog::queue::ClaimedRun;
 use crate::executor::{self, ExecEnv, ExecResult};
 use crate::runtime::events::{Ended, Event};
 use actix::prelude::*;
