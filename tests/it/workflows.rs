@@ -23,6 +23,7 @@ crate::on_both_backends!(
     a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_retry_completes_it,
     a_tree_of_1000_runs_ends_with_its_last_descendant_and_a_failure_anywhere_fails_its_root,
     children_spawned_over_the_api_and_rpc_join_the_tree_and_a_cancelled_workflow_kills_its_command,
+    an_embedded_engine_spawns_children_and_runs_a_workflow_through_its_writer,
 );
 
 /// The example pipeline's functions (also used by `inbox`).
@@ -616,3 +617,179 @@ payload.steps = [{ job = "echo" }]
     });
     drop(node);
 }
+
+/// Runs of `job` (each: its id, parent, status, finished_at), read on a blocking thread (see
+/// `CatalogAt::read`).
+async fn job_runs(
+    at: &CatalogAt,
+    job: &'static str,
+) -> Vec<(i64, Option<i64>, String, Option<i64>)> {
+    let sql = format!(
+        "SELECT r.run_id, r.pid, r.status, r.finished_at FROM job_run r
+         JOIN job j USING (job_id) WHERE j.job_name = '{job}' ORDER BY r.run_id"
+    );
+    at.read(move |db| {
+        db.rows(&sql)
+            .iter()
+            .map(|r| {
+                (
+                    r[0].as_i64().unwrap(),
+                    r[1].as_i64(),
+                    r[2].as_str().unwrap().to_string(),
+                    r[3].as_i64(),
+                )
+            })
+            .collect()
+    })
+    .await
+}
+
+/// An embedded engine: a function's children spawned through the catalog writer's `spawn`
+/// verb — by a blocking function (`FnContext::spawn`), an async one (`spawn_async`) and the
+/// host (`Engine::spawn`, audited) — join their parent's tree, and each parent ends with its
+/// last child; a workflow triggered through the engine fans out and in and ends with its last
+/// step.
+fn an_embedded_engine_spawns_children_and_runs_a_workflow_through_its_writer(ws: Workspace) {
+    let builder = Engine::builder()
+        .function("fan", |ctx, _| {
+            for i in 0..3 {
+                ctx.spawn("leaf", Some(serde_json::json!({ "i": i })))?;
+            }
+            Ok(serde_json::json!({ "spawned": 3 }))
+        })
+        .async_function("fan_async", |ctx, _| async move {
+            ctx.spawn_async("leaf", None).await?;
+            ctx.spawn_async("leaf", None).await?;
+            Ok(serde_json::json!({ "spawned": 2 }))
+        });
+    let at = ws.catalog_at();
+    let ids = Arc::new(std::sync::Mutex::new((0, 0, 0, 0)));
+    let kept = ids.clone();
+    with_engine(&ws, CHILDREN_CONF, builder, |engine| async move {
+        let fan = engine.trigger("fan", None).await.unwrap();
+        let fan_async = engine.trigger("fan_async", None).await.unwrap();
+        let hold = engine.trigger("hold", None).await.unwrap();
+        let wf = engine.trigger("wf", None).await.unwrap();
+        // The host spawns under `hold` while it runs.
+        loop {
+            let holds = job_runs(&at, "hold").await;
+            if holds[0].2 == "running" {
+                break;
+            }
+            actix_rt::time::sleep(Duration::from_millis(10)).await;
+        }
+        // A run of its own job: `forbid` keeps it queued until `hold`'s own execution ended,
+        // so `hold` then waits for it.
+        engine.spawn(hold, "hold", None).await.unwrap();
+        let started = Instant::now();
+        loop {
+            let mut open = 0;
+            for job in ["fan", "fan_async", "hold", "wf"] {
+                open += job_runs(&at, job)
+                    .await
+                    .iter()
+                    .filter(|r| r.3.is_none())
+                    .count();
+            }
+            if open == 0 {
+                break;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "{open} trees open"
+            );
+            actix_rt::time::sleep(Duration::from_millis(20)).await;
+        }
+        *kept.lock().unwrap() = (fan, fan_async, hold, wf);
+    });
+    let (fan, fan_async, hold, wf) = *ids.lock().unwrap();
+    let db = ws.catalog();
+    let children = |parent: i64| -> Vec<(String, Option<i64>)> {
+        db.rows(&format!(
+            "SELECT status, finished_at FROM job_run WHERE pid = {parent} ORDER BY run_id"
+        ))
+        .iter()
+        .map(|r| (r[0].as_str().unwrap().to_string(), r[1].as_i64()))
+        .collect()
+    };
+    for (parent, spawned) in [(fan, 3), (fan_async, 2), (hold, 1), (wf, 4)] {
+        let kids = children(parent);
+        let r = &db.rows(&format!(
+            "SELECT status, finished_at, children_open, own_status FROM job_run
+             WHERE run_id = {parent}"
+        ))[0];
+        let (status, finished, open, own) = (
+            r[0].as_str().unwrap(),
+            r[1].as_i64(),
+            r[2].as_i64().unwrap(),
+            r[3].as_str(),
+        );
+        assert_eq!(kids.len(), spawned, "run {parent}: {kids:?}");
+        assert!(
+            kids.iter().all(|k| k.0 == "succeeded"),
+            "run {parent}: {kids:?}"
+        );
+        assert_eq!((status, open), ("succeeded", 0), "run {parent}");
+        let last = kids.iter().filter_map(|k| k.1).max();
+        if own.is_some() || parent == hold {
+            // It waited for its children: it ended in the transaction of the last one's end.
+            assert_eq!(finished, last, "run {parent} ended with its last child");
+        } else {
+            // Its children ended while it executed: it ended with its own completion.
+            assert!(finished >= last, "run {parent} ended before a child");
+        }
+    }
+    let join = db.rows(&format!(
+        "SELECT params FROM job_run WHERE pid = {wf} AND step = 'join'"
+    ))[0][0]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let join: serde_json::Value = serde_json::from_str(&join).unwrap();
+    assert_eq!(join["inputs"]["two"]["slept_ms"], 50, "{join}");
+    assert_eq!(join["inputs"]["three"]["slept_ms"], 50, "{join}");
+    assert_eq!(
+        db.count("SELECT count(*) FROM audit WHERE action = 'run.spawn'"),
+        1,
+        "the host's spawn is audited; a function's own are the node's work"
+    );
+}
+
+/// The jobs of [`an_embedded_engine_spawns_children_and_runs_a_workflow_through_its_writer`].
+const CHILDREN_CONF: &str = r#"
+[processor.p]
+instances = 4
+[job.leaf]
+type = "function"
+processor = "p"
+overlap_policy = "allow"
+max_overlap = 100
+payload = { function = "debug.sleep", ms = 50 }
+[job.fan]
+type = "function"
+processor = "p"
+payload = { function = "fan" }
+[job.fan_async]
+type = "function"
+processor = "p"
+payload = { function = "fan_async" }
+[job.hold]
+type = "function"
+processor = "p"
+payload = { function = "debug.sleep", ms = 400 }
+[job.echo]
+type = "function"
+processor = "p"
+overlap_policy = "allow"
+max_overlap = 100
+payload = { function = "debug.echo" }
+[job.wf]
+type = "workflow"
+processor = "p"
+payload.steps = [
+    { name = "one", job = "leaf" },
+    { name = "two", job = "leaf", after = ["one"] },
+    { name = "three", job = "leaf", after = ["one"] },
+    { name = "join", job = "echo", after = ["two", "three"], inputs = ["two", "three"] },
+]
+"#;
