@@ -53,7 +53,7 @@ pub use runs::{CancelOutcome, RunFilter, RunRow};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use r2d2::{Pool, PooledConnection};
+use r2d2::Pool;
 use r2d2_sqlite::SqliteConnectionManager;
 use rusqlite::{Connection, Transaction};
 use serde_json::Value as Json;
@@ -347,12 +347,13 @@ impl Catalog {
 
     /// The enabled objects jobs write to (each gets a writer of its own at start).
     pub fn written_objects(&self) -> Result<Vec<loads::WrittenObject>, CatalogError> {
-        loads::load_written_objects(&*self.read()?)
+        self.reading(|tx| loads::load_written_objects(tx))
     }
 
     /// One try at taking the node name for `who`, in one transaction: when it is `Taken`, the
     /// runs an earlier process of the node left running are recovered in the same transaction
-    /// (see [`node::register_node`] for `Held` and `Watch`).
+    /// (see [`node::register_node`] for `Held` and `Watch`). A SQLite catalog's: a node on
+    /// PostgreSQL takes its name through `PgCatalog::try_take_node_name`.
     pub fn try_take_node_name(
         &mut self,
         who: &node::Applicant<'_>,
@@ -361,7 +362,12 @@ impl Catalog {
         is_alive: impl Fn(i64) -> bool,
         watched: Option<&node::NodeHolder>,
     ) -> Result<(node::Registration, Option<node::Recovery>), CatalogError> {
-        let tx = write_tx(self.conn_mut()?)?;
+        let Store::Sqlite(lite) = &mut self.store else {
+            return Err(verbs::not_on_postgres(
+                "taking a node name through `Catalog`",
+            ));
+        };
+        let tx = write_tx(&mut lite.conn)?;
         let registration = node::register_node(&tx, who, now, stale_after_ms, is_alive, watched)?;
         let recovery = match &registration {
             node::Registration::Taken(lease) => {
@@ -409,35 +415,23 @@ impl Catalog {
         }
     }
 
-    /// A read connection from the pool of a SQLite catalog (a verb not yet written for both
-    /// backends is refused on PostgreSQL).
-    pub(in crate::catalog) fn read(
-        &self,
-    ) -> Result<PooledConnection<SqliteConnectionManager>, CatalogError> {
+    /// A read connection from the pool (for the catalog's tests).
+    #[cfg(test)]
+    pub(in crate::catalog) fn read(&self) -> r2d2::PooledConnection<SqliteConnectionManager> {
         match &self.store {
-            Store::Sqlite(lite) => Ok(lite.pool.get()?),
-            Store::Postgres(_) => Err(not_on_postgres()),
-        }
-    }
-
-    /// The write connection of a SQLite catalog (refused on PostgreSQL, as [`Catalog::read`]).
-    pub(in crate::catalog) fn conn_mut(&mut self) -> Result<&mut Connection, CatalogError> {
-        match &mut self.store {
-            Store::Sqlite(lite) => Ok(&mut lite.conn),
-            Store::Postgres(_) => Err(not_on_postgres()),
+            Store::Sqlite(lite) => lite.pool.get().unwrap(),
+            Store::Postgres(_) => panic!("a SQLite catalog"),
         }
     }
 
     /// The write connection (for the catalog's tests).
     #[cfg(test)]
     pub(in crate::catalog) fn writer(&mut self) -> &mut Connection {
-        self.conn_mut().expect("a SQLite catalog")
+        match &mut self.store {
+            Store::Sqlite(lite) => &mut lite.conn,
+            Store::Postgres(_) => panic!("a SQLite catalog"),
+        }
     }
-}
-
-/// What a verb not yet written for PostgreSQL answers there.
-fn not_on_postgres() -> CatalogError {
-    CatalogError::Refused("not available on a PostgreSQL catalog yet (issue 16)".into())
 }
 
 #[cfg(test)]

@@ -76,7 +76,7 @@ pub fn in_flight(conn: &Connection, job_id: i64) -> Result<InFlight, CatalogErro
 
 // Newest first through the (job_id, run_id) index; queued, running, skipped and cancelled runs
 // neither end nor extend a streak.
-pub(crate) const SELECT_RECENT_ENDS: &str = "SELECT status, finished_at FROM job_run
+const SELECT_RECENT_ENDS: &str = "SELECT status, finished_at FROM job_run
     WHERE job_id = ?1 AND finished_at IS NOT NULL
       AND (status = 'succeeded' OR status = 'failed' OR status = 'timed_out' OR status = 'dead')
     ORDER BY run_id DESC LIMIT 64";
@@ -96,7 +96,7 @@ pub fn failure_streak(
 }
 
 /// The streak from a job's latest ends, newest first ([`SELECT_RECENT_ENDS`]' rows).
-pub(crate) fn streak_of(
+fn streak_of(
     ends: impl IntoIterator<Item = (String, Option<i64>)>,
 ) -> crate::schedule::FailureStreak {
     let mut streak = crate::schedule::FailureStreak::default();

@@ -11,14 +11,13 @@ use crate::catalog::queue::{self, InFlight, NewRun};
 use crate::catalog::sql::Sql;
 use crate::catalog::tree;
 use crate::model::RunStatus;
-use crate::schedule::{Decision, FailureStreak, JobPlanner, slot_keys};
+use crate::schedule::{Decision, JobPlanner, slot_keys};
 
-/// What deciding due slots asks of a backend, inside its transaction.
-pub(crate) trait SlotStore {
+/// What deciding due slots asks of a backend, inside its transaction (a job's failure streak,
+/// the same statement on both, through [`Sql`]).
+pub(crate) trait SlotStore: Sql {
     /// What is in flight for the job.
     fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError>;
-    /// The job's failed runs since its last success (see [`queue::failure_streak`]).
-    fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError>;
     /// Inserts a run; `None` when its slot was taken.
     fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError>;
     /// When the job is a workflow, starts the tree of its run `run_id` (just queued for a slot)
@@ -34,9 +33,6 @@ pub(crate) trait SlotStore {
 impl SlotStore for &Connection {
     fn in_flight(&mut self, job_id: i64) -> Result<InFlight, CatalogError> {
         queue::in_flight(self, job_id)
-    }
-    fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError> {
-        queue::failure_streak(self, job_id)
     }
     fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError> {
         queue::enqueue(self, run, now)
@@ -122,7 +118,8 @@ pub(crate) fn decide_due_in(
             f.running.clamp(0, u32::MAX as i64) as u32,
             f.queued_slots.clamp(0, u32::MAX as i64) as u32,
         );
-        job.planner.handle_failures(c.failure_streak(job.job_id)?);
+        job.planner
+            .handle_failures(queue::failure_streak(&mut *c, job.job_id)?);
         let mut rows: Vec<(i64, RunStatus, Option<String>)> = job
             .planner
             .poll_due(now)

@@ -35,7 +35,7 @@ fn pragmas_read_back() {
             read_pool_size: 2,
         };
         let (_dir, mut catalog) = temp_catalog(&settings);
-        let read = catalog.read().unwrap();
+        let read = catalog.read();
         for conn in [&*read, catalog.writer() as &Connection] {
             assert_eq!(pragma(conn, "journal_mode"), "wal");
             assert_eq!(pragma(conn, "foreign_keys"), "1");
@@ -231,7 +231,7 @@ fn upgrades_a_v1_fixture_in_place() {
         .execute_batch(fixture)
         .unwrap();
     let catalog = Catalog::open(&path, &DbSettings::default()).unwrap();
-    let read = catalog.read().unwrap();
+    let read = catalog.read();
     let versions: Vec<i64> = read
         .prepare("SELECT version FROM schema_migration ORDER BY version")
         .unwrap()

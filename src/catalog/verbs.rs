@@ -23,10 +23,10 @@ use super::{CatalogError, audit_at};
 use crate::model::ActivationState;
 use crate::policy::Decision;
 
-/// A verb the PostgreSQL catalog does not have yet (issue 16): refused, naming what.
-fn not_on_postgres(what: &str) -> CatalogError {
+/// A verb the PostgreSQL catalog does not have: refused, naming what.
+pub(super) fn not_on_postgres(what: &str) -> CatalogError {
     CatalogError::Refused(format!(
-        "{what}: not supported on a PostgreSQL catalog yet (only on a SQLite one)"
+        "{what}: not supported on a PostgreSQL catalog (only on a SQLite one)"
     ))
 }
 

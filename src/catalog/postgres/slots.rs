@@ -8,10 +8,8 @@ use postgres::Transaction;
 
 use super::{PgCatalog, commit, query_one};
 use crate::catalog::CatalogError;
-use crate::catalog::queue::{InFlight, NewRun, SELECT_RECENT_ENDS, streak_of};
+use crate::catalog::queue::{InFlight, NewRun};
 use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in, start_slot_workflow};
-use crate::catalog::sql::{Query, Sql};
-use crate::schedule::FailureStreak;
 
 const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
 const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
@@ -23,12 +21,6 @@ impl SlotStore for Transaction<'_> {
             running: query_one(self, COUNT_RUNNING, &[&job_id])?.get(0),
             queued_slots: query_one(self, COUNT_QUEUED_SLOTS, &[&job_id])?.get(0),
         })
-    }
-    fn failure_streak(&mut self, job_id: i64) -> Result<FailureStreak, CatalogError> {
-        let ends = self.rows(&Query::same(SELECT_RECENT_ENDS), &[job_id.into()], |r| {
-            Ok((r.text(0)?, r.opt_int(1)?))
-        })?;
-        Ok(streak_of(ends))
     }
     fn enqueue(&mut self, run: &NewRun, now: i64) -> Result<Option<i64>, CatalogError> {
         Ok(

@@ -3,9 +3,10 @@
 //! test states which transaction queued, skipped or ended what; and two nodes (threads, each
 //! with its own connection) end the last steps of many workflows at once.
 //!
-//! Here, not among the integration tests beside `tests/it/postgres.rs`: a tree's cancel and a
-//! workflow's retry (`tree::cancel_tree`, `tree::retry_workflow`) are reached on PostgreSQL only
-//! inside the crate until `Catalog`'s own verbs run on it. The server is `JOBVISOR_TEST_PG` (an
+//! Here, not among the integration tests beside `tests/it/postgres.rs`: they read what a tree's
+//! cancel and a workflow's retry did (`tree::cancel_tree`'s counts, the steps
+//! `tree::retry_workflow` queued), which only the crate sees (`Catalog::cancel_run` and
+//! `retry_run` answer the outcome and the run). The server is `JOBVISOR_TEST_PG` (an
 //! admin URL: then a test fails when it cannot connect), else the local default one; when that
 //! is unset and does not answer, the tests say so and pass without running.
 
