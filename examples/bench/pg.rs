@@ -257,14 +257,7 @@ fn catalog(n: usize, nodes: usize) -> f64 {
         );
     }
     drop(kept);
-    let succeeded: i64 = c
-        .query_one(
-            "SELECT count(*) FROM job_run WHERE status = 'succeeded'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(succeeded, n as i64, "every run recorded once");
+    assert_all_succeeded(&mut c, n);
     rate
 }
 
@@ -355,14 +348,7 @@ fn processes(n: usize, nodes: usize) -> f64 {
         );
     }
     drop(fleet);
-    let succeeded: i64 = c
-        .query_one(
-            "SELECT count(*) FROM job_run WHERE status = 'succeeded'",
-            &[],
-        )
-        .unwrap()
-        .get(0);
-    assert_eq!(succeeded, n as i64, "every run recorded once");
+    assert_all_succeeded(&mut c, n);
     drop(c);
     let _ = std::fs::remove_dir_all(&dir);
     rate
@@ -496,4 +482,16 @@ pub fn print(n: usize, rounds: usize) {
             median(ratios[2 * k + 1].clone())
         );
     }
+}
+
+/// Checks a drain's end: each of its `n` runs recorded succeeded, once.
+fn assert_all_succeeded(c: &mut Client, n: usize) {
+    let succeeded: i64 = c
+        .query_one(
+            "SELECT count(*) FROM job_run WHERE status = 'succeeded'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(succeeded, n as i64, "every run recorded once");
 }

@@ -463,39 +463,29 @@ fn retry_in(tx: &mut Tx<'_, '_>, run_id: i64, actor: &str, now: i64) -> Result<i
              its failed steps again and what depends on them"
         )));
     }
-    if workflow {
+    let (id, detail) = if workflow {
         // The same run again: its failed steps are queued anew, the rest follow.
         let steps = tree::retry_workflow(&mut *tx, run_id, now, &mut Vec::new())?;
-        let detail = serde_json::json!({ "run_id": run_id, "steps_queued": steps });
-        audit_in(
-            tx,
-            now,
-            actor,
-            "run.retry",
-            &run_id.to_string(),
-            Some(&detail),
-        )?;
-        return Ok(run_id);
-    }
-    let id = tx.insert(
-        &INSERT_MANUAL_RETRY,
-        &[
+        (
+            run_id,
+            serde_json::json!({ "run_id": run_id, "steps_queued": steps }),
+        )
+    } else {
+        let vals = [
             job_id.into(),
             processor_id.into(),
             priority.into(),
             now.into(),
             params.into(),
             run_id.into(),
-        ],
-    )?;
-    let detail = serde_json::json!({ "run_id": run_id, "new_run_id": id });
-    audit_in(
-        tx,
-        now,
-        actor,
-        "run.retry",
-        &run_id.to_string(),
-        Some(&detail),
-    )?;
+        ];
+        let id = tx.insert(&INSERT_MANUAL_RETRY, &vals)?;
+        (
+            id,
+            serde_json::json!({ "run_id": run_id, "new_run_id": id }),
+        )
+    };
+    let subject = run_id.to_string();
+    audit_in(tx, now, actor, "run.retry", &subject, Some(&detail))?;
     Ok(id)
 }

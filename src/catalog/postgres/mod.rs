@@ -22,9 +22,9 @@
 //! the runs below it, so the last two ends of a tree's runs are counted one after the other
 //! and no two nodes wait for each other in a circle.
 //!
-//! Not here yet (issue 16): the definitions' verbs (import, export, put_job, activation,
-//! decisions, accounts, stats), the rest of the runtime's (in-flight counts, a clean stop's
-//! release, …), and a node (`jobvisor run`) on this backend.
+//! The operator's verbs (definitions, accounts, runs, browsing) are `Catalog`'s, written once
+//! over `catalog::sql` for both backends; what is here is the runtime's side and the SQL that
+//! only PostgreSQL needs.
 
 use std::sync::mpsc;
 use std::thread;
