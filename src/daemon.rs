@@ -163,6 +163,16 @@ fn api_ops(cfg: &NodeConfig, engine: &Engine) -> Result<(Ops, Option<String>), D
     Ok((ops, token))
 }
 
+/// A start that failed once the engine ran: the engine's actors stop (its runs back to the
+/// queue, its node name released) while the runtime still runs them, so the error is the
+/// process's one word — dropping running actors with the runtime made them panic.
+async fn stop_after_failed_start(engine: &Engine, error: DaemonError) -> DaemonError {
+    if let Err(e) = engine.shutdown(Duration::ZERO).await {
+        tracing::warn!("stopping after a failed start: {e}");
+    }
+    error
+}
+
 /// Colour only on a terminal, and never with `NO_COLOR` set (https://no-color.org).
 fn use_colour() -> bool {
     colour(
@@ -210,7 +220,10 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
         .map(|a| vec![format!("http://{a}")])
         .unwrap_or_default();
     let addr = cfg.http.bind.clone();
-    let (ops, admin_token) = api_ops(&cfg, &engine)?;
+    let (ops, admin_token) = match api_ops(&cfg, &engine) {
+        Ok(opened) => opened,
+        Err(e) => return Err(stop_after_failed_start(&engine, e).await),
+    };
     let bound = listener.local_addr().ok().map(|a| a.ip());
     let api_ops = std::sync::Arc::new(std::sync::Mutex::new(ops));
     let state = web::Data::new(crate::http::ApiState {
@@ -225,9 +238,14 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     })
     .workers(1)
     .disable_signals()
-    .listen(listener)
-    .map_err(|source| DaemonError::Bind { addr, source })?
-    .run();
+    .listen(listener);
+    let server = match server {
+        Ok(server) => server.run(),
+        Err(source) => {
+            let e = DaemonError::Bind { addr, source };
+            return Err(stop_after_failed_start(&engine, e).await);
+        }
+    };
     let handle = server.handle();
     actix_rt::spawn(server);
     actix_rt::spawn(release_freed_memory_now_and_then());

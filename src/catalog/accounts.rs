@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::sql::{Query, Sql};
 use super::{Catalog, CatalogError, audit_in, not_found, now_ms};
+use crate::model::Role;
 
 const COUNT_USERS: &str = "SELECT count(*) FROM users";
 const INSERT_USER: &str = "INSERT INTO users (user_name, password_hash, role) VALUES (?1, ?2, ?3)
@@ -70,7 +71,7 @@ impl Catalog {
         &mut self,
         name: &str,
         password_hash: &str,
-        role: crate::model::Role,
+        role: Role,
         actor: &str,
     ) -> Result<(), CatalogError> {
         let (name, hash, actor) = (
@@ -79,18 +80,12 @@ impl Catalog {
             actor.to_string(),
         );
         self.writing(move |tx| {
-            let vals = [
-                name.as_str().into(),
-                hash.as_str().into(),
-                role.as_str().into(),
-            ];
-            if tx.exec(&Query::same(INSERT_USER), &vals)? == 0 {
+            if !insert_user(tx, &name, &hash, role, &actor)? {
                 return Err(CatalogError::Conflict(format!(
                     "user `{name}` exists already"
                 )));
             }
-            let detail = serde_json::json!({ "after": { "role": role.as_str() } });
-            audit_in(tx, now_ms(), &actor, "user.add", &name, Some(&detail))
+            Ok(())
         })
     }
 
@@ -167,26 +162,34 @@ impl Catalog {
             token_hash.to_string(),
             actor.to_string(),
         );
+        self.writing(move |tx| insert_token(tx, &user, &token_name, &hash, &actor))
+    }
+
+    /// Creates the first user, `admin`, with a token, in one transaction, if the catalog has no
+    /// user yet; `None` when it has one (another node starting at the same moment may have
+    /// made it: on SQLite the write transaction serialises the two, on PostgreSQL the second
+    /// insert waits on the name's unique index and then inserts nothing).
+    pub fn bootstrap_admin(
+        &mut self,
+        password_hash: &str,
+        token_name: &str,
+        token_hash: &str,
+        actor: &str,
+    ) -> Result<Option<i64>, CatalogError> {
+        let (password_hash, token_name, token_hash, actor) = (
+            password_hash.to_string(),
+            token_name.to_string(),
+            token_hash.to_string(),
+            actor.to_string(),
+        );
         self.writing(move |tx| {
-            let user_id = tx
-                .row(&Query::same(SELECT_USER_ID), &[user.as_str().into()], |r| {
-                    r.int(0)
-                })?
-                .ok_or_else(|| not_found("user", &user))?;
-            let vals = [
-                user_id.into(),
-                token_name.as_str().into(),
-                hash.as_str().into(),
-                now_ms().into(),
-            ];
-            let Some(id) = tx.row(&Query::same(INSERT_TOKEN), &vals, |r| r.int(0))? else {
-                return Err(CatalogError::Conflict(format!(
-                    "user `{user}` has a token named `{token_name}` already"
-                )));
-            };
-            let detail = serde_json::json!({ "token_id": id, "name": token_name });
-            audit_in(tx, now_ms(), &actor, "token.create", &user, Some(&detail))?;
-            Ok(id)
+            let users = tx.row(&Query::same(COUNT_USERS), &[], |r| r.int(0))?;
+            if users.unwrap_or(0) > 0
+                || !insert_user(tx, "admin", &password_hash, Role::Admin, &actor)?
+            {
+                return Ok(None);
+            }
+            insert_token(tx, "admin", &token_name, &token_hash, &actor).map(Some)
         })
     }
 
@@ -229,4 +232,48 @@ impl Catalog {
             )
         })
     }
+}
+
+/// Adds a user and its audit row; false when the name is taken.
+fn insert_user(
+    tx: &mut impl Sql,
+    name: &str,
+    hash: &str,
+    role: Role,
+    actor: &str,
+) -> Result<bool, CatalogError> {
+    let vals = [name.into(), hash.into(), role.as_str().into()];
+    if tx.exec(&Query::same(INSERT_USER), &vals)? == 0 {
+        return Ok(false);
+    }
+    let detail = serde_json::json!({ "after": { "role": role.as_str() } });
+    audit_in(tx, now_ms(), actor, "user.add", name, Some(&detail))?;
+    Ok(true)
+}
+
+/// Stores a token's hash for `user` and its audit row; returns the token's id.
+fn insert_token(
+    tx: &mut impl Sql,
+    user: &str,
+    token_name: &str,
+    hash: &str,
+    actor: &str,
+) -> Result<i64, CatalogError> {
+    let user_id = tx
+        .row(&Query::same(SELECT_USER_ID), &[user.into()], |r| r.int(0))?
+        .ok_or_else(|| not_found("user", user))?;
+    let vals = [
+        user_id.into(),
+        token_name.into(),
+        hash.into(),
+        now_ms().into(),
+    ];
+    let Some(id) = tx.row(&Query::same(INSERT_TOKEN), &vals, |r| r.int(0))? else {
+        return Err(CatalogError::Conflict(format!(
+            "user `{user}` has a token named `{token_name}` already"
+        )));
+    };
+    let detail = serde_json::json!({ "token_id": id, "name": token_name });
+    audit_in(tx, now_ms(), actor, "token.create", user, Some(&detail))?;
+    Ok(id)
 }

@@ -277,13 +277,25 @@ impl Ops {
     }
 
     /// On a catalog without users: creates `admin` (role admin, a random password nobody is
-    /// shown) and a token for it, returned to be printed once. `None` when users exist.
+    /// shown) and a token for it, returned to be printed once. `None` when users exist — also
+    /// when another node starting on the same catalog at the same moment made them: the check
+    /// and both inserts are one transaction, so exactly one node prints a token.
     pub fn bootstrap_admin(&mut self) -> Result<Option<NewToken>, OpError> {
         if self.has_users()? {
             return Ok(None);
         }
-        self.add_user("admin", Role::Admin, None)?;
-        self.create_token("admin", "first-start").map(Some)
+        let hash = hash_password(&random_hex()?)?;
+        let token = format!("jv_{}", random_hex()?);
+        let actor = self.caller.actor.clone();
+        let made = self
+            .catalog
+            .bootstrap_admin(&hash, "first-start", &token_hash(&token), &actor)
+            .map_err(self.within("creating the first user, `admin`"))?;
+        Ok(made.map(|id| NewToken {
+            id,
+            user: "admin".into(),
+            token,
+        }))
     }
 }
 

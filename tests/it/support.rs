@@ -234,8 +234,13 @@ impl Workspace {
 
     /// Starts a node, or returns its output if it exits before printing its address.
     pub fn try_start_node(&self, name: &str) -> Result<Node, String> {
-        use std::io::BufRead;
-        let mut child = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+        let child = self.spawn_node(name);
+        self.await_node(name, child)
+    }
+
+    /// Starts `jobvisor run` as node `name` without waiting for it (see [`Self::await_node`]).
+    pub fn spawn_node(&self, name: &str) -> std::process::Child {
+        Command::new(env!("CARGO_BIN_EXE_jobvisor"))
             .arg("--db")
             .arg(self.db_arg())
             .args(["run", "--bind", "127.0.0.1:0", "--node", name, "--data-dir"])
@@ -252,7 +257,13 @@ impl Workspace {
             .stdout(std::process::Stdio::piped())
             .stderr(std::fs::File::create(self.log_path(name)).unwrap())
             .spawn()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// Waits for a node [`Self::spawn_node`] started to print its address; its output if it
+    /// exits first.
+    pub fn await_node(&self, name: &str, mut child: std::process::Child) -> Result<Node, String> {
+        use std::io::BufRead;
         let stdout = child.stdout.take().unwrap();
         let mut lines = std::io::BufReader::new(stdout).lines();
         let mut seen = String::new();
