@@ -558,7 +558,7 @@ fn succeeded(run: &ClaimedRun) -> Completion {
         claim_token: run.claim_token,
         outcome: Outcome::Succeeded(serde_json::json!({})),
         log: None,
-        started_at: 1,
+        started_at: Some(1),
         finished_at: 2,
         retry_at: None,
     }

@@ -79,7 +79,9 @@ string_enum! {
     RunStatus {
         /// Waiting to be claimed.
         Queued => "queued",
-        /// Claimed by a processor and executing.
+        /// Taken by a node (its node and claim time set), not started yet.
+        Claimed => "claimed",
+        /// Started, with a start time: executing.
         Running => "running",
         /// Finished without error.
         Succeeded => "succeeded",
@@ -99,7 +101,16 @@ string_enum! {
 impl RunStatus {
     /// Whether a run in this status has ended (it is neither waiting nor executing).
     pub fn has_ended(self) -> bool {
-        !matches!(self, RunStatus::Queued | RunStatus::Running)
+        !matches!(
+            self,
+            RunStatus::Queued | RunStatus::Claimed | RunStatus::Running
+        )
+    }
+
+    /// Whether a node holds a run in this status (claimed or started): what overlap rules,
+    /// caps and busy objects count.
+    pub fn in_flight(self) -> bool {
+        matches!(self, RunStatus::Claimed | RunStatus::Running)
     }
 }
 
@@ -164,6 +175,6 @@ mod tests {
             assert_eq!(RunStatus::parse(s.as_str()), Some(*s));
         }
         assert_eq!(JobType::parse("cron"), None);
-        assert_eq!(RunStatus::expected().split(", ").count(), 8);
+        assert_eq!(RunStatus::expected().split(", ").count(), 9);
     }
 }

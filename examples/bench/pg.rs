@@ -229,7 +229,7 @@ fn catalog(n: usize, nodes: usize) -> f64 {
                             claim_token: r.claim_token,
                             outcome: Outcome::Succeeded(serde_json::Value::Null),
                             log: None,
-                            started_at: end,
+                            started_at: Some(end),
                             finished_at: end,
                             retry_at: None,
                         })

@@ -145,14 +145,14 @@ const SELECT_STUCK: Query = Query::each(
     n.heartbeat_at, j.timeout
     FROM job_run r INDEXED BY job_run_running_job_idx
     JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
-    WHERE r.status = 'running'
+    WHERE (r.status = 'claimed' OR r.status = 'running')
       AND ((j.timeout > 0 AND r.started_at + j.timeout < ?1)
            OR n.heartbeat_at IS NULL OR n.heartbeat_at < ?2)
     ORDER BY r.run_id LIMIT ?3",
     "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
     n.heartbeat_at, j.timeout
     FROM job_run r JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
-    WHERE r.status = 'running'
+    WHERE (r.status = 'claimed' OR r.status = 'running')
       AND ((j.timeout > 0 AND r.started_at + j.timeout < $1)
            OR n.heartbeat_at IS NULL OR n.heartbeat_at < $2)
     ORDER BY r.run_id LIMIT $3",
@@ -229,7 +229,7 @@ const SELECT_CREATED_FROM: Query = Query::same(
 const SELECT_OUTCOMES: Query = Query::same(
     "SELECT (finished_at - ?2) / ?4, status, count(*) FROM job_run
     WHERE run_id >= ?1 AND finished_at >= ?2 AND finished_at < ?3 AND status <> 'queued'
-      AND status <> 'running'
+      AND status <> 'claimed' AND status <> 'running'
     GROUP BY 1, 2 ORDER BY 1",
 );
 

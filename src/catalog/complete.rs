@@ -45,12 +45,22 @@ pub struct Completion {
     pub outcome: Outcome,
     /// Captured output.
     pub log: Option<String>,
-    /// When it began executing (a claimed run may wait in its processor's buffer first).
-    pub started_at: i64,
+    /// When it began executing (a claimed run may wait in its processor's buffer first);
+    /// `None` for a run that ends without having started (cancelled or returned while it
+    /// waited): it keeps no start time.
+    pub started_at: Option<i64>,
     /// When it ended.
     pub finished_at: i64,
     /// When to retry, if it failed and attempts remain (decided by the processor).
     pub retry_at: Option<i64>,
+}
+
+impl Completion {
+    /// How long it executed, ms (0 when it never started).
+    pub fn elapsed(&self) -> i64 {
+        self.started_at
+            .map_or(0, |began| (self.finished_at - began).max(0))
+    }
 }
 
 /// What recording a completion did.
@@ -67,13 +77,13 @@ const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id,
     r.priority, r.params, coalesce(r.retry_of, r.run_id), j.max_attempts, r.pid, r.stump,
     r.step, r.children_open, r.tree_status
     FROM job_run r JOIN job j ON j.job_id = r.job_id
-    WHERE r.run_id = ?1 AND r.claim_token = ?2 AND r.status = 'running'";
+    WHERE r.run_id = ?1 AND r.claim_token = ?2 AND (r.status = 'claimed' OR r.status = 'running')";
 // The plain case: no parent and no child ever ended badly or is still open. A run in a tree
 // fails these checks (three columns of the row being updated: no extra read) and is recorded
 // by `complete_other`, which knows trees.
 const FINISH_SUCCEEDED: &str = "UPDATE job_run SET status = 'succeeded', finished_at = ?3,
     elapsed = ?4, result = ?5, error = NULL, log = ?6, started_at = ?7, lease_until = NULL
-    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'
+    WHERE run_id = ?1 AND claim_token = ?2 AND (status = 'claimed' OR status = 'running')
       AND pid IS NULL AND children_open = 0 AND tree_status IS NULL";
 // A run whose children go on waits for them (`tree`): its own ending is kept and its instance
 // freed. SQLite clears its claim token, so no later completion matches it; PostgreSQL keeps it
@@ -93,7 +103,8 @@ const FINISH_RUN: Query = Query::same(
 );
 const REQUEUE_RUN: Query = Query::same(
     "UPDATE job_run SET status = 'queued', node_id = NULL,
-    claim_token = NULL, started_at = NULL, lease_until = NULL WHERE run_id = ?1",
+    claim_token = NULL, claimed_at = NULL, started_at = NULL, lease_until = NULL
+    WHERE run_id = ?1",
 );
 const FINISH_JOB: &str = "UPDATE job SET in_progress = max(in_progress - ?2, 0),
     last_date_end = coalesce(?3, last_date_end), last_elapse = coalesce(?4, last_elapse),
@@ -252,7 +263,7 @@ fn complete_succeeded(
     value: &Json,
     ends: &mut BTreeMap<i64, JobEnd>,
 ) -> Result<Recorded, CatalogError> {
-    let elapsed = (c.finished_at - c.started_at).max(0);
+    let elapsed = c.elapsed();
     let result = value.to_string();
     // No RETURNING: SQLite would build an ephemeral table for it on every call.
     let changed = conn.prepare_cached(FINISH_SUCCEEDED)?.execute(params![
@@ -329,7 +340,7 @@ pub(crate) fn record_end(
         result,
         error,
     } = verdict(c, run.attempt, run.max_attempts);
-    let elapsed = (c.finished_at - c.started_at).max(0);
+    let elapsed = c.elapsed();
     let response = result.as_deref().or(error.as_deref()).unwrap_or("");
     ends.entry(run.job_id)
         .or_default()

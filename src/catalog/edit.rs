@@ -387,7 +387,7 @@ impl Catalog {
 
 const COUNT_RUNNING_OF_JOB: Query = Query::same(
     "SELECT (SELECT count(*) FROM job_run r
-    WHERE r.job_id = j.job_id AND r.status = 'running') FROM job j WHERE j.job_name = ?1",
+    WHERE r.job_id = j.job_id AND (r.status = 'claimed' OR r.status = 'running')) FROM job j WHERE j.job_name = ?1",
 );
 const DELETE_JOB: Query = Query::same("DELETE FROM job WHERE job_name = ?1");
 const DELETE_OBJECT: Query = Query::same("DELETE FROM object WHERE object_name = ?1");

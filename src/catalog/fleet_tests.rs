@@ -99,7 +99,7 @@ fn succeeded(run: &queue::ClaimedRun, at: i64) -> Completion {
         claim_token: run.claim_token,
         outcome: Outcome::Succeeded(Json::Null),
         log: None,
-        started_at: at,
+        started_at: Some(at),
         finished_at: at,
         retry_at: None,
     }
@@ -273,7 +273,7 @@ fn a_sweep_fences_a_silent_node_and_requeues_its_runs_whose_leases_expired() {
     );
     assert_eq!(
         run_row(conn, slow.run_id).0,
-        "running",
+        "claimed",
         "its lease: claim + 60 s + ttl"
     );
     // The fenced process learns it at its next heartbeat, and from whom; it claims nothing.
@@ -355,7 +355,7 @@ fn a_sweep_blames_deaths_on_the_runs_executing_and_two_sweepers_requeue_once() {
         if death > 1 {
             let run = runs.iter().find(|r| r.run_id == victim).unwrap();
             assert!(run.suspect);
-            assert!(node::mark_executing(conn, run.run_id, run.claim_token).unwrap());
+            assert!(node::mark_executing(conn, run.run_id, run.claim_token, 0).unwrap());
         }
         if death == 3 {
             let other = runs.iter().find(|r| r.run_id != victim).unwrap();

@@ -90,7 +90,7 @@ const SELECT_SCHEDULED_SQLITE: &str = "SELECT j.job_id, j.job_name, j.processor_
     (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
     j.create_date * 1000, j.last_date_begin, j.last_date_end,
     (SELECT count(*) FROM job_run r INDEXED BY job_run_running_job_idx
-     WHERE r.job_id = j.job_id AND r.status = 'running'),
+     WHERE r.job_id = j.job_id AND (r.status = 'claimed' OR r.status = 'running')),
     (SELECT count(*) FROM job_run r INDEXED BY job_run_queued_slot_idx
      WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL), a.stretch
     FROM job j JOIN job_processor p ON p.processor_id = j.processor_id
@@ -106,7 +106,7 @@ const SELECT_SCHEDULED_PG: &str = "SELECT j.job_id, j.job_name, j.processor_id, 
     j.misfire_policy, j.misfire_window, j.max_catchup, j.overlap_policy, j.max_overlap,
     (SELECT max(r.scheduled_for) FROM job_run r WHERE r.job_id = j.job_id),
     j.create_date * 1000, pr.last_date_begin, pr.last_date_end,
-    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND r.status = 'running'),
+    (SELECT count(*) FROM job_run r WHERE r.job_id = j.job_id AND (r.status = 'claimed' OR r.status = 'running')),
     (SELECT count(*) FROM job_run r
      WHERE r.job_id = j.job_id AND r.status = 'queued' AND r.scheduled_for IS NOT NULL),
     a.stretch

@@ -209,7 +209,7 @@ pub(crate) fn refusal(
 const HEARTBEAT: &str = "UPDATE node SET heartbeat_at = ?3 WHERE node_id = ?1 AND generation = ?2";
 // Running runs are few: their partial index, scanned whole, finds the node's.
 const RENEW_LEASES: &str = "UPDATE job_run INDEXED BY job_run_running_job_idx
-    SET lease_until = ?2 WHERE status = 'running' AND node_id = ?1
+    SET lease_until = ?2 WHERE (status = 'claimed' OR status = 'running') AND node_id = ?1
       AND (lease_until IS NULL OR lease_until < ?2)";
 
 /// Refreshes the node's heartbeat if this process still holds the name under `lease`'s
@@ -313,7 +313,7 @@ const SELECT_LEFT_RUNNING: Query = Query::each(
     "SELECT r.run_id, r.suspect, r.crashes,
     min(max(j.max_attempts, 1), ?2), r.cancel_requested, r.job_id, r.pid, r.step
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN job j ON j.job_id = r.job_id
-    WHERE r.status = 'running' AND r.node_id = ?1
+    WHERE (r.status = 'claimed' OR r.status = 'running') AND r.node_id = ?1
       -- A run waiting for its children executes nowhere: its tree ends it.
       AND r.own_status IS NULL
       AND (?3 IS NULL OR coalesce(r.lease_until, 0) < ?3) ORDER BY r.run_id",
@@ -322,7 +322,7 @@ const SELECT_LEFT_RUNNING: Query = Query::each(
     "SELECT r.run_id, r.suspect, r.crashes,
     LEAST(GREATEST(j.max_attempts, 1), $2), r.cancel_requested, r.job_id, r.pid, r.step
     FROM job_run r JOIN job j ON j.job_id = r.job_id
-    WHERE r.status = 'running' AND r.node_id = $1 AND r.own_status IS NULL
+    WHERE (r.status = 'claimed' OR r.status = 'running') AND r.node_id = $1 AND r.own_status IS NULL
       AND ($3::bigint IS NULL OR (coalesce(r.lease_until, 0) < $3::bigint
            AND coalesce((SELECT n.heartbeat_at + n.lease_ttl FROM node n
                          WHERE n.node_id = $1), 0) < $3::bigint))
@@ -330,7 +330,7 @@ const SELECT_LEFT_RUNNING: Query = Query::each(
 );
 const REQUEUE_SUSPECT: Query = Query::same(
     "UPDATE job_run SET status = 'queued', node_id = NULL,
-    claim_token = NULL, lease_until = NULL, started_at = NULL, suspect = 1,
+    claim_token = NULL, lease_until = NULL, claimed_at = NULL, started_at = NULL, suspect = 1,
     crashes = ?2, attempt = attempt + ?3 WHERE run_id = ?1",
 );
 const CANCEL_LEFT: Query = Query::same(
@@ -493,7 +493,7 @@ const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heart
       AND (n.heartbeat_at IS NULL OR n.heartbeat_at + n.lease_ttl < ?2)
       AND ((n.pid IS NOT NULL AND n.fenced_at IS NULL) OR n.node_id IN (
           SELECT r.node_id FROM job_run r INDEXED BY job_run_running_job_idx
-          WHERE r.status = 'running' AND r.own_status IS NULL
+          WHERE (r.status = 'claimed' OR r.status = 'running') AND r.own_status IS NULL
             AND coalesce(r.lease_until, 0) < ?2))
     ORDER BY n.node_id";
 const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = ?3,
@@ -570,12 +570,14 @@ pub fn mark_executing(
     conn: &Connection,
     run_id: i64,
     claim_token: i64,
+    started_at: i64,
 ) -> Result<bool, CatalogError> {
     let changed = conn
         .prepare_cached(
-            "UPDATE job_run SET suspect = 2
-             WHERE run_id = ?1 AND claim_token = ?2 AND status = 'running'",
+            "UPDATE job_run SET suspect = 2, status = 'running', started_at = ?3
+             WHERE run_id = ?1 AND claim_token = ?2
+               AND (status = 'claimed' OR status = 'running')",
         )?
-        .execute(params![run_id, claim_token])?;
+        .execute(params![run_id, claim_token, started_at])?;
     Ok(changed == 1)
 }

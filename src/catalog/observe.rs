@@ -28,7 +28,9 @@ const SELECT_SERIES: Query = Query::same(
 const SELECT_STAT_TYPE: &str = "SELECT unit FROM stat_type WHERE stat_type = ?1";
 const SELECT_QUEUE: &str = "SELECT count(*), min(run_after) FROM job_run
     WHERE status = 'queued'";
-const SELECT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE status = 'running'";
+const SELECT_IN_FLIGHT: &str = "SELECT count(*) FILTER (WHERE status = 'claimed'),
+    count(*) FILTER (WHERE status = 'running')
+    FROM job_run WHERE (status = 'claimed' OR status = 'running')";
 const SELECT_ACTIVATION: &str = "SELECT a.state, count(*) FROM job_activation a
     JOIN node n ON n.node_id = a.node_id WHERE n.node_name = ?1 GROUP BY a.state";
 
@@ -105,7 +107,9 @@ pub struct SeriesFilter<'a> {
 pub struct QueueState {
     /// Queued runs.
     pub queued: i64,
-    /// Running runs.
+    /// Runs a node claimed and has not started.
+    pub claimed: i64,
+    /// Runs started and executing (not those claimed only).
     pub running: i64,
     /// Epoch ms the oldest queued run became due.
     pub oldest_due: Option<i64>,
@@ -189,11 +193,14 @@ impl Catalog {
                     Ok((r.int(0)?, r.opt_int(1)?))
                 })?
                 .unwrap_or((0, None));
-            let running = tx
-                .row(&Query::same(SELECT_RUNNING), &[], |r| r.int(0))?
-                .unwrap_or(0);
+            let (claimed, running) = tx
+                .row(&Query::same(SELECT_IN_FLIGHT), &[], |r| {
+                    Ok((r.int(0)?, r.int(1)?))
+                })?
+                .unwrap_or((0, 0));
             Ok(QueueState {
                 queued,
+                claimed,
                 running,
                 oldest_due,
             })

@@ -23,7 +23,7 @@ use crate::schedule::OverlapPolicy;
 /// runs executing, not those waiting for their children (`tree`).
 pub(crate) const RECOUNT_IN_PROGRESS: &str =
     "UPDATE job SET in_progress = (SELECT count(*) FROM job_run r
-    WHERE r.job_id = job.job_id AND r.status = 'running' AND r.own_status IS NULL)";
+    WHERE r.job_id = job.job_id AND (r.status = 'claimed' OR r.status = 'running') AND r.own_status IS NULL)";
 
 /// A run to insert.
 #[derive(Debug, Clone)]
@@ -47,7 +47,7 @@ pub struct NewRun {
 }
 
 const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run INDEXED BY job_run_running_job_idx
-    WHERE job_id = ?1 AND status = 'running'";
+    WHERE job_id = ?1 AND (status = 'claimed' OR status = 'running')";
 const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run INDEXED BY job_run_queued_slot_idx
     WHERE job_id = ?1 AND status = 'queued' AND scheduled_for IS NOT NULL";
 
@@ -279,12 +279,38 @@ const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.m
     j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
     FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1";
 const OBJECT_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM job_object jo
-    JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running' WHERE jo.object_id = ?1)";
+    JOIN job_run r ON r.job_id = jo.job_id AND (r.status = 'claimed' OR r.status = 'running') WHERE jo.object_id = ?1)";
 const SELECT_JOB_OBJECTS: &str = "SELECT object_id FROM job_object WHERE job_id = ?1";
-// A suspect claimed is not executing yet (its processor marks it executing when it starts).
-const MARK_RUNNING: &str = "UPDATE job_run SET status = 'running', node_id = ?2,
-    claim_token = ?3 + c.key, started_at = ?4, lease_until = ?5, suspect = min(suspect, 1)
+// Claimed, not started: no start time until its processor starts it (`mark_started`). A
+// suspect claimed is not executing yet either (its processor marks it executing when it starts).
+const MARK_CLAIMED: &str = "UPDATE job_run SET status = 'claimed', node_id = ?2,
+    claim_token = ?3 + c.key, claimed_at = ?4, started_at = NULL, lease_until = ?5,
+    suspect = min(suspect, 1)
     FROM json_each(?1) AS c WHERE job_run.run_id = c.value AND job_run.status = 'queued'";
+const MARK_STARTED: &str = "UPDATE job_run SET status = 'running', started_at = ?3
+    WHERE run_id = ?1 AND claim_token = ?2 AND status = 'claimed'";
+
+/// A claimed run its processor started: the claim it holds and when it started (epoch ms).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RunStart {
+    /// The run.
+    pub run_id: i64,
+    /// Its claim's token: a run claimed again since is not marked.
+    pub claim_token: i64,
+    /// Epoch ms it started executing.
+    pub started_at: i64,
+}
+
+/// Marks claimed runs `running` with their start times, each only while its claim holds and it
+/// is still `claimed` (a run whose end is recorded already keeps it). Returns how many.
+pub fn mark_started(conn: &Connection, starts: &[RunStart]) -> Result<usize, CatalogError> {
+    let mut mark = conn.prepare_cached(MARK_STARTED)?;
+    let mut marked = 0;
+    for s in starts {
+        marked += mark.execute(params![s.run_id, s.claim_token, s.started_at])?;
+    }
+    Ok(marked)
+}
 const MARK_JOB_BEGIN: &str =
     "UPDATE job SET in_progress = in_progress + ?2, last_date_begin = ?3 WHERE job_id = ?1";
 const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
@@ -483,7 +509,7 @@ pub fn claim(
             });
         }
     }
-    let mut mark = conn.prepare_cached(MARK_RUNNING)?;
+    let mut mark = conn.prepare_cached(MARK_CLAIMED)?;
     let mut token = first_token;
     for (lease, members) in groups {
         let mut ids = String::with_capacity(members.len() * 8 + 2);

@@ -42,7 +42,7 @@ macro_rules! select_runs {
         Query::same(concat!(
             "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id",
             $($tail),*
@@ -84,13 +84,13 @@ const SELECT_TREE: Query = Query::same(concat!(
     "SELECT * FROM (",
     "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id WHERE r.run_id = ?1) root UNION ALL
     SELECT * FROM (",
     "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id WHERE r.stump = ?1 ORDER BY r.run_id
     LIMIT ?2 - 1) below"
@@ -103,7 +103,7 @@ pub struct RunRow {
     pub run_id: i64,
     /// The job's name.
     pub job: String,
-    /// queued, running, succeeded, …
+    /// queued, claimed, running, succeeded, …
     pub status: String,
     /// 1 for the first attempt.
     pub attempt: i64,
@@ -111,7 +111,7 @@ pub struct RunRow {
     pub scheduled_for: Option<i64>,
     /// Enqueued at (epoch ms).
     pub created_at: i64,
-    /// Began (epoch ms).
+    /// Began executing (epoch ms); none while queued or claimed.
     pub started_at: Option<i64>,
     /// Ended (epoch ms).
     pub finished_at: Option<i64>,
@@ -137,6 +137,8 @@ pub struct RunRow {
     pub cancel_requested: bool,
     /// The workflow step it runs (its parent is the workflow's run).
     pub step: Option<String>,
+    /// When its node claimed it (epoch ms).
+    pub claimed_at: Option<i64>,
 }
 
 fn run_row(r: &Fields<'_>) -> Result<RunRow, CatalogError> {
@@ -160,6 +162,7 @@ fn run_row(r: &Fields<'_>) -> Result<RunRow, CatalogError> {
         node: r.opt_text(16)?,
         cancel_requested: r.flag(17)?,
         step: r.opt_text(18)?,
+        claimed_at: r.opt_int(19)?,
     })
 }
 
@@ -177,8 +180,10 @@ const CANCEL_QUEUED: Query = Query::same(
     "UPDATE job_run SET status = 'cancelled', finished_at = ?2,
     error = ?3 WHERE run_id = ?1 AND status = 'queued'",
 );
-const REQUEST_CANCEL: Query =
-    Query::same("UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1 AND status = 'running'");
+const REQUEST_CANCEL: Query = Query::same(
+    "UPDATE job_run SET cancel_requested = 1 WHERE run_id = ?1
+    AND (status = 'claimed' OR status = 'running')",
+);
 // The nodes' catalog watch reloads when the generation moves; a node then looks for cancel
 // requests among the runs it executes.
 // PostgreSQL's nodes hear the generation on `jobvisor_catalog`, as its triggers announce it.
@@ -191,9 +196,9 @@ const BUMP_GENERATION: Query = Query::each(
 // A run waiting for its children executes nowhere: its node has nothing to cancel.
 const SELECT_CANCEL_REQUESTED: Query = Query::each(
     "SELECT run_id FROM job_run INDEXED BY job_run_running_job_idx
-    WHERE status = 'running' AND node_id = ?1 AND cancel_requested = 1 AND own_status IS NULL",
+    WHERE (status = 'claimed' OR status = 'running') AND node_id = ?1 AND cancel_requested = 1 AND own_status IS NULL",
     "SELECT run_id FROM job_run
-    WHERE status = 'running' AND node_id = $1 AND cancel_requested = 1 AND own_status IS NULL",
+    WHERE (status = 'claimed' OR status = 'running') AND node_id = $1 AND cancel_requested = 1 AND own_status IS NULL",
 );
 const SELECT_FOR_RETRY: Query = Query::same(
     "SELECT r.status, r.params, j.job_id, j.processor_id, j.priority,
@@ -398,14 +403,14 @@ fn cancel_in(
                 tree::on_end(&mut *tx, ended, now, &mut queued)?;
                 CancelOutcome::Cancelled
             }
-            "running" => {
+            "claimed" | "running" => {
                 tx.exec(&REQUEST_CANCEL, &[run_id.into()])?;
                 tx.exec(&BUMP_GENERATION, &[])?;
                 CancelOutcome::Requested
             }
             other => {
                 return Err(CatalogError::Conflict(format!(
-                    "run {run_id} is {other}: only a queued or running run can be cancelled"
+                    "run {run_id} is {other}: only a queued, claimed or running run can be cancelled"
                 )));
             }
         }

@@ -34,7 +34,7 @@ const LONGEST_TAIL: &str = "SELECT r.node_id, count(*) - coalesce(
          WHERE a.processor_id = ?1 AND a.node_id = r.node_id),
         (SELECT p.instances FROM job_processor p WHERE p.processor_id = ?1)) AS tail
     FROM job_run r INDEXED BY job_run_running_job_idx JOIN node n ON n.node_id = r.node_id
-    WHERE r.status = 'running' AND r.processor_id = ?1 AND r.node_id <> ?2
+    WHERE (r.status = 'claimed' OR r.status = 'running') AND r.processor_id = ?1 AND r.node_id <> ?2
       AND r.own_status IS NULL AND r.pid IS NULL
       AND n.fenced_at IS NULL AND n.heartbeat_at + n.lease_ttl >= ?3
     GROUP BY r.node_id ORDER BY tail DESC, r.node_id LIMIT 1";

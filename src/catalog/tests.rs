@@ -497,7 +497,7 @@ payload = { function = "f" }
             claim_token: 100,
             outcome: Outcome::Succeeded(Json::Null),
             log: None,
-            started_at: 10,
+            started_at: Some(10),
             finished_at: 20,
             retry_at: None,
         };
@@ -531,7 +531,7 @@ payload = { function = "f" }
             claim_token: 6,
             outcome: Outcome::Succeeded(Json::Null),
             log: None,
-            started_at: 60_000,
+            started_at: Some(60_000),
             finished_at: 61_000,
             retry_at: None,
         };
@@ -589,7 +589,7 @@ payload = { function = "f" }
                 .len(),
             1
         );
-        assert_eq!(statuses(conn), ["queued", "running"]);
+        assert_eq!(statuses(conn), ["queued", "claimed"]);
         let in_progress: Vec<i64> = conn
             .prepare(
                 "SELECT in_progress FROM job WHERE job_name IN ('free', 'low') ORDER BY job_name",
@@ -647,12 +647,22 @@ payload = { function = "f" }
         tokens.sort();
         assert_eq!(tokens, [50, 51, 52]);
         for run in &claim.runs {
-            let row: (String, i64, i64, i64, i64) = conn
+            // Claimed, not started: the claim time, no start time (issue 27, point 2).
+            let row: (String, i64, i64, i64, Option<i64>, i64) = conn
                 .query_row(
-                    "SELECT status, node_id, claim_token, started_at, lease_until FROM job_run
-                     WHERE run_id = ?1",
+                    "SELECT status, node_id, claim_token, claimed_at, started_at, lease_until
+                     FROM job_run WHERE run_id = ?1",
                     [run.run_id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)),
+                    |r| {
+                        Ok((
+                            r.get(0)?,
+                            r.get(1)?,
+                            r.get(2)?,
+                            r.get(3)?,
+                            r.get(4)?,
+                            r.get(5)?,
+                        ))
+                    },
                 )
                 .unwrap();
             let lease = if run.job_id == low {
@@ -660,7 +670,10 @@ payload = { function = "f" }
             } else {
                 1100
             };
-            assert_eq!(row, ("running".into(), node, run.claim_token, 100, lease));
+            assert_eq!(
+                row,
+                ("claimed".into(), node, run.claim_token, 100, None, lease)
+            );
         }
         // More claims of other sizes: still the statement prepared first.
         for limit in [1, 3] {
@@ -669,6 +682,61 @@ payload = { function = "f" }
             queue::claim(conn, pid, node, limit, 200, 1000, 100 * limit as i64, false).unwrap();
         }
         assert_eq!(queue::candidate_reprepares(conn).unwrap(), 0);
+    }
+
+    /// A claimed run reads `claimed` with no start time until its processor starts it; the
+    /// start mark needs the run's current claim and leaves a run already ended as it is
+    /// (issue 27, point 2: a run waiting for an instance was shown `running`, with a start).
+    #[test]
+    fn a_claimed_run_reads_running_only_once_marked_started() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let [free] = job_ids(&catalog, ["free"]);
+        let conn = catalog.writer();
+        conn.execute_batch(
+            "UPDATE job SET overlap_policy = 'allow', max_overlap = 10 WHERE job_name = 'free'",
+        )
+        .unwrap();
+        for _ in 0..3 {
+            enqueue(conn, free, pid, 0, None);
+        }
+        let claim = queue::claim(conn, pid, node, 8, 100, 1000, 50, false).unwrap();
+        let [a, b, c] = [0, 1, 2].map(|i| claim.runs[i].clone());
+        assert_eq!(statuses(conn), ["claimed", "claimed", "claimed"]);
+        assert_eq!(
+            run_column::<Option<i64>>(conn, "started_at"),
+            [None, None, None]
+        );
+        // `c` ends before its start is written: its completion records both.
+        let done = Completion {
+            run_id: c.run_id,
+            job_id: c.job_id,
+            claim_token: c.claim_token,
+            outcome: Outcome::Succeeded(serde_json::Value::Null),
+            log: None,
+            started_at: Some(130),
+            finished_at: 140,
+            retry_at: None,
+        };
+        complete::complete(conn, node, &done).unwrap();
+        let start = |run: &queue::ClaimedRun, token: i64, at: i64| queue::RunStart {
+            run_id: run.run_id,
+            claim_token: token,
+            started_at: at,
+        };
+        let marks = [
+            start(&a, a.claim_token, 120),
+            // A stale claim (the run was taken back and claimed again) marks nothing.
+            start(&b, b.claim_token + 1000, 121),
+            start(&c, c.claim_token, 150),
+        ];
+        assert_eq!(queue::mark_started(conn, &marks).unwrap(), 1);
+        assert_eq!(statuses(conn), ["running", "claimed", "succeeded"]);
+        assert_eq!(
+            run_column::<Option<i64>>(conn, "started_at"),
+            [Some(120), None, Some(130)]
+        );
+        // The job's runs in flight (what its overlap policy counts): claimed and running.
+        assert_eq!(queue::in_flight(conn, free).unwrap().running, 2);
     }
 
     /// Pruning deletes runs that finished before the cutoff, and keeps queued and running runs,
@@ -741,7 +809,7 @@ payload = { function = "f" }
         assert_eq!((l.running, l.queued_slots), (0, 1));
         // Only the job's queued slots are skipped: not its on-demand run, not another job's.
         assert_eq!(queue::skip_queued_slots(&*conn, free, "off", 5).unwrap(), 1);
-        assert_eq!(statuses(conn), ["running", "skipped", "queued", "queued"]);
+        assert_eq!(statuses(conn), ["claimed", "skipped", "queued", "queued"]);
     }
 
     fn applicant(pid: i64, host: &str) -> node::Applicant<'_> {
@@ -877,7 +945,7 @@ payload = { function = "f" }
             let claim = queue::claim(conn, pid, node_id, 2, 0, 1000, 10 * round, false).unwrap();
             assert!(claim.runs.iter().all(|r| r.suspect), "round {round}");
             let poison = claim.runs.iter().find(|r| r.job_id == free).unwrap();
-            assert!(node::mark_executing(conn, poison.run_id, poison.claim_token).unwrap());
+            assert!(node::mark_executing(conn, poison.run_id, poison.claim_token, 0).unwrap());
             let r = node::recover_node_runs(conn, node_id, 100 + round).unwrap();
             if round < 3 {
                 assert_eq!(r.requeued.len(), 2, "round {round}");
@@ -908,7 +976,7 @@ payload = { function = "f" }
         conn.execute("UPDATE job SET max_attempts = 1", []).unwrap();
         let claim = queue::claim(conn, pid, node_id, 1, 0, 1000, 100, false).unwrap();
         let run = &claim.runs[0];
-        assert!(node::mark_executing(conn, run.run_id, run.claim_token).unwrap());
+        assert!(node::mark_executing(conn, run.run_id, run.claim_token, 0).unwrap());
         let r = node::recover_node_runs(conn, node_id, 200).unwrap();
         assert_eq!(r.quarantined, [(run.run_id, 1)]);
     }

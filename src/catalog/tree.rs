@@ -55,7 +55,7 @@ fn verdict(status: RunStatus) -> Option<RunStatus> {
     match status {
         RunStatus::Failed | RunStatus::TimedOut | RunStatus::Dead => Some(RunStatus::Failed),
         RunStatus::Cancelled | RunStatus::Skipped => Some(RunStatus::Cancelled),
-        RunStatus::Succeeded | RunStatus::Queued | RunStatus::Running => None,
+        RunStatus::Succeeded | RunStatus::Queued | RunStatus::Claimed | RunStatus::Running => None,
     }
 }
 
@@ -683,7 +683,9 @@ pub(crate) fn spawn(
     let c = &mut c;
     lock_tree(&mut *c, parent)?;
     let p = node_of(c, parent)?;
-    if p.status != RunStatus::Running.as_str() || p.finished {
+    // A run executing may still read `claimed` (its start is written in a later batch).
+    let executing = RunStatus::parse(&p.status).is_some_and(RunStatus::in_flight);
+    if !executing || p.finished {
         return Err(CatalogError::Conflict(format!(
             "run {parent} is {}: only a running run may spawn runs",
             p.status
@@ -783,7 +785,7 @@ pub(crate) fn cancel_tree(
     // Flag first, so that the ends below queue nothing more under a cancelled run. In id
     // order: parents before their children, as every change to a tree locks them.
     for (id, _, _, status, waiting) in &members {
-        if *waiting || status == RunStatus::Running.as_str() {
+        if *waiting || RunStatus::parse(status).is_some_and(RunStatus::in_flight) {
             c.exec(&FLAG_CANCELLED, &[(*id).into()])?;
             done.requested += usize::from(!*waiting);
         }

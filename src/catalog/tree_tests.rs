@@ -141,7 +141,7 @@ impl World {
                 claim_token: r.claim_token,
                 outcome: outcome(r),
                 log: None,
-                started_at: self.clock - 5,
+                started_at: Some(self.clock - 5),
                 finished_at: self.clock,
                 retry_at: Some(self.clock),
             })
@@ -523,7 +523,7 @@ fn a_step_its_node_died_executing_is_requeued_in_place_then_quarantined_failing_
             .find(|r| &*r.job_name == "flaky")
             .unwrap()
             .clone();
-        assert!(node::mark_executing(w.conn(), c.run_id, c.claim_token).unwrap());
+        assert!(node::mark_executing(w.conn(), c.run_id, c.claim_token, 0).unwrap());
         if death == 2 {
             let others: Vec<ClaimedRun> = runs
                 .iter()

@@ -117,12 +117,13 @@ pub fn prune_runs(conn: &Connection, before: i64) -> Result<usize, CatalogError>
 const PRUNABLE: &str = "run_id < coalesce((SELECT run_id FROM job_run WHERE created_at >= ?1
         ORDER BY run_id LIMIT 1), 9223372036854775807)
     AND finished_at IS NOT NULL AND finished_at < ?1
-    AND status <> 'queued' AND status <> 'running' AND stump IS NULL
+    AND status <> 'queued' AND status <> 'claimed' AND status <> 'running' AND stump IS NULL
     AND run_id NOT IN (SELECT retry_of FROM job_run WHERE retry_of IS NOT NULL
-                       AND (status = 'queued' OR status = 'running'))
+                       AND (status = 'queued' OR status = 'claimed' OR status = 'running'))
     -- Children of a retried attempt may outlive their tree's root: it waits for them here.
     AND NOT EXISTS (SELECT 1 FROM job_run m WHERE m.stump = job_run.run_id
-                    AND (m.status = 'queued' OR m.status = 'running'))";
+                    AND (m.status = 'queued' OR m.status = 'claimed'
+                         OR m.status = 'running'))";
 
 /// Deletes stat rows sampled before `before`. Returns how many.
 pub fn prune_stats(mut c: impl Sql, before: i64) -> Result<usize, CatalogError> {

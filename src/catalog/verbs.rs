@@ -272,14 +272,28 @@ impl DbWriter {
         &self,
         run_id: i64,
         claim_token: i64,
+        started_at: i64,
     ) -> Result<bool, CatalogError> {
         if let Some(pg) = self.postgres() {
             return pg
-                .off_thread(move |pg| pg.mark_executing(run_id, claim_token))
+                .off_thread(move |pg| pg.mark_executing(run_id, claim_token, started_at))
                 .await;
         }
         self.call("marking a run executing", move |c| {
-            node::mark_executing(c, run_id, claim_token)
+            node::mark_executing(c, run_id, claim_token, started_at)
+        })
+        .await
+    }
+
+    /// Marks claimed runs `running` with their start times, in one transaction; a run whose
+    /// claim no longer holds, or whose end is recorded already, is left as it is. Returns how
+    /// many it marked.
+    pub async fn mark_started(&self, starts: Vec<queue::RunStart>) -> Result<usize, CatalogError> {
+        if let Some(pg) = self.postgres_ends() {
+            return pg.off_thread(move |pg| pg.mark_started(starts)).await;
+        }
+        self.call("marking runs started", move |c| {
+            queue::mark_started(c, &starts)
         })
         .await
     }

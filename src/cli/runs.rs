@@ -77,7 +77,7 @@ pub(super) fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
             }
             let opt = |v: Option<i64>| v.map_or("-".into(), |v| v.to_string());
             let mut status = r.status.clone();
-            if r.cancel_requested && r.status == "running" {
+            if r.cancel_requested && (r.status == "claimed" || r.status == "running") {
                 status.push_str(" (cancel requested)");
             }
             render::fields(&[
@@ -87,6 +87,7 @@ pub(super) fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
                 ("attempt", r.attempt.to_string()),
                 ("slot", render::time_long(r.scheduled_for)),
                 ("queued", render::time_long(Some(r.created_at))),
+                ("claimed", render::time_long(r.claimed_at)),
                 ("started", render::time_long(r.started_at)),
                 ("finished", render::time_long(r.finished_at)),
                 ("elapsed", render::duration(r.elapsed_ms)),

@@ -312,7 +312,7 @@ impl Target {
                 }
             };
             match view.get("status").and_then(Json::as_str) {
-                Some("queued" | "running") => continue,
+                Some("queued" | "claimed" | "running") => continue,
                 Some("succeeded") => return Ok(view.get("result").cloned().unwrap_or(Json::Null)),
                 status => {
                     let error = view

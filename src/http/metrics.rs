@@ -143,9 +143,16 @@ async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
         &mut out,
         "jobvisor_running_runs",
         "gauge",
-        "Runs executing, on every node of the catalog.",
+        "Runs started and executing, on every node of the catalog.",
     );
     let _ = writeln!(out, "jobvisor_running_runs {}", queue.running);
+    head(
+        &mut out,
+        "jobvisor_claimed_runs",
+        "gauge",
+        "Runs a node claimed and has not started yet, on every node of the catalog.",
+    );
+    let _ = writeln!(out, "jobvisor_claimed_runs {}", queue.claimed);
     head(
         &mut out,
         "jobvisor_queue_lag_seconds",

@@ -308,7 +308,9 @@ pub async fn health_readings(engine: &Engine) -> Result<HealthGauges, OpError> {
 pub struct QueueGauges {
     /// Queued runs.
     pub queued: i64,
-    /// Running runs.
+    /// Runs claimed by a node, not started yet.
+    pub claimed: i64,
+    /// Runs started and executing.
     pub running: i64,
     /// How long the oldest due queued run has waited, ms (0 when none waits).
     pub lag_ms: i64,
@@ -346,6 +348,7 @@ impl Ops {
             .map_err(self.within("reading activations"))?;
         Ok(QueueGauges {
             queued: q.queued,
+            claimed: q.claimed,
             running: q.running,
             lag_ms: q.oldest_due.map_or(0, |due| (now - due).max(0)),
             activation,

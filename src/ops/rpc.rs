@@ -80,7 +80,7 @@ impl Ops {
         let run = self.run(id)?;
         let status = RunStatus::parse(&run.status);
         Ok(match status {
-            Some(RunStatus::Queued | RunStatus::Running) | None => None,
+            Some(RunStatus::Queued | RunStatus::Claimed | RunStatus::Running) | None => None,
             Some(RunStatus::Succeeded) => {
                 Some(CallOutcome::Succeeded(run.result.unwrap_or(Json::Null)))
             }

@@ -39,7 +39,8 @@ pub struct RunView {
     pub id: i64,
     /// The job's name.
     pub job: String,
-    /// queued, running, succeeded, failed, timed_out, skipped, dead, cancelled.
+    /// queued, claimed (a node took it, not started yet), running (started), succeeded,
+    /// failed, timed_out, skipped, dead, cancelled.
     pub status: String,
     /// 1 for the first attempt.
     pub attempt: i64,
@@ -47,7 +48,9 @@ pub struct RunView {
     pub scheduled_for: Option<Time>,
     /// When it was queued.
     pub created_at: Time,
-    /// When it began.
+    /// When its node claimed it.
+    pub claimed_at: Option<Time>,
+    /// When it began executing (none while it is queued or claimed).
     pub started_at: Option<Time>,
     /// When it ended.
     pub finished_at: Option<Time>,
@@ -83,6 +86,7 @@ fn run_view(r: RunRow) -> RunView {
         attempt: r.attempt,
         scheduled_for: Time::opt(r.scheduled_for),
         created_at: Time(r.created_at),
+        claimed_at: Time::opt(r.claimed_at),
         started_at: Time::opt(r.started_at),
         finished_at: Time::opt(r.finished_at),
         elapsed_ms: r.elapsed,

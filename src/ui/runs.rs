@@ -161,7 +161,7 @@ pub(super) async fn list(
                 .as_deref()
                 .map(|e| e.chars().take(120).collect())
                 .unwrap_or_default(),
-            active: r.status == "queued" || r.status == "running",
+            active: matches!(r.status.as_str(), "queued" | "claimed" | "running"),
             ended_badly: matches!(
                 r.status.as_str(),
                 "failed" | "timed_out" | "dead" | "cancelled" | "skipped"
@@ -267,7 +267,7 @@ pub(super) async fn detail(
             error: r.error.clone().unwrap_or_default(),
             log: r.log.clone().unwrap_or_default(),
             cancel_requested: r.cancel_requested,
-            active: r.status == "queued" || r.status == "running",
+            active: matches!(r.status.as_str(), "queued" | "claimed" | "running"),
             retryable: matches!(
                 r.status.as_str(),
                 "failed" | "timed_out" | "dead" | "cancelled" | "skipped"

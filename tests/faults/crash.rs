@@ -70,7 +70,9 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{}'"] }}
     let mut left_per_kill: Vec<Vec<i64>> = Vec::new();
     for _ in 0..kills {
         let left: Vec<(i64, i64)> = conn
-            .prepare("SELECT run_id, claim_token FROM job_run WHERE status = 'running'")
+            .prepare(
+                "SELECT run_id, claim_token FROM job_run WHERE status IN ('claimed', 'running')",
+            )
             .unwrap()
             .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .unwrap()
@@ -91,7 +93,7 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{}'"] }}
             .map(|(id, token)| {
                 conn.query_row(
                     "SELECT count(*) FROM job_run WHERE run_id = ?1 AND claim_token = ?2
-                     AND status = 'running'",
+                     AND status IN ('claimed', 'running')",
                     [id, token],
                     |r| r.get::<_, i64>(0),
                 )
@@ -120,7 +122,7 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{}'"] }}
         }
     }
     let left: Vec<i64> = conn
-        .prepare("SELECT run_id FROM job_run WHERE status = 'running'")
+        .prepare("SELECT run_id FROM job_run WHERE status IN ('claimed', 'running')")
         .unwrap()
         .query_map([], |r| r.get(0))
         .unwrap()

@@ -90,7 +90,9 @@ fn completed_by(db: &Path, job: &str) -> BTreeMap<String, i64> {
 /// Ids of the runs node `node_id` holds running now.
 fn held_by(db: &Path, node_id: i64) -> Vec<i64> {
     open(db)
-        .prepare("SELECT run_id FROM job_run WHERE status = 'running' AND node_id = ?1")
+        .prepare(
+            "SELECT run_id FROM job_run WHERE status IN ('claimed', 'running') AND node_id = ?1",
+        )
         .unwrap()
         .query_map([node_id], |r| r.get(0))
         .unwrap()
@@ -473,7 +475,8 @@ fn an_idle_node_is_given_the_unstarted_tail_of_a_busy_one() {
         let n = open(&db)
             .query_row(
                 "SELECT count(*) FROM job_run r JOIN job j USING (job_id)
-                 WHERE j.job_name = 'slow' AND r.status = 'running' AND r.node_id = ?1",
+                 WHERE j.job_name = 'slow' AND r.status IN ('claimed', 'running')
+                   AND r.node_id = ?1",
                 [ids["n1"]],
                 |r| r.get::<_, i64>(0),
             )

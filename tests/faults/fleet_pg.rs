@@ -150,7 +150,7 @@ fn bookkeeping(c: &mut Client, job: &str) -> (i64, BTreeMap<String, i64>) {
 /// Ids of the runs node `node_id` holds running.
 fn held_by(c: &mut Client, node_id: i64) -> Vec<i64> {
     c.query(
-        "SELECT run_id FROM job_run WHERE status = 'running' AND node_id = $1",
+        "SELECT run_id FROM job_run WHERE status IN ('claimed', 'running') AND node_id = $1",
         &[&node_id],
     )
     .unwrap()
@@ -624,7 +624,7 @@ fn a_node_on_postgres_seeds_the_default_catalog_and_runs_its_housekeeping() {
             .map(|r| (r.get(0), r.get(1), r.get(2)))
             .collect();
         rows.iter()
-            .all(|(_, s, _)| s != "queued" && s != "running")
+            .all(|(_, s, _)| !matches!(s.as_str(), "queued" | "claimed" | "running"))
             .then_some(rows)
     });
     let took: Vec<(String, i64, i64)> = c
@@ -778,7 +778,8 @@ fn a_postgres_node_runs_a_job_on_a_remote_processor() {
                 .query_one("SELECT status, result FROM job_run", &[])
                 .unwrap();
             let status: String = r.get(0);
-            (status != "queued" && status != "running").then(|| (status, r.get(1)))
+            (!matches!(status.as_str(), "queued" | "claimed" | "running"))
+                .then(|| (status, r.get(1)))
         });
     assert_eq!(a.stop(), Some(0));
     let on_b = crate::support::runs_of(&wb.db(), "rpc.debug.echo");
@@ -821,7 +822,7 @@ fn a_postgres_node_retries_times_out_and_holds_forbid() {
     wait_for(60.0, "every run to end", || {
         let open = count(
             &mut c,
-            "SELECT count(*) FROM job_run WHERE status IN ('queued', 'running')",
+            "SELECT count(*) FROM job_run WHERE status IN ('queued', 'claimed', 'running')",
         );
         let flaky = statuses(&mut c, "flaky").get("dead").copied().unwrap_or(0);
         (open == 0 && flaky == 1).then_some(())

@@ -117,7 +117,7 @@ fn success(run: &jobvisor::catalog::queue::ClaimedRun) -> Completion {
         claim_token: run.claim_token,
         outcome: Outcome::Succeeded(serde_json::json!({"ok": true})),
         log: None,
-        started_at: now,
+        started_at: Some(now),
         finished_at: now,
         retry_at: None,
     }
@@ -469,7 +469,7 @@ fn pg_heartbeats_keep_leases_and_a_run_that_kills_its_node_is_quarantined() {
         assert_eq!(claim.runs.len(), 1, "round {round}");
         assert_eq!(claim.runs[0].suspect, round > 1);
         assert!(
-            cat.mark_executing(claim.runs[0].run_id, claim.runs[0].claim_token)
+            cat.mark_executing(claim.runs[0].run_id, claim.runs[0].claim_token, 0)
                 .unwrap()
         );
         // A heartbeat renews the lease (its node's): the sweep right after leaves it.
@@ -547,7 +547,7 @@ fn pg_a_run_is_leased_by_its_nodes_heartbeat_or_its_claim_whichever_ends_later()
     assert_eq!(swept.len(), 1);
     assert_eq!(swept[0].recovery.requeued.len(), 1);
     assert_eq!(
-        count(&db, "SELECT job_id FROM job_run WHERE status = 'running'"),
+        count(&db, "SELECT job_id FROM job_run WHERE status = 'claimed'"),
         jobs[1]
     );
     // And once its claim's lease ends too, the next sweep takes it back.
@@ -669,7 +669,10 @@ fn pg_the_server_going_away_loses_no_run_and_records_none_twice() {
         5_000
     );
     assert_eq!(
-        count(&db, "SELECT count(*) FROM job_run WHERE status = 'running'"),
+        count(
+            &db,
+            "SELECT count(*) FROM job_run WHERE status IN ('claimed', 'running')"
+        ),
         0
     );
     assert_eq!(
@@ -1354,7 +1357,7 @@ fn pg_a_restarted_node_recovers_the_runs_its_earlier_process_left() {
     let first = register(&cat, "n1", 30_000);
     let claimed = cat.claim(claim_req(p, first, 2)).unwrap();
     assert!(
-        cat.mark_executing(claimed.runs[0].run_id, claimed.runs[0].claim_token)
+        cat.mark_executing(claimed.runs[0].run_id, claimed.runs[0].claim_token, 0)
             .unwrap()
     );
     assert_eq!(count(&db, "SELECT in_progress FROM job_progress"), 2);

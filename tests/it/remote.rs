@@ -70,7 +70,7 @@ fn ended(a: &Node, token: &str, id: i64) -> Value {
         );
         assert_eq!(r.status, 200, "{}", r.body);
         let v = r.json();
-        (v["status"] != "queued" && v["status"] != "running").then_some(v)
+        (!matches!(v["status"].as_str(), Some("queued" | "claimed" | "running"))).then_some(v)
     })
 }
 

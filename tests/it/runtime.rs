@@ -26,6 +26,7 @@ crate::on_both_backends!(
     a_node_killed_mid_drain_loses_no_run_and_records_none_twice,
     sigterm_lets_short_jobs_finish_and_requeues_long_ones,
     sql_url_and_builtin_jobs_do_their_work,
+    a_run_waiting_for_a_free_instance_reads_claimed_not_running,
 );
 
 fn workspace(ws: Workspace, jobs: &str) -> Workspace {
@@ -661,4 +662,108 @@ payload = {{ url = "http://127.0.0.1:{bad_port}/ping" }}
         "SELECT count(*) FROM sqlite_master WHERE name = 'events'"
     });
     assert_eq!(in_catalog, 0);
+}
+
+/// Issue 27, point 2: on a one-instance processor busy with a long run, runs that wait for the
+/// instance were shown `running` with a start time (the node had claimed them ahead). Now the
+/// catalog, the CLI, the API and the metrics agree: only the started run reads `running` and
+/// has a start time; a run waiting reads `queued`, or `claimed` with its node and claim time.
+/// Cancelling a claimed run ends it with no start time.
+fn a_run_waiting_for_a_free_instance_reads_claimed_not_running(ws: Workspace) {
+    let ws = workspace(
+        ws,
+        r#"
+[job.long]
+type = "command"
+processor = "main"
+payload = { argv = ["sleep", "30"] }
+
+[job.quick]
+type = "function"
+processor = "main"
+overlap_policy = "allow"
+max_overlap = 5
+payload = { function = "debug.noop" }
+"#,
+    );
+    let mut node = ws.start_node("n1");
+    let token = node.token.clone().unwrap();
+    ws.ok(&["jobs", "run", "long"]);
+    wait_for(10.0, "the long run to start", || {
+        ws.runs_of("long")
+            .into_iter()
+            .find(|r| r.status == "running" && r.started_at.is_some())
+    });
+    ws.ok(&["jobs", "run", "quick"]);
+    ws.ok(&["jobs", "run", "quick"]);
+    let queued_at = std::time::Instant::now();
+    // The node may claim the waiting runs ahead of a free instance (it did, and showed them
+    // running): give it the time to, then every face must tell them apart from the one running.
+    let waiting = wait_for(10.0, "the quick runs claimed or given time to be", || {
+        let quick = ws.runs_of("quick");
+        let claimed = quick.iter().all(|r| r.status == "claimed");
+        // Or it claims no more than it can start: they stay queued.
+        let waited = queued_at.elapsed() > std::time::Duration::from_secs(1);
+        (claimed || waited).then_some(quick)
+    });
+    assert_eq!(waiting.len(), 2, "{waiting:?}");
+    for r in &waiting {
+        assert!(
+            r.status == "claimed" || r.status == "queued",
+            "a run waiting for the instance: {r:?}"
+        );
+        assert_eq!(r.started_at, None, "no start time before it starts: {r:?}");
+    }
+    // The CLI's filter and the API's list count only the started run.
+    let cli: serde_json::Value =
+        serde_json::from_str(&ws.ok(&["runs", "list", "--status", "running", "--json"])).unwrap();
+    let names: Vec<&str> = cli
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["job"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["long"], "{cli}");
+    let api = crate::support::api(
+        &node.api,
+        Some(&token),
+        "GET",
+        "/api/v1/runs?status=running",
+        None,
+    );
+    assert_eq!(api.status, 200, "{}", api.body);
+    let listed = api.json();
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let claimed = crate::support::api(
+        &node.api,
+        Some(&token),
+        "GET",
+        "/api/v1/runs?status=claimed",
+        None,
+    );
+    assert_eq!(claimed.status, 200, "{}", claimed.body);
+    for r in claimed.json().as_array().unwrap() {
+        assert!(r["started_at"].is_null(), "{r}");
+        assert_eq!(r["node"], "n1", "{r}");
+        assert!(r["claimed_at"].is_string(), "{r}");
+    }
+    let metrics = crate::support::api(&node.api, Some(&token), "GET", "/metrics", None);
+    assert!(
+        metrics.body.lines().any(|l| l == "jobvisor_running_runs 1"),
+        "{}",
+        metrics.body
+    );
+    // A waiting run cancelled ends with no start time.
+    let first = waiting[0].run_id.to_string();
+    ws.ok(&["runs", "cancel", &first]);
+    let cancelled = wait_for(10.0, "the waiting run cancelled", || {
+        ws.runs_of("quick")
+            .into_iter()
+            .find(|r| r.run_id == waiting[0].run_id && r.status == "cancelled")
+    });
+    assert_eq!(cancelled.started_at, None, "{cancelled:?}");
+    // SAFETY: signalling our own child process; its long run goes back to the queue.
+    unsafe { libc::kill(node.child.id() as i32, libc::SIGKILL) };
+    let _ = node.child.wait();
+    std::mem::forget(node);
 }

@@ -39,7 +39,7 @@ const SELECT_DEAD: &str = "SELECT n.node_id, n.node_name, n.pid, n.host, n.heart
     FROM node n WHERE n.node_id <> $1
       AND (n.heartbeat_at IS NULL OR n.heartbeat_at + n.lease_ttl < $2)
       AND ((n.pid IS NOT NULL AND n.fenced_at IS NULL) OR EXISTS (
-          SELECT 1 FROM job_run r WHERE r.status = 'running' AND r.node_id = n.node_id
+          SELECT 1 FROM job_run r WHERE (r.status = 'claimed' OR r.status = 'running') AND r.node_id = n.node_id
             AND r.own_status IS NULL AND coalesce(r.lease_until, 0) < $2))
     ORDER BY n.node_id FOR UPDATE OF n SKIP LOCKED";
 const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at = $3,
@@ -49,7 +49,7 @@ const FENCE_NODE: &str = "UPDATE node SET generation = generation + 1, fenced_at
 /// to a tree takes its root first (`catalog::tree`).
 const LOCK_LEFT_TREES: &str = "SELECT run_id FROM job_run WHERE run_id IN (
         SELECT coalesce(stump, run_id) FROM job_run
-        WHERE status = 'running' AND node_id = ANY($1) AND own_status IS NULL
+        WHERE (status = 'claimed' OR status = 'running') AND node_id = ANY($1) AND own_status IS NULL
           AND pid IS NOT NULL AND ($2::bigint IS NULL OR coalesce(lease_until, 0) < $2::bigint))
     ORDER BY run_id FOR UPDATE";
 const AUDIT: &str =
@@ -60,7 +60,7 @@ const LONGEST_TAIL: &str = "SELECT r.node_id, (count(*) - coalesce(
          WHERE a.processor_id = $1 AND a.node_id = r.node_id),
         (SELECT p.instances FROM job_processor p WHERE p.processor_id = $1)))::bigint AS tail
     FROM job_run r JOIN node n ON n.node_id = r.node_id
-    WHERE r.status = 'running' AND r.processor_id = $1 AND r.node_id <> $2
+    WHERE (r.status = 'claimed' OR r.status = 'running') AND r.processor_id = $1 AND r.node_id <> $2
       AND r.own_status IS NULL AND r.pid IS NULL
       AND n.fenced_at IS NULL AND n.heartbeat_at + n.lease_ttl >= $3
     GROUP BY r.node_id ORDER BY tail DESC, r.node_id LIMIT 1";

@@ -21,7 +21,7 @@ use crate::catalog::CatalogError;
 use crate::catalog::audit::audit_in;
 use crate::catalog::complete::{Completion, Finishing, JobEnd, Outcome, Recorded, record_end};
 use crate::catalog::node::NodeLease;
-use crate::catalog::queue::{Claim, ClaimedRun, JobMeta, NewRun, job_for_trigger};
+use crate::catalog::queue::{Claim, ClaimedRun, JobMeta, NewRun, RunStart, job_for_trigger};
 use crate::catalog::tree::{self, Queued};
 use crate::catalog::verbs::{Triggered, trigger_detail};
 use crate::model::RunStatus;
@@ -77,17 +77,24 @@ const SELECT_JOB_OBJECTS: &str =
 const LOCK_OBJECTS: &str = "SELECT object_id FROM object WHERE object_id = ANY($1)
     ORDER BY object_id FOR NO KEY UPDATE";
 const BUSY_OBJECTS: &str = "SELECT DISTINCT jo.object_id FROM job_object jo
-    JOIN job_run r ON r.job_id = jo.job_id AND r.status = 'running'
+    JOIN job_run r ON r.job_id = jo.job_id AND (r.status = 'claimed' OR r.status = 'running')
     WHERE jo.object_id = ANY($1)";
 // The runs were locked queued by the claim's SELECT_CANDIDATES, so their status needs no
 // check here; stating it let the planner scan the whole queue index (see GENERIC_PLANS).
-const MARK_RUNNING: &str = "UPDATE job_run r SET status = 'running', node_id = $3,
-    claim_token = c.token, started_at = $4, lease_until = c.lease, suspect = LEAST(r.suspect, 1)
+// Claimed, not started: no start time until its processor starts it (MARK_STARTED).
+const MARK_CLAIMED: &str = "UPDATE job_run r SET status = 'claimed', node_id = $3,
+    claim_token = c.token, claimed_at = $4, started_at = NULL, lease_until = c.lease,
+    suspect = LEAST(r.suspect, 1)
     FROM unnest($1::bigint[], $2::bigint[], $5::bigint[]) AS c(id, token, lease)
     WHERE r.run_id = c.id";
+// `COLLATE "C"`: found by their ids, not through the partial index of runs in flight.
+const MARK_STARTED: &str = "UPDATE job_run r SET status = 'running', started_at = c.at
+    FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS c(id, token, at)
+    WHERE r.run_id = c.id AND r.claim_token = c.token AND r.status = 'claimed' COLLATE \"C\"";
 // Runs marked by a claim beyond what GRANT allowed go back as they were.
 const UNMARK: &str = "UPDATE job_run SET status = 'queued', node_id = NULL, claim_token = NULL,
-    started_at = NULL, lease_until = NULL WHERE run_id = ANY($1) AND status = 'running'";
+    claimed_at = NULL, started_at = NULL, lease_until = NULL
+    WHERE run_id = ANY($1) AND status = 'claimed'";
 /// The first statement of a claim's and of a completion's transaction. A batch's runs are
 /// found by their ids (an index probe each) whatever the planner believes of the queue and of
 /// the running runs: with custom plans it chose from statistics taken when the queue was empty
@@ -108,19 +115,22 @@ const PASSES: usize = 3;
 // tokens it drew, go back to the queue as they were.
 const UNDO_CLAIM: &str = "WITH undone AS (
         UPDATE job_run SET status = 'queued', node_id = NULL, claim_token = NULL,
-            started_at = NULL, lease_until = NULL
-        WHERE claim_token = ANY($1) AND status = 'running' RETURNING job_id)
+            claimed_at = NULL, started_at = NULL, lease_until = NULL
+        WHERE claim_token = ANY($1) AND (status = 'claimed' OR status = 'running')
+        RETURNING job_id)
     UPDATE job j SET runs_begun = GREATEST(j.runs_begun - u.n, 0)
     FROM (SELECT job_id, count(*) AS n FROM undone GROUP BY job_id) u WHERE j.job_id = u.job_id";
 
-// `COLLATE "C"`: the same equality, which no partial index on `status = 'running'` matches,
-// so that the runs are found by their ids (see GENERIC_PLANS).
+// `COLLATE "C"`: the same equalities, which the partial index of runs in flight does not
+// match, so that the runs are found by their ids (see GENERIC_PLANS). A claimed run not yet
+// marked started (its start mark waits for a batch) ends with its start time here.
 const FINISH_SUCCEEDED: &str = "UPDATE job_run r SET status = 'succeeded', finished_at = c.fin,
     elapsed = c.el, result = c.res, error = NULL, log = c.log, started_at = c.st,
     lease_until = NULL
     FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::text[], $6::text[],
         $7::bigint[]) AS c(id, token, fin, el, res, log, st)
-    WHERE r.run_id = c.id AND r.claim_token = c.token AND r.status = 'running' COLLATE \"C\"
+    WHERE r.run_id = c.id AND r.claim_token = c.token
+      AND (r.status = 'running' COLLATE \"C\" OR r.status = 'claimed' COLLATE \"C\")
       AND r.pid IS NULL AND r.children_open = 0 AND r.tree_status IS NULL
     RETURNING r.run_id";
 const SELECT_FOR_COMPLETE: &str = "SELECT r.job_id, r.attempt, r.processor_id, r.priority,
@@ -380,7 +390,7 @@ fn claim_in(
             // locks do not make it skip them).
             let marked = execute(
                 &mut tx,
-                MARK_RUNNING,
+                MARK_CLAIMED,
                 &[&ids, &tokens, &c.lease.node_id, &c.now, &leases],
             )?;
             if marked != ids.len() as u64 {
@@ -523,10 +533,7 @@ fn complete_in(
                 _ => unreachable!("filtered above"),
             })
             .collect();
-        let elapsed: Vec<i64> = plain
-            .iter()
-            .map(|c| (c.finished_at - c.started_at).max(0))
-            .collect();
+        let elapsed: Vec<i64> = plain.iter().map(|c| c.elapsed()).collect();
         let rows = query(
             &mut tx,
             FINISH_SUCCEEDED,
@@ -615,7 +622,8 @@ fn complete_other(
     let status: String = row.get(12);
     let token: Option<i64> = row.get(13);
     let own: Option<String> = row.get(14);
-    if token != Some(c.claim_token) || status != "running" || own.is_some() {
+    let in_flight = status == "claimed" || status == "running";
+    if token != Some(c.claim_token) || !in_flight || own.is_some() {
         // Recorded by this very completion before a commit that went unanswered (a run that
         // now waits for its children reports how its own execution ended).
         if attempt == Attempt::AfterUnansweredCommit && token == Some(c.claim_token) {
@@ -803,13 +811,33 @@ impl PgCatalog {
 
     /// Marks a claimed suspect executing, just before it starts; false when its claim no
     /// longer holds.
-    pub fn mark_executing(&self, run_id: i64, claim_token: i64) -> Result<bool, CatalogError> {
+    pub fn mark_executing(
+        &self,
+        run_id: i64,
+        claim_token: i64,
+        started_at: i64,
+    ) -> Result<bool, CatalogError> {
         self.call(move |client, _| {
             Ok(client.execute(
-                "UPDATE job_run SET suspect = 2
-                 WHERE run_id = $1 AND claim_token = $2 AND status = 'running'",
-                &[&run_id, &claim_token],
+                "UPDATE job_run SET suspect = 2, status = 'running', started_at = $3
+                 WHERE run_id = $1 AND claim_token = $2
+                   AND (status = 'claimed' OR status = 'running')",
+                &[&run_id, &claim_token, &started_at],
             )? == 1)
+        })
+    }
+
+    /// Marks claimed runs `running` with their start times (see `queue::mark_started`).
+    pub fn mark_started(&self, starts: Vec<RunStart>) -> Result<usize, CatalogError> {
+        let ids: Vec<i64> = starts.iter().map(|s| s.run_id).collect();
+        let tokens: Vec<i64> = starts.iter().map(|s| s.claim_token).collect();
+        let ats: Vec<i64> = starts.iter().map(|s| s.started_at).collect();
+        self.call(move |client, _| {
+            let mut tx = client.transaction()?;
+            tx.batch_execute(GENERIC_PLANS)?;
+            let marked = execute(&mut tx, MARK_STARTED, &[&ids, &tokens, &ats])?;
+            tx.commit()?;
+            Ok(marked as usize)
         })
     }
 }

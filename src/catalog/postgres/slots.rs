@@ -11,7 +11,8 @@ use crate::catalog::CatalogError;
 use crate::catalog::queue::{InFlight, NewRun};
 use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in, start_slot_workflow};
 
-const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1 AND status = 'running'";
+const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1
+    AND (status = 'claimed' OR status = 'running')";
 const COUNT_QUEUED_SLOTS: &str = "SELECT count(*) FROM job_run
     WHERE job_id = $1 AND status = 'queued' AND scheduled_for IS NOT NULL";
 

@@ -240,7 +240,7 @@ fn completions(
             claim_token: r.claim_token,
             outcome: outcome(r),
             log: None,
-            started_at: now - 5,
+            started_at: Some(now - 5),
             finished_at: now,
             retry_at: Some(now),
         })
@@ -551,7 +551,7 @@ fn pg_a_dead_nodes_steps_are_requeued_in_their_workflow_or_quarantined_and_fail_
     for (death, sweeper) in [(1, "n2"), (2, "n3")] {
         let runs = w.claim();
         let c = runs.iter().find(|r| &*r.job_name == "flaky").unwrap();
-        assert!(w.pg.mark_executing(c.run_id, c.claim_token).unwrap());
+        assert!(w.pg.mark_executing(c.run_id, c.claim_token, 0).unwrap());
         if death == 2 {
             // b and e end before the node dies.
             let others: Vec<ClaimedRun> = runs

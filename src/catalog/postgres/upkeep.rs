@@ -39,7 +39,8 @@ macro_rules! prunable {
         "run_id < coalesce((SELECT run_id FROM job_run
             WHERE created_at >= $1 ORDER BY run_id LIMIT 1), 9223372036854775807)
         AND finished_at IS NOT NULL AND finished_at < $1
-        AND status <> 'queued' AND status <> 'running' AND stump IS NULL AND pid IS NULL
+        AND status <> 'queued' AND status <> 'claimed' AND status <> 'running'
+        AND stump IS NULL AND pid IS NULL
         AND NOT EXISTS (SELECT 1 FROM job_run n WHERE n.retry_of = job_run.run_id)"
     };
 }

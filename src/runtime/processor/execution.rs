@@ -3,9 +3,9 @@
 //! flushed to the CatalogWriter in batches, retries with backoff, rate-limited failure lines,
 //! and the drain's last check. The claim loop that feeds it is `mod.rs`.
 
-use super::{Executing, Processor, RunEvent, RunEvents};
+use super::{Executing, Processor, RunEvent, RunEvents, START_MARK_DELAY};
 use crate::catalog::complete::{Completion, Outcome, Recorded};
-use crate::catalog::queue::ClaimedRun;
+use crate::catalog::queue::{ClaimedRun, RunStart};
 use crate::executor::{self, ExecEnv, ExecResult};
 use crate::runtime::events::{Ended, Event};
 use actix::prelude::*;
@@ -27,6 +27,14 @@ impl Processor {
             began: Instant::now(),
         };
         self.running.insert(run.run_id, executing);
+        if !run.suspect {
+            self.unmarked_starts.push(RunStart {
+                run_id: run.run_id,
+                claim_token: run.claim_token,
+                started_at: run.started_at,
+            });
+            self.mark_starts_soon(ctx);
+        }
         self.started_events
             .push(RunEvent::Started(run.job_id, run.started_at));
         let events = &self.cfg.events;
@@ -57,8 +65,8 @@ impl Processor {
             async move {
                 if run.suspect {
                     // Marked executing before it starts, so that a node death now is blamed on it.
-                    let (id, token) = (run.run_id, run.claim_token);
-                    match writer.mark_executing(id, token).await {
+                    let (id, token, at) = (run.run_id, run.claim_token, run.started_at);
+                    match writer.mark_executing(id, token, at).await {
                         Ok(true) => {}
                         Ok(false) => return Start::NotOurs,
                         Err(_) => return Start::NotMarked,
@@ -134,13 +142,15 @@ impl Processor {
             claim_token: run.claim_token,
             outcome,
             log,
-            started_at: run.started_at,
+            started_at: Some(run.started_at),
             finished_at,
             retry_at,
         };
         if run.suspect {
             self.cfg.suspects.leave();
         }
+        // Its completion records its start: no separate write.
+        self.unmarked_starts.retain(|s| s.run_id != run.run_id);
         // The instance is free as soon as the work ends; the result is recorded in a batch.
         if let Some(done) = self.running.remove(&run.run_id) {
             self.busy_ms += finished_at - done.started_ms.max(self.period_start);
@@ -151,6 +161,34 @@ impl Processor {
         self.unrecorded.push((run, completion));
         self.flush(ctx);
         self.pump(ctx);
+    }
+
+    /// Writes the starts waiting after `START_MARK_DELAY`, in one writer operation (one batch
+    /// at a time). A start that fails to be written is not retried: its run's completion
+    /// records the start time and its end together.
+    fn mark_starts_soon(&mut self, ctx: &mut Context<Self>) {
+        if self.marking_starts {
+            return;
+        }
+        self.marking_starts = true;
+        ctx.run_later(START_MARK_DELAY, |act, ctx| {
+            let starts = std::mem::take(&mut act.unmarked_starts);
+            if starts.is_empty() {
+                act.marking_starts = false;
+                return;
+            }
+            let writer = act.writer.clone();
+            let write = async move { writer.mark_started(starts).await };
+            ctx.spawn(write.into_actor(act).map(|marked, act, ctx| {
+                act.marking_starts = false;
+                if let Err(e) = marked {
+                    tracing::debug!(processor = %act.cfg.name, "marking runs started failed: {e}");
+                }
+                if !act.unmarked_starts.is_empty() {
+                    act.mark_starts_soon(ctx);
+                }
+            }));
+        });
     }
 
     /// Writes every completion waiting, in one writer operation; completions that arrive
@@ -190,7 +228,7 @@ impl Processor {
                                         outcome: &completion.outcome,
                                     });
                                 }
-                                counted.push((&*run.job_name, status.as_str(), completion.finished_at - completion.started_at));
+                                counted.push((&*run.job_name, status.as_str(), completion.elapsed()));
                                 tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
                             }
                             Recorded::Stale => {

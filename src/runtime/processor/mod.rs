@@ -23,7 +23,7 @@ use super::events::EventBus;
 use super::tenure::Tenure;
 use crate::catalog::CatalogError;
 use crate::catalog::complete::{Completion, Outcome};
-use crate::catalog::queue::{Claim, ClaimedRun};
+use crate::catalog::queue::{Claim, ClaimedRun, RunStart};
 use crate::catalog::verbs::ClaimRequest;
 use crate::catalog::writer::DbWriter;
 use crate::executor::ExecEnv;
@@ -196,6 +196,10 @@ impl SuspectGate {
 /// looks again this often.
 const RETRY_START: Duration = Duration::from_millis(50);
 
+/// How long a started run may read `claimed` before its start is written: runs that end
+/// sooner are recorded `claimed` → end in one write (a drain of short runs writes no starts).
+const START_MARK_DELAY: Duration = Duration::from_millis(50);
+
 /// A run executing now.
 struct Executing {
     /// Set to true to cancel it.
@@ -242,6 +246,11 @@ pub struct Processor {
     /// Claimed, not yet started (the next batch is claimed while these run: two deep).
     local: VecDeque<ClaimedRun>,
     sizer: ClaimSizer,
+    /// Starts not yet written (`claimed` → `running`), and whether a batch of them is due or
+    /// being written: written after `START_MARK_DELAY`, so that a run which ends before that
+    /// goes from `claimed` to its end in its completion's one write.
+    unmarked_starts: Vec<RunStart>,
+    marking_starts: bool,
     /// Completions waiting for the writer, and whether a batch of them is being written.
     unrecorded: Vec<(ClaimedRun, Completion)>,
     recording: bool,
@@ -300,6 +309,8 @@ impl Processor {
             elapsed_by_job: HashMap::new(),
             local: VecDeque::new(),
             sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
+            unmarked_starts: Vec::new(),
+            marking_starts: false,
             unrecorded: Vec::new(),
             recording: false,
             record_failures: 0,
@@ -523,7 +534,8 @@ impl Processor {
             claim_token: run.claim_token,
             outcome,
             log: None,
-            started_at: now,
+            // Never started: no start time.
+            started_at: None,
             finished_at: now,
             retry_at: None,
         };
