@@ -119,6 +119,8 @@ fn cases() -> Vec<Case> {
         case("POST", jobs, job(json!({"type": "sql", "payload": {"object": "missing", "sql": "select 1"}})), 422, Some("payload")),
         case("POST", jobs, job(json!({"type": "command", "payload": {"argv": "ls"}})), 422, Some("payload")),
         case("POST", jobs, job(json!({"type": "url", "payload": {"url": "not a url"}})), 422, Some("payload")),
+        case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": "day"}})), 422, Some("payload")),
+        case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": [1]}})), 422, Some("payload")),
         raw("POST", jobs, JSON, br#"{"name":"#, 400),
         raw("POST", jobs, JSON, b"{\"name\": \"\xff\xfe\"}", 400),
         raw("POST", jobs, JSON, br#"{} trailing"#, 400),

@@ -17,6 +17,7 @@ mod postgres;
 mod remote;
 mod remote_cli;
 mod rpc;
+mod run_params;
 mod runtime;
 mod slots;
 mod support;
