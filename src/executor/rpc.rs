@@ -12,8 +12,8 @@
 //! - The processor's row is read at every call, so an edit of its address or credentials takes
 //!   effect with the next run; a credential given as `env:NAME` or `file:PATH` is read then too,
 //!   and a missing variable or unreadable file fails the run naming it. A bearer token is sent when the row names no `rpc_user`; with a
-//!   user, Basic `user:password` (the remote node then verifies an argon2 hash per call: prefer
-//!   a token, `jobvisor tokens create` on that node).
+//!   user, Basic `user:password` (the remote node verifies its argon2 hash once a minute, not
+//!   per call; a token, `jobvisor tokens create` on that node, costs less still).
 //!
 //! Invariant: the credentials go in the Authorization header and nowhere else — never in a
 //! result, an error or a log line; the failure reason names the node and what happened

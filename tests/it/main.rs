@@ -1,6 +1,7 @@
 //! Integration tests: one binary, driving the real `jobvisor` executable and real databases.
 
 mod api;
+mod api_auth;
 mod api_bad_input;
 mod bad_input;
 mod catalog_files;

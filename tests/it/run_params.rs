@@ -13,9 +13,12 @@ use crate::support::{Node, Workspace};
 
 crate::on_both_backends!(a_runs_params_never_change_what_a_command_sql_or_url_job_fixes,);
 
+/// Each request a [`recording_server`] answered: its request line and its body.
+type Seen = Arc<Mutex<Vec<(String, String)>>>;
+
 /// An HTTP server on port 0 that answers every request 200 and keeps each one's request line
 /// and body.
-fn recording_server() -> (u16, Arc<Mutex<Vec<(String, String)>>>) {
+fn recording_server() -> (u16, Seen) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let seen = Arc::new(Mutex::new(Vec::new()));
