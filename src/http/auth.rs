@@ -9,7 +9,7 @@
 //! [`MAX_FAILURES`] within [`FAILURE_WINDOW`], a failing request of that key answers 429 with
 //! `Retry-After` instead of 401; valid credentials are checked first and always pass, so no
 //! client can lock others out by failing. (Guessing a password stays slow: each guess costs an
-//! argon2 verification, and those run one at a time, behind the application layer's lock.) The
+//! argon2 verification, and those run one at a time, [`password_principal`].) The
 //! client address is the peer's, or — only from a peer listed in `http.trusted_proxies` — the
 //! one its `X-Forwarded-For` names ([`client_address`]).
 //!
@@ -115,6 +115,8 @@ pub struct AuthState {
     tokens: Mutex<HashMap<String, (Principal, Instant)>>,
     /// `http.trusted_proxies`, parsed at the first request (validated with the config).
     trusted: OnceLock<Vec<IpAddr>>,
+    /// One argon2 verification at a time, in the order asked ([`password_principal`]).
+    argon2: tokio::sync::Semaphore,
 }
 
 impl AuthState {
@@ -136,6 +138,7 @@ impl AuthState {
             failures: Mutex::default(),
             tokens: Mutex::default(),
             trusted: OnceLock::new(),
+            argon2: tokio::sync::Semaphore::new(1),
         }
     }
 
@@ -325,12 +328,34 @@ async fn authenticate(
             }
             Ok(found)
         }
-        Credentials::Basic(user, password) => {
-            state
-                .read(move |ops| ops.principal_of_password(&user, &password))
-                .await
-        }
+        Credentials::Basic(user, password) => password_principal(state, user, password).await,
     }
+}
+
+/// Who a user name and password stand for, if they match — for the API's Basic auth and the
+/// UI's sign-in. The stored hash is read through the application layer, but the argon2
+/// verification runs outside its lock and one at a time, in the order asked: a client that
+/// keeps failing (its failures are verified too, since valid credentials must pass) costs at
+/// most one core and never holds up another request's catalog reads; a password verified
+/// within the last minute skips argon2 and the queue.
+pub async fn password_principal(
+    state: &ApiState,
+    user: String,
+    password: String,
+) -> Result<Option<Principal>, ApiError> {
+    let stored = state.read(move |ops| ops.stored_password(&user)).await?;
+    if let Some(p) = stored.known(&password, Instant::now()) {
+        return Ok(Some(p));
+    }
+    let _turn = state
+        .auth
+        .argon2
+        .acquire()
+        .await
+        .map_err(|_| ApiError::unavailable("the node is stopping"))?;
+    web::block(move || stored.check(&password, Instant::now()))
+        .await
+        .map_err(|_| ApiError::unavailable("the node is stopping"))
 }
 
 fn is_read(method: &Method) -> bool {

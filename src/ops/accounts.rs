@@ -148,6 +148,47 @@ impl VerifiedPasswords {
     }
 }
 
+/// A user's stored password, read for one check ([`Ops::stored_password`]).
+pub struct StoredPassword {
+    user: String,
+    /// The PHC string and the role, for an enabled user.
+    found: Option<(String, String)>,
+    verified: std::sync::Arc<VerifiedPasswords>,
+}
+
+impl StoredPassword {
+    /// The principal, when `password` matched this stored hash within [`VERIFIED_FOR`]: no
+    /// argon2, microseconds.
+    pub fn known(&self, password: &str, now: Instant) -> Option<Principal> {
+        let (phc, role) = self.found.as_ref()?;
+        self.verified
+            .knows(&self.user, password, phc, now)
+            .then(|| self.principal(role))
+            .flatten()
+    }
+
+    /// The principal, when `password` matches: an argon2 verification (slow on purpose; an
+    /// unknown user costs the same), remembered when it matched.
+    pub fn check(&self, password: &str, now: Instant) -> Option<Principal> {
+        let Some((phc, role)) = &self.found else {
+            verify(password, dummy_hash());
+            return None;
+        };
+        if !verify(password, phc) {
+            return None;
+        }
+        self.verified.keep(&self.user, password, phc, now);
+        self.principal(role)
+    }
+
+    fn principal(&self, role: &str) -> Option<Principal> {
+        Some(Principal {
+            user: self.user.clone(),
+            role: role_of(role)?,
+        })
+    }
+}
+
 /// 32 random bytes as hex.
 fn random_hex() -> Result<String, OpError> {
     let mut bytes = [0u8; 32];
@@ -325,35 +366,33 @@ impl Ops {
     }
 
     /// The principal a user name and password stand for, if they match (argon2, slow on
-    /// purpose: call it off the request threads).
+    /// purpose: call it off the request threads). [`Ops::stored_password`] and
+    /// [`StoredPassword::check`] are its two halves, for a caller that must not hold this
+    /// `Ops` during the argon2 verification.
     pub fn principal_of_password(
         &self,
         user: &str,
         password: &str,
     ) -> Result<Option<Principal>, OpError> {
+        let stored = self.stored_password(user)?;
+        Ok(stored
+            .known(password, Instant::now())
+            .or_else(|| stored.check(password, Instant::now())))
+    }
+
+    /// What a password check of `user` needs from the catalog: the user's stored hash and role
+    /// (none for an unknown or disabled user), and the passwords verified lately. A catalog
+    /// read: fast.
+    pub fn stored_password(&self, user: &str) -> Result<StoredPassword, OpError> {
         let found = self
             .catalog
             .password_of(user)
             .map_err(self.within("checking a password"))?;
-        let Some((phc, role)) = found else {
-            verify(password, dummy_hash());
-            return Ok(None);
-        };
-        let now = Instant::now();
-        let matches = self.verified.knows(user, password, &phc, now) || {
-            let ok = verify(password, &phc);
-            if ok {
-                self.verified.keep(user, password, &phc, now);
-            }
-            ok
-        };
-        Ok(matches
-            .then(|| role_of(&role))
-            .flatten()
-            .map(|role| Principal {
-                user: user.to_string(),
-                role,
-            }))
+        Ok(StoredPassword {
+            user: user.to_string(),
+            found,
+            verified: self.verified.clone(),
+        })
     }
 
     /// On a catalog without users: creates `admin` (role admin, a random password nobody is

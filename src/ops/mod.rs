@@ -52,7 +52,7 @@ pub struct Ops {
     functions: Option<BTreeSet<String>>,
     executors: BTreeSet<String>,
     /// Passwords verified lately (Basic auth costs argon2 once a while, not per request).
-    verified: accounts::VerifiedPasswords,
+    verified: std::sync::Arc<accounts::VerifiedPasswords>,
 }
 
 /// What opening with `Access::Create` found.
@@ -104,7 +104,7 @@ impl Ops {
             tz: cfg.timezone(),
             functions: None,
             executors: BTreeSet::new(),
-            verified: accounts::VerifiedPasswords::default(),
+            verified: Default::default(),
         };
         Ok((ops, opened))
     }

@@ -17,7 +17,7 @@ use super::session::{
 use super::view::LoginPage;
 use super::{Ui, UiError, over_tls, render};
 use crate::http::ApiState;
-use crate::http::auth::FailureKey;
+use crate::http::auth::{FailureKey, password_principal};
 use crate::http::error::ApiError;
 
 /// The login form's fields.
@@ -86,10 +86,7 @@ pub(super) async fn submit(
     let ip = api
         .auth
         .client(req.peer_addr(), req.headers(), &api.engine.config().http);
-    let (user, password) = (form.user.clone(), form.password);
-    let found = api
-        .read(move |ops| ops.principal_of_password(&user, &password))
-        .await?;
+    let found = password_principal(&api, form.user.clone(), form.password).await?;
     let Some(principal) = found else {
         let key = FailureKey::Password(ip, form.user.clone());
         let refusal = ApiError::unauthorized("unknown user or wrong password");
