@@ -277,7 +277,7 @@ fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call(ws:
         &format!(
             "[processor.nodeb]\nip_address = \"{host}\"\nport = {port}\nrpc_password = \"{b_token}\"\n\
              [job.echo_on_b]\ntype = \"function\"\nprocessor = \"nodeb\"\n\
-             payload = {{ function = \"debug.echo\" }}\n"
+             payload = {{ function = \"debug.echo\", open_params = [\"via\"] }}\n"
         ),
     );
     wa.ok(&["import", "remote.conf"]);
