@@ -134,6 +134,7 @@ fn cases() -> Vec<Case> {
         Case { field: Some("payload.function"), ..raw("POST", jobs, JSON, br#"{"name":"a","type":"function","processor":"main","payload":{"function":"debug.echo","function":"debug.fail"}}"#, 400) },
         Case { field: Some("priority"), ..raw("PATCH", ds, JSON, br#"{"priority":1,"priority":2}"#, 400) },
         Case { field: Some("params.day"), ..raw("POST", &format!("{ds}/runs"), JSON, br#"{"params":{"day":1,"day":2}}"#, 400) },
+        Case { field: Some("jobs"), ..raw("POST", "/api/v1/catalog", JSON, br#"{"jobs":[],"jobs":[]}"#, 400) },
         // Changing a job.
         case("PATCH", ds, json!({"priority": "x"}), 422, Some("priority")),
         case("PATCH", ds, json!({"name": "other"}), 422, Some("name")),
