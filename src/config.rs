@@ -204,6 +204,12 @@ pub struct HttpSection {
     /// Host names the API answers to besides localhost, 127.0.0.1, [::1] and the bound
     /// address (a Host header naming another is refused: DNS rebinding). Default: [].
     pub allowed_hosts: Vec<String>,
+    /// Addresses of reverse proxies whose `X-Forwarded-For` names the client: the login
+    /// throttle counts failures by that address for requests from them (by the peer's own
+    /// address otherwise; the header is ignored from any other peer). Default: [] (never read).
+    pub trusted_proxies: Vec<String>,
+    /// Calls in one JSON-RPC batch at most (a longer batch is refused whole). Default: 100.
+    pub rpc_batch_max: usize,
 }
 
 impl Default for HttpSection {
@@ -211,6 +217,8 @@ impl Default for HttpSection {
         Self {
             bind: "127.0.0.1:7878".into(),
             allowed_hosts: Vec::new(),
+            trusted_proxies: Vec::new(),
+            rpc_batch_max: 100,
         }
     }
 }
@@ -537,6 +545,23 @@ impl NodeConfig {
             return Err(ConfigError::Invalid {
                 key: "http.bind",
                 reason: format!("`{}` is not an address:port", self.http.bind),
+            });
+        }
+        if let Some(bad) = self
+            .http
+            .trusted_proxies
+            .iter()
+            .find(|a| a.parse::<std::net::IpAddr>().is_err())
+        {
+            return Err(ConfigError::Invalid {
+                key: "http.trusted_proxies",
+                reason: format!("`{bad}` is not an IP address"),
+            });
+        }
+        if self.http.rpc_batch_max == 0 {
+            return Err(ConfigError::Invalid {
+                key: "http.rpc_batch_max",
+                reason: "must be at least 1".into(),
             });
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {

@@ -1,5 +1,6 @@
 //! Command jobs: a program started with argv (a shell only when `shell = true`), a cleared
-//! environment plus an allowlist, output captured up to a limit.
+//! environment plus an allowlist, output captured up to a limit. A run's params reach the
+//! program only as `JOBVISOR_PARAMS` (JSON): never its argv, environment or folder.
 //!
 //! Invariant: each command runs in its own process group; on cancel the whole group is killed
 //! and the child reaped before this returns, so no process outlives its run.

@@ -3,16 +3,17 @@
 //!
 //! - An `rpc` job calls `payload.method` (an engine command such as `job.run`, or a function
 //!   registered on the remote node); a `function` job calls its `payload.function`. The
-//!   parameters are the job's input (the payload without that key, overlaid with the run's
-//!   parameters), plus `_timeout_ms` when the job has a timeout, so that the remote node waits
-//!   for its run as long as this one does.
+//!   parameters are the payload without that key, plus of the run's parameters only the
+//!   fields `payload.open_params` lists ([`super::fixed_input`]: a run never overrides what an
+//!   admin fixed, and a parameter naming another field fails the run), plus `_timeout_ms` when
+//!   the job has a timeout, so that the remote node waits for its run as long as this one does.
 //! - A call the remote node answers "not ended yet" (-32011, with its run id) is followed by
 //!   `run.get` until that run ends: a job without a timeout may run for as long as it takes.
 //! - The processor's row is read at every call, so an edit of its address or credentials takes
 //!   effect with the next run; a credential given as `env:NAME` or `file:PATH` is read then too,
 //!   and a missing variable or unreadable file fails the run naming it. A bearer token is sent when the row names no `rpc_user`; with a
-//!   user, Basic `user:password` (the remote node then verifies an argon2 hash per call: prefer
-//!   a token, `jobvisor tokens create` on that node).
+//!   user, Basic `user:password` (the remote node verifies its argon2 hash once a minute, not
+//!   per call; a token, `jobvisor tokens create` on that node, costs less still).
 //!
 //! Invariant: the credentials go in the Authorization header and nowhere else — never in a
 //! result, an error or a log line; the failure reason names the node and what happened
@@ -23,7 +24,7 @@ use std::time::Duration;
 use serde_json::{Value as Json, json};
 use tokio::sync::watch;
 
-use super::{ExecEnv, ExecResult, job_input};
+use super::{ExecEnv, ExecResult, fixed_input};
 use crate::catalog::queue::ClaimedRun;
 use crate::jobconf::secret::Secret;
 use crate::model::JobType;
@@ -101,7 +102,7 @@ fn call_of(run: &ClaimedRun) -> Result<(String, Json), String> {
         .filter(|m| !m.trim().is_empty())
         .ok_or_else(|| format!("payload.{key} is missing"))?
         .to_string();
-    let mut params = job_input(run, &[key]);
+    let mut params = fixed_input(run, &[key])?;
     if run.timeout > 0
         && let Some(map) = params.as_object_mut()
     {
@@ -380,7 +381,7 @@ mod tests {
     fn a_call_names_the_method_and_passes_the_input_and_the_timeout() {
         let run = claimed(
             JobType::Function,
-            json!({"function": "debug.echo", "a": 1}),
+            json!({"function": "debug.echo", "a": 1, "open_params": ["b"]}),
             Some(json!({"b": 2})),
             0,
         );
@@ -409,5 +410,50 @@ mod tests {
         );
         let run = claimed(JobType::Rpc, json!({"method": " "}), None, 0);
         assert_eq!(call_of(&run).unwrap_err(), "payload.method is missing");
+    }
+
+    /// Issue 27, point 9: an operator triggering an admin's rpc job steered it with params.
+    #[test]
+    fn a_runs_params_never_override_what_the_payload_of_a_remote_call_fixes() {
+        let steer =
+            |payload: Json, params: Json| call_of(&claimed(JobType::Rpc, payload, Some(params), 0));
+        let fixed = json!({"method": "job.run", "job": "bjob"});
+        let e = steer(fixed.clone(), json!({"job": "bsecret"})).unwrap_err();
+        assert!(
+            e.starts_with("params.job: the job's payload fixes `job`"),
+            "{e}"
+        );
+        let e = steer(fixed.clone(), json!({"method": "node.pause"})).unwrap_err();
+        assert!(
+            e.starts_with("params.method: the job's payload fixes"),
+            "{e}"
+        );
+        let e = steer(fixed.clone(), json!({"params": {"x": 1}})).unwrap_err();
+        assert!(
+            e.starts_with("params.params: not an open field") && e.contains("(none)"),
+            "{e}"
+        );
+        // What the payload declares open, a run fills; the rest stays as the admin wrote it.
+        let open = json!({"method": "job.run", "job": "bjob", "open_params": ["params"]});
+        assert_eq!(
+            steer(open.clone(), json!({"params": {"x": 1}})).unwrap(),
+            ("job.run".into(), json!({"job": "bjob", "params": {"x": 1}}))
+        );
+        let e = steer(open, json!({"params": {}, "job": "bsecret"})).unwrap_err();
+        assert!(e.contains("fixes `job`") && e.contains("(`params`)"), "{e}");
+        // A function job on a remote processor is held to the same rule.
+        let run = claimed(
+            JobType::Function,
+            json!({"function": "debug.echo", "word": "hi"}),
+            Some(json!({"word": "steered"})),
+            0,
+        );
+        assert!(call_of(&run).unwrap_err().contains("fixes `word`"));
+        let run = claimed(JobType::Rpc, fixed, Some(json!(["bsecret"])), 0);
+        assert!(
+            call_of(&run)
+                .unwrap_err()
+                .starts_with("params must be an object")
+        );
     }
 }

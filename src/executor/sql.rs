@@ -1,4 +1,6 @@
-//! SQL jobs: one statement with bound parameters, run through the target object's Writer.
+//! SQL jobs: one statement with bound parameters, run through the target object's Writer. A
+//! run's `params.params` replaces the bound values (`payload.params`); the statement and the
+//! object are the payload's, whatever a run's params say.
 //!
 //! Invariant: never runs against the catalog; only against a data object's own database.
 

@@ -1,6 +1,10 @@
 //! URL jobs: an HTTP request with method, headers and body; connect and total timeouts; a cap
 //! on the response size; TLS verified against the system's roots.
 //!
+//! The request is the payload's: a run's params never change its url, method or headers; they
+//! reach the body only with `send_input = true` and no `body`, and then only in the fields
+//! `payload.open_params` lists ([`super::fixed_input`]).
+//!
 //! Invariant: a non-2xx status is a failure carrying the status and the start of the body.
 
 use std::time::Duration;
@@ -8,7 +12,7 @@ use std::time::Duration;
 use serde_json::Value as Json;
 use tokio::sync::watch;
 
-use super::{ExecEnv, ExecResult, job_input};
+use super::{ExecEnv, ExecResult, fixed_input};
 use crate::catalog::queue::ClaimedRun;
 
 /// Runs a url job.
@@ -41,7 +45,10 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv, mut cancel: watch::Receiver<bo
         Some(Json::String(s)) => s.clone(),
         Some(other) => other.to_string(),
         None if p.get("send_input").and_then(Json::as_bool).unwrap_or(false) => {
-            job_input(run, &["url", "method", "headers", "body", "send_input"]).to_string()
+            match fixed_input(run, &["url", "method", "headers", "body", "send_input"]) {
+                Ok(input) => input.to_string(),
+                Err(e) => return ExecResult::Err(e),
+            }
         }
         None => String::new(),
     };

@@ -1,22 +1,33 @@
 //! Security of every request, in one middleware ([`guard`]) wrapped around the whole app:
 //! the Host allowlist (DNS rebinding), credentials (a bearer token, or Basic user:password),
-//! throttling of failed logins per client address (429), and the role a method needs (a
-//! viewer only reads). What needs more than the method says — only admins create or change
-//! sql, command and url jobs, processors and objects — is checked by the handler with
-//! [`Principal::require`].
+//! throttling of failed credentials (429), and the role a method needs (a viewer only reads).
+//! What needs more than the method says — only admins create or change sql, command and url
+//! jobs, processors and objects — is checked by the handler with [`Principal::require`].
+//!
+//! Failed credentials are counted per what they tried ([`FailureKey`]): a user name from one
+//! client address, a token by its first characters, a malformed header by its address. Past
+//! [`MAX_FAILURES`] within [`FAILURE_WINDOW`], a failing request of that key answers 429 with
+//! `Retry-After` instead of 401; valid credentials are checked first and always pass, so no
+//! client can lock others out by failing. (Guessing a password stays slow: each guess costs an
+//! argon2 verification, and those run one at a time, [`password_principal`].) The
+//! client address is the peer's, or — only from a peer listed in `http.trusted_proxies` — the
+//! one its `X-Forwarded-For` names ([`client_address`]).
 //!
 //! Invariant: nothing but `/healthz` answers without credentials, and the web UI's paths
 //! ([`is_ui_path`]) without an Authorization header: those need its session instead; a write
-//! needs an operator; an API error response is always JSON.
+//! needs an operator; an API error response is always JSON; every answer carries
+//! `X-Content-Type-Options: nosniff`; the throttle never refuses valid credentials.
 
 use std::collections::{HashMap, VecDeque};
-use std::net::IpAddr;
-use std::sync::Mutex;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use actix_web::body::{BoxBody, MessageBody};
 use actix_web::dev::{ServiceRequest, ServiceResponse};
-use actix_web::http::header::{AUTHORIZATION, CONTENT_TYPE, HOST};
+use actix_web::http::header::{
+    AUTHORIZATION, CONTENT_TYPE, HOST, HeaderMap, HeaderValue, X_CONTENT_TYPE_OPTIONS,
+};
 use actix_web::http::{Method, StatusCode};
 use actix_web::middleware::Next;
 use actix_web::{FromRequest, HttpMessage as _, HttpRequest, ResponseError as _, web};
@@ -26,7 +37,8 @@ use super::error::{ApiError, for_status};
 use crate::model::Role;
 pub use crate::ops::accounts::Principal;
 
-/// Failed logins from one address within [`FAILURE_WINDOW`] before it gets 429.
+/// Failed credentials of one [`FailureKey`] within [`FAILURE_WINDOW`] before the next failure
+/// of that key gets 429.
 pub const MAX_FAILURES: usize = 10;
 /// The window failed logins are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
@@ -46,12 +58,65 @@ pub fn is_ui_path(path: &str) -> bool {
     path == "/" || path == "/ui" || path.starts_with("/ui/")
 }
 
+/// What failed credentials are counted against: what a client tried, not only where from,
+/// so that one client's failures throttle neither another user nor a valid token.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum FailureKey {
+    /// A user name (Basic auth, the UI's sign-in) from one client address.
+    Password(IpAddr, String),
+    /// A bearer token, by its first [`TOKEN_PREFIX`] characters.
+    Token(String),
+    /// An Authorization header that is neither Bearer nor Basic, from one client address.
+    Malformed(IpAddr),
+}
+
+/// The characters of a refused token its failures are counted by (`jv_` and 8 hex digits).
+pub const TOKEN_PREFIX: usize = 11;
+
+impl FailureKey {
+    /// The key of a refused token.
+    pub fn token(token: &str) -> Self {
+        FailureKey::Token(token.chars().take(TOKEN_PREFIX).collect())
+    }
+}
+
+/// The client's address: the peer's, unless the peer is one of the `trusted` proxies and says
+/// whom it forwards for in `X-Forwarded-For`; then the rightmost address there that is not a
+/// trusted proxy (each proxy appends the address it was called from, so entries left of the
+/// last untrusted one are the client's own claims). A header that does not parse is ignored.
+pub fn client_address(peer: Option<SocketAddr>, headers: &HeaderMap, trusted: &[IpAddr]) -> IpAddr {
+    let peer = peer.map(|a| a.ip()).unwrap_or(IpAddr::from([0, 0, 0, 0]));
+    if !trusted.contains(&peer) {
+        return peer;
+    }
+    let hops: Option<Vec<IpAddr>> = headers
+        .get_all("x-forwarded-for")
+        .map(|v| v.to_str().ok())
+        .collect::<Option<Vec<&str>>>()
+        .and_then(|values| {
+            values
+                .iter()
+                .flat_map(|v| v.split(','))
+                .map(|a| a.trim().parse::<IpAddr>().ok())
+                .collect()
+        });
+    hops.unwrap_or_default()
+        .into_iter()
+        .rev()
+        .find(|ip| !trusted.contains(ip))
+        .unwrap_or(peer)
+}
+
 /// What the guard keeps between requests.
 #[derive(Debug)]
 pub struct AuthState {
     hosts: Vec<String>,
-    failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
+    failures: Mutex<HashMap<FailureKey, VecDeque<Instant>>>,
     tokens: Mutex<HashMap<String, (Principal, Instant)>>,
+    /// `http.trusted_proxies`, parsed at the first request (validated with the config).
+    trusted: OnceLock<Vec<IpAddr>>,
+    /// One argon2 verification at a time, in the order asked ([`password_principal`]).
+    argon2: tokio::sync::Semaphore,
 }
 
 impl AuthState {
@@ -72,6 +137,8 @@ impl AuthState {
             hosts,
             failures: Mutex::default(),
             tokens: Mutex::default(),
+            trusted: OnceLock::new(),
+            argon2: tokio::sync::Semaphore::new(1),
         }
     }
 
@@ -90,34 +157,76 @@ impl AuthState {
         self.hosts.contains(&name)
     }
 
-    /// Whether `ip` failed too often lately.
-    pub fn throttled(&self, ip: IpAddr, now: Instant) -> bool {
+    /// How long the next failure of `key` must wait, when `key` failed too often lately.
+    pub fn throttled(&self, key: &FailureKey, now: Instant) -> Option<Duration> {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
-        match failures.get_mut(&ip) {
-            Some(times) => {
-                while times
-                    .front()
-                    .is_some_and(|t| now.duration_since(*t) > FAILURE_WINDOW)
-                {
-                    times.pop_front();
-                }
-                times.len() >= MAX_FAILURES
-            }
-            None => false,
+        let times = failures.get_mut(key)?;
+        while times
+            .front()
+            .is_some_and(|t| now.duration_since(*t) >= FAILURE_WINDOW)
+        {
+            times.pop_front();
         }
+        if times.len() < MAX_FAILURES {
+            return None;
+        }
+        // The failure that has to leave the window before the key is under the limit again.
+        let frees = times[times.len() - MAX_FAILURES];
+        Some(FAILURE_WINDOW.saturating_sub(now.duration_since(frees)))
     }
 
-    /// Counts a failed login from `ip`.
-    pub fn failed(&self, ip: IpAddr, now: Instant) {
+    /// Counts a failure of `key`.
+    pub fn failed(&self, key: FailureKey, now: Instant) {
         let mut failures = self.failures.lock().unwrap_or_else(|p| p.into_inner());
         if failures.len() > 10_000 {
-            // Bounded memory under a spray of addresses: forget the quiet ones.
+            // Bounded memory under a spray of keys: forget the quiet ones.
             failures.retain(|_, t| {
                 t.back()
                     .is_some_and(|t| now.duration_since(*t) < FAILURE_WINDOW)
             });
         }
-        failures.entry(ip).or_default().push_back(now);
+        let times = failures.entry(key).or_default();
+        times.push_back(now);
+        if times.len() > MAX_FAILURES {
+            times.pop_front();
+        }
+    }
+
+    /// A refused request's answer: 429 with the wait when `key` is throttled (the failure is
+    /// not counted again), else `refusal` with the failure counted.
+    pub fn refuse(&self, key: FailureKey, now: Instant, refusal: ApiError) -> ApiError {
+        if let Some(wait) = self.throttled(&key, now) {
+            let mut e = ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                None,
+                format!(
+                    "{MAX_FAILURES} failed logins with these credentials within {} s: wait \
+                     and retry (valid credentials are never throttled)",
+                    FAILURE_WINDOW.as_secs()
+                ),
+            );
+            e.retry_after = Some(retry_after_secs(wait));
+            return e;
+        }
+        self.failed(key, now);
+        refusal
+    }
+
+    /// The client address of a request (see [`client_address`]), with the proxies `cfg`
+    /// trusts.
+    pub fn client(
+        &self,
+        peer: Option<SocketAddr>,
+        headers: &HeaderMap,
+        cfg: &crate::config::HttpSection,
+    ) -> IpAddr {
+        let trusted = self.trusted.get_or_init(|| {
+            cfg.trusted_proxies
+                .iter()
+                .filter_map(|a| a.parse().ok())
+                .collect()
+        });
+        client_address(peer, headers, trusted)
     }
 
     fn cached(&self, hash: &str, now: Instant) -> Option<Principal> {
@@ -219,12 +328,34 @@ async fn authenticate(
             }
             Ok(found)
         }
-        Credentials::Basic(user, password) => {
-            state
-                .read(move |ops| ops.principal_of_password(&user, &password))
-                .await
-        }
+        Credentials::Basic(user, password) => password_principal(state, user, password).await,
     }
+}
+
+/// Who a user name and password stand for, if they match — for the API's Basic auth and the
+/// UI's sign-in. The stored hash is read through the application layer, but the argon2
+/// verification runs outside its lock and one at a time, in the order asked: a client that
+/// keeps failing (its failures are verified too, since valid credentials must pass) costs at
+/// most one core and never holds up another request's catalog reads; a password verified
+/// within the last minute skips argon2 and the queue.
+pub async fn password_principal(
+    state: &ApiState,
+    user: String,
+    password: String,
+) -> Result<Option<Principal>, ApiError> {
+    let stored = state.read(move |ops| ops.stored_password(&user)).await?;
+    if let Some(p) = stored.known(&password, Instant::now()) {
+        return Ok(Some(p));
+    }
+    let _turn = state
+        .auth
+        .argon2
+        .acquire()
+        .await
+        .map_err(|_| ApiError::unavailable("the node is stopping"))?;
+    web::block(move || stored.check(&password, Instant::now()))
+        .await
+        .map_err(|_| ApiError::unavailable("the node is stopping"))
 }
 
 fn is_read(method: &Method) -> bool {
@@ -236,7 +367,8 @@ pub async fn guard(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<BoxBody>, actix_web::Error> {
-    let refuse = |req: ServiceRequest, e: ApiError| Ok(req.into_response(e.error_response()));
+    let refuse =
+        |req: ServiceRequest, e: ApiError| Ok(nosniff(req.into_response(e.error_response())));
     let Some(state) = req.app_data::<web::Data<ApiState>>().cloned() else {
         return refuse(req, ApiError::unavailable("the API is not set up"));
     };
@@ -252,27 +384,13 @@ pub async fn guard(
         }
     }
     if is_ui_path(req.path()) {
-        return Ok(next.call(req).await?.map_into_boxed_body());
+        return Ok(nosniff(next.call(req).await?.map_into_boxed_body()));
     }
     if !PUBLIC.contains(&req.path()) {
         let now = Instant::now();
-        let ip = req
-            .peer_addr()
-            .map(|a| a.ip())
-            .unwrap_or(IpAddr::from([0, 0, 0, 0]));
-        if state.auth.throttled(ip, now) {
-            let mut e = ApiError::new(
-                StatusCode::TOO_MANY_REQUESTS,
-                None,
-                format!(
-                    "more than {MAX_FAILURES} failed logins from this address within {} s; \
-                     wait and retry",
-                    FAILURE_WINDOW.as_secs()
-                ),
-            );
-            e.retry_after = Some(FAILURE_WINDOW.as_secs());
-            return refuse(req, e);
-        }
+        let ip = state
+            .auth
+            .client(req.peer_addr(), req.headers(), &state.engine.config().http);
         let creds = match credentials(&req) {
             Ok(Some(c)) => c,
             Ok(None) => {
@@ -283,15 +401,20 @@ pub async fn guard(
                 return refuse(req, e);
             }
             Err(e) => {
-                state.auth.failed(ip, now);
+                let e = state.auth.refuse(FailureKey::Malformed(ip), now, e);
                 return refuse(req, e);
             }
         };
+        let key = match &creds {
+            Credentials::Bearer(token) => FailureKey::token(token),
+            Credentials::Basic(user, _) => FailureKey::Password(ip, user.clone()),
+        };
+        // Valid credentials first: the throttle only ever answers a failure.
         let principal = match authenticate(&state, creds, now).await {
             Ok(Some(p)) => p,
             Ok(None) => {
-                state.auth.failed(ip, now);
-                return refuse(req, ApiError::unauthorized("invalid credentials"));
+                let e = ApiError::unauthorized("invalid credentials");
+                return refuse(req, state.auth.refuse(key, now, e));
             }
             Err(e) => return refuse(req, e),
         };
@@ -305,7 +428,20 @@ pub async fn guard(
         req.extensions_mut().insert(principal);
     }
     let res = next.call(req).await?;
-    Ok(json_errors(res))
+    Ok(nosniff(json_errors(res)))
+}
+
+/// Tells browsers not to guess a response's type from its bytes (a JSON error that quotes a
+/// request must never be read as HTML).
+fn nosniff(mut res: ServiceResponse<BoxBody>) -> ServiceResponse<BoxBody> {
+    res.headers_mut()
+        .insert(X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    res
+}
+
+/// `Retry-After` seconds for a wait: rounded up, at least 1.
+pub fn retry_after_secs(wait: Duration) -> u64 {
+    wait.as_millis().div_ceil(1000).max(1) as u64
 }
 
 /// Gives an error response that has no JSON body (the router's 404 and 405, an extractor's
@@ -351,17 +487,67 @@ mod tests {
         }
     }
 
+    /// Issue 27, point 10: ten failed logins from one address locked every valid token out.
     #[test]
-    fn the_eleventh_failure_within_a_minute_is_throttled() {
+    fn failures_throttle_only_what_they_tried_and_say_how_long_to_wait() {
         let a = AuthState::new(None, &[]);
         let ip = IpAddr::from([127, 0, 0, 1]);
+        let mallory = FailureKey::Password(ip, "admin".into());
         let t0 = Instant::now();
         for _ in 0..MAX_FAILURES {
-            assert!(!a.throttled(ip, t0));
-            a.failed(ip, t0);
+            assert_eq!(a.throttled(&mallory, t0), None);
+            a.failed(mallory.clone(), t0);
         }
-        assert!(a.throttled(ip, t0));
-        assert!(!a.throttled(IpAddr::from([127, 0, 0, 2]), t0));
-        assert!(!a.throttled(ip, t0 + FAILURE_WINDOW + Duration::from_secs(1)));
+        assert_eq!(a.throttled(&mallory, t0), Some(FAILURE_WINDOW));
+        let later = t0 + Duration::from_millis(59_500);
+        assert_eq!(retry_after_secs(a.throttled(&mallory, later).unwrap()), 1);
+        // Another user from the same address, another address, a token: not throttled.
+        for other in [
+            FailureKey::Password(ip, "ops".into()),
+            FailureKey::Password(IpAddr::from([127, 0, 0, 2]), "admin".into()),
+            FailureKey::token("jv_0123456789abcdef"),
+            FailureKey::Malformed(ip),
+        ] {
+            assert_eq!(a.throttled(&other, t0), None, "{other:?}");
+        }
+        // A refusal while throttled is 429 and is not counted again: a minute on, it is over.
+        let e = a.refuse(mallory.clone(), t0, ApiError::unauthorized("no"));
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.retry_after, Some(FAILURE_WINDOW.as_secs()));
+        assert_eq!(a.throttled(&mallory, t0 + FAILURE_WINDOW), None);
+        // Tokens are counted by their prefix.
+        assert_eq!(
+            FailureKey::token("jv_0123456789abcdef"),
+            FailureKey::token("jv_01234567ffffffff")
+        );
+    }
+
+    #[test]
+    fn the_client_address_is_the_peers_unless_a_trusted_proxy_forwards_for_another() {
+        let peer = |ip: [u8; 4]| Some(SocketAddr::from((ip, 4000)));
+        let mut h = HeaderMap::new();
+        let xff = actix_web::http::header::HeaderName::from_static("x-forwarded-for");
+        h.insert(xff.clone(), HeaderValue::from_static("6.6.6.6, 10.0.0.7"));
+        let proxy = IpAddr::from([127, 0, 0, 1]);
+        // Not configured: the header is ignored, whoever sends it.
+        assert_eq!(client_address(peer([127, 0, 0, 1]), &h, &[]), proxy);
+        // From the trusted proxy: the rightmost hop it did not add itself.
+        assert_eq!(
+            client_address(peer([127, 0, 0, 1]), &h, &[proxy]),
+            IpAddr::from([10, 0, 0, 7])
+        );
+        // From another peer: the header is the client's own claim, ignored.
+        assert_eq!(
+            client_address(peer([10, 9, 9, 9]), &h, &[proxy]),
+            IpAddr::from([10, 9, 9, 9])
+        );
+        // Two trusted proxies in a row are skipped; garbage falls back to the peer.
+        let inner = IpAddr::from([10, 0, 0, 7]);
+        assert_eq!(
+            client_address(peer([127, 0, 0, 1]), &h, &[proxy, inner]),
+            IpAddr::from([6, 6, 6, 6])
+        );
+        h.insert(xff, HeaderValue::from_static("not-an-address"));
+        assert_eq!(client_address(peer([127, 0, 0, 1]), &h, &[proxy]), proxy);
     }
 }

@@ -3,7 +3,9 @@
 //! `priority: invalid type …` rather than a bare serde message.
 //!
 //! Invariant: a body is at most [`super::BODY_LIMIT`] bytes (413 past it), JSON (415 for another
-//! content type), UTF-8 (400), and a type or unknown-field error is 422 naming the field.
+//! content type), UTF-8 (400), names each key of an object once (400 naming the key: serde_json
+//! would keep the last, [`no_duplicate_keys`]), and a type or unknown-field error is 422 naming
+//! the field.
 
 use actix_web::dev::Payload;
 use actix_web::http::StatusCode;
@@ -20,6 +22,96 @@ pub struct Body<T>(pub T);
 /// The query string.
 #[derive(Debug)]
 pub struct Query<T>(pub T);
+
+/// The start of the error [`no_duplicate_keys`] reports.
+const DUPLICATE: &str = "duplicate key `";
+
+/// A JSON value walked without being built, refusing an object that names a key twice.
+struct Unique;
+
+impl<'de> serde::Deserialize<'de> for Unique {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(Unique)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Unique {
+    type Value = Unique;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, _: bool) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_i64<E>(self, _: i64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_u64<E>(self, _: u64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_f64<E>(self, _: f64) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_str<E>(self, _: &str) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_unit<E>(self) -> Result<Unique, E> {
+        Ok(Unique)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Unique, A::Error> {
+        while seq.next_element::<Unique>()?.is_some() {}
+        Ok(Unique)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Unique, A::Error> {
+        let mut seen = std::collections::HashSet::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if seen.contains(&key) {
+                return Err(serde::de::Error::custom(format!("{DUPLICATE}{key}`")));
+            }
+            map.next_value::<Unique>()?;
+            seen.insert(key);
+        }
+        Ok(Unique)
+    }
+}
+
+/// Refuses a JSON text in which an object names a key twice — serde_json keeps the last, so
+/// `{"method": "rpc.methods", "method": "node.pause"}` would read as a pause — with 400
+/// naming the key by its path (`runs[1].job`). Other errors are left to the parser that reads
+/// the value (this one answers `Ok` for them).
+pub fn no_duplicate_keys(text: &str) -> Result<(), ApiError> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    match serde_path_to_error::deserialize::<_, Unique>(&mut de) {
+        Err(e) => {
+            let message = e.inner().to_string();
+            let Some(key) = message
+                .strip_prefix(DUPLICATE)
+                .and_then(|rest| rest.split('`').next())
+            else {
+                return Ok(());
+            };
+            // The error is raised in the object, before its value: the path is the object's.
+            let field = match e.path().to_string() {
+                object if object == "." => key.to_string(),
+                object => format!("{object}.{key}"),
+            };
+            Err(ApiError::bad_request(
+                Some(&field),
+                format!("duplicate key `{key}`: a JSON object names each key once"),
+            ))
+        }
+        Ok(_) => Ok(()),
+    }
+}
 
 /// Turns a serde error at `path` into a 400 (syntax) or a 422 naming the field.
 fn field_error(path: &str, e: &dyn std::fmt::Display, syntax: bool) -> ApiError {
@@ -55,6 +147,7 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
         )
     })?;
     let text = if text.trim().is_empty() { "{}" } else { text };
+    no_duplicate_keys(text)?;
     let mut de = serde_json::Deserializer::from_str(text);
     let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let syntax = matches!(
@@ -164,5 +257,46 @@ mod tests {
         let e = parse_json::<Sample>(b"{\"priority\": \xff}").unwrap_err();
         assert!(e.body.reason.contains("UTF-8"), "{}", e.body.reason);
         assert!(parse_json::<Sample>(b"").is_ok());
+    }
+
+    /// Issue 27, point 11: duplicate keys were last-wins, in every JSON body.
+    #[test]
+    fn a_key_named_twice_is_refused_naming_it_wherever_it_is() {
+        for (text, field) in [
+            (r#"{"priority": 1, "priority": 2}"#, "priority"),
+            (r#"{"inner": {"n": 1, "n": 2}}"#, "inner.n"),
+            (r#"{"k": {"k": 1, "k": 2}}"#, "k.k"),
+            (
+                r#"[{"a": 1}, {"b": {"c": [{"d": 1, "d": 1}]}}]"#,
+                "[1].b.c[0].d",
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"rpc.methods","method":"node.pause","id":1}"#,
+                "method",
+            ),
+        ] {
+            let e = no_duplicate_keys(text).unwrap_err();
+            assert_eq!(e.status, StatusCode::BAD_REQUEST, "{text}");
+            assert_eq!(e.body.field.as_deref(), Some(field), "{text}");
+            let key = field.rsplit('.').next().unwrap();
+            assert!(
+                e.body
+                    .reason
+                    .starts_with(&format!("duplicate key `{key}`: ")),
+                "{}",
+                e.body.reason
+            );
+        }
+        let e = parse_json::<Sample>(br#"{"priority": 1, "priority": 2}"#).unwrap_err();
+        assert_eq!(e.body.field.as_deref(), Some("priority"));
+        // The same key in two objects, escapes, and bad syntax (left to the parser) pass.
+        for ok in [
+            r#"{"a": {"k": 1}, "b": {"k": 1}}"#,
+            r#"{"k": 1, "\u006b2": 2}"#,
+            "{not json",
+        ] {
+            assert!(no_duplicate_keys(ok).is_ok(), "{ok}");
+        }
+        assert!(no_duplicate_keys(r#"{"k": 1, "\u006b": 2}"#).is_err());
     }
 }

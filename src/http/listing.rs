@@ -261,6 +261,9 @@ async fn import_catalog(
             format!("the body is not UTF-8 (byte {})", e.valid_up_to()),
         )
     })?;
+    if matches!(format, Format::Millix) {
+        super::extract::no_duplicate_keys(text)?;
+    }
     let parsed = parse_text("request body", text, format)?;
     if !parsed.unmapped.is_empty() {
         let first = &parsed.unmapped[0];

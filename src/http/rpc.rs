@@ -5,6 +5,12 @@
 //! its own name (a call runs it as a run of the node and answers with the run's result; see
 //! `ops::rpc`). Each method needs a role: viewers may only read.
 //!
+//! Ids are what JSON-RPC 2.0 allows — a string, a number or null (`"id": null` is answered;
+//! only a call without an `id` member is a notification); any other id is an invalid request.
+//! A body that names a key twice in an object is refused whole (400, -32600, naming the key:
+//! never last-wins). A batch holds at most `http.rpc_batch_max` calls (400 naming the cap past
+//! it), and its calls run concurrently, each answered in its place.
+//!
 //! Invariant: a single call's failure has the HTTP status its kind has on REST (403, 404, 409,
 //! 422, 503; 400 for a malformed request), with the JSON-RPC error in the body; a batch is
 //! answered 200 with one response per call; a notification (no id) is answered 204.
@@ -59,6 +65,9 @@ pub struct RpcRequest {
     pub params: Option<Json>,
     /// The call's id; without one the call is a notification (no answer).
     #[schema(value_type = Option<Object>)]
+    // Read from the call itself (`call_id`): serde reads `"id": null` as no id, which is not
+    // the same call. Declared so that the document describes it and unknown fields are refused.
+    #[allow(dead_code)]
     pub id: Option<Json>,
 }
 
@@ -328,12 +337,45 @@ async fn call_function(
     }
 }
 
+/// What a call's `id` member is.
+enum CallId {
+    /// No `id` member: a notification, not answered.
+    Notification,
+    /// A string, a number or null: answered with it.
+    Answer(Json),
+    /// Another kind of value: an invalid request (answered with id null).
+    Invalid(&'static str),
+}
+
+fn call_id(req: &Json) -> CallId {
+    match req.get("id") {
+        None => CallId::Notification,
+        Some(id @ (Json::Null | Json::String(_) | Json::Number(_))) => CallId::Answer(id.clone()),
+        Some(Json::Object(_)) => CallId::Invalid("an object"),
+        Some(Json::Array(_)) => CallId::Invalid("an array"),
+        Some(Json::Bool(_)) => CallId::Invalid("a boolean"),
+    }
+}
+
 async fn dispatch(
     state: &ApiState,
     who: &Principal,
     req: Json,
 ) -> (Option<Json>, Result<Json, Failure>) {
-    let id = req.get("id").cloned();
+    let id = match call_id(&req) {
+        CallId::Notification => None,
+        CallId::Answer(id) => Some(id),
+        CallId::Invalid(kind) => {
+            return (
+                Some(Json::Null),
+                Err(failure(
+                    StatusCode::BAD_REQUEST,
+                    -32600,
+                    format!("invalid request: id must be a string, a number or null, got {kind}"),
+                )),
+            );
+        }
+    };
     let req: RpcRequest = match serde_json::from_value(req) {
         Ok(r) => r,
         Err(e) => {
@@ -349,7 +391,7 @@ async fn dispatch(
     };
     if req.jsonrpc != "2.0" {
         return (
-            Some(req.id.unwrap_or(Json::Null)),
+            Some(id.unwrap_or(Json::Null)),
             Err(failure(
                 StatusCode::BAD_REQUEST,
                 -32600,
@@ -360,7 +402,7 @@ async fn dispatch(
     let params = req.params.unwrap_or(Json::Object(Default::default()));
     if !params.is_object() {
         return (
-            req.id,
+            id,
             Err(failure(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 -32602,
@@ -391,7 +433,7 @@ async fn dispatch(
             Err(e) => Err(e.into()),
         }
     };
-    (req.id, outcome)
+    (id, outcome)
 }
 
 fn response(id: Json, outcome: Result<Json, Failure>) -> (StatusCode, RpcResponse) {
@@ -432,39 +474,52 @@ fn response(id: Json, outcome: Result<Json, Failure>) -> (StatusCode, RpcRespons
 )]
 #[post("/rpc")]
 async fn rpc(state: web::Data<ApiState>, who: Principal, body: web::Bytes) -> HttpResponse {
-    let parsed: Result<Json, _> = std::str::from_utf8(&body)
-        .map_err(|e| e.to_string())
-        .and_then(|t| serde_json::from_str(t).map_err(|e| e.to_string()));
-    let value = match parsed {
-        Ok(v) => v,
-        Err(e) => {
-            let (status, r) = response(
-                Json::Null,
-                Err(failure(
-                    StatusCode::BAD_REQUEST,
-                    -32700,
-                    format!("parse error: {e}"),
-                )),
-            );
-            return HttpResponse::build(status).json(r);
-        }
+    let refused = |code: i64, message: String, data: Option<Json>| {
+        let (status, r) = response(
+            Json::Null,
+            Err(Failure {
+                status: StatusCode::BAD_REQUEST,
+                error: RpcError {
+                    code,
+                    message,
+                    data,
+                },
+            }),
+        );
+        HttpResponse::build(status).json(r)
     };
-    match value {
-        Json::Array(calls) if calls.is_empty() => {
-            let (status, r) = response(
-                Json::Null,
-                Err(failure(StatusCode::BAD_REQUEST, -32600, "an empty batch")),
-            );
-            HttpResponse::build(status).json(r)
-        }
-        Json::Array(calls) => {
-            let mut answers = Vec::with_capacity(calls.len());
-            for call in calls {
-                let (id, outcome) = dispatch(&state, &who, call).await;
-                if let Some(id) = id {
-                    answers.push(response(id, outcome).1);
-                }
+    let parsed: Result<(&str, Json), _> = std::str::from_utf8(&body)
+        .map_err(|e| e.to_string())
+        .and_then(|t| Ok((t, serde_json::from_str(t).map_err(|e| e.to_string())?)));
+    let value = match parsed {
+        Ok((text, value)) => match super::extract::no_duplicate_keys(text) {
+            Ok(()) => value,
+            Err(e) => {
+                let data = json!({"field": e.body.field, "reason": e.body.reason, "status": 400});
+                return refused(
+                    -32600,
+                    format!("invalid request: {}", e.body.reason),
+                    Some(data),
+                );
             }
+        },
+        Err(e) => return refused(-32700, format!("parse error: {e}"), None),
+    };
+    let max = state.engine.config().http.rpc_batch_max;
+    match value {
+        Json::Array(calls) if calls.is_empty() => refused(-32600, "an empty batch".into(), None),
+        Json::Array(calls) if calls.len() > max => refused(
+            -32600,
+            format!(
+                "a batch of {} calls: at most {max} calls a batch (http.rpc_batch_max)",
+                calls.len()
+            ),
+            Some(
+                json!({"field": "batch", "reason": format!("at most {max} calls"), "status": 400}),
+            ),
+        ),
+        Json::Array(calls) => {
+            let answers = batch(&state, &who, calls).await;
             if answers.is_empty() {
                 HttpResponse::NoContent().finish()
             } else {
@@ -482,6 +537,37 @@ async fn rpc(state: web::Data<ApiState>, who: Principal, body: web::Bytes) -> Ht
             }
         }
     }
+}
+
+/// Runs a batch's calls concurrently — each as a task of its own on this worker, so a call
+/// that waits for its run does not hold up the others — and answers them in their order
+/// (notifications get none).
+async fn batch(state: &web::Data<ApiState>, who: &Principal, calls: Vec<Json>) -> Vec<RpcResponse> {
+    let tasks: Vec<_> = calls
+        .into_iter()
+        .map(|call| {
+            let (state, who) = (state.clone(), who.clone());
+            actix_web::rt::spawn(async move { dispatch(&state, &who, call).await })
+        })
+        .collect();
+    let mut answers = Vec::with_capacity(tasks.len());
+    for task in tasks {
+        let (id, outcome) = match task.await {
+            Ok(answer) => answer,
+            Err(e) => (
+                Some(Json::Null),
+                Err(failure(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    -32603,
+                    format!("the call stopped: {e}"),
+                )),
+            ),
+        };
+        if let Some(id) = id {
+            answers.push(response(id, outcome).1);
+        }
+    }
+    answers
 }
 
 /// A view as a JSON value.

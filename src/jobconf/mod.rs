@@ -746,6 +746,35 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
             need_str("executor");
         }
     }
+    validate_open_params(p, name, pay);
+}
+
+/// The payload key that lists the fields a run's params may set in a job whose payload an
+/// admin fixed (an rpc job, a job on a remote processor, a url job's body; see
+/// `executor::fixed_input`): `open_params = ["day", "format"]`.
+pub const OPEN_PARAMS: &str = "open_params";
+
+/// `payload.open_params`: a list of field names.
+fn validate_open_params(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
+    let Some(open) = pay.get(OPEN_PARAMS) else {
+        return;
+    };
+    let names_ok = open.as_array().is_some_and(|names| {
+        names
+            .iter()
+            .all(|n| n.as_str().is_some_and(|n| !n.trim().is_empty()))
+    });
+    if !names_ok {
+        p.push(
+            Section::Job,
+            name,
+            "payload",
+            format!(
+                "payload.open_params must be a list of the field names a run's params may set, \
+                 got {open}"
+            ),
+        );
+    }
 }
 
 fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {

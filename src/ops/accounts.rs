@@ -2,10 +2,21 @@
 //! of 32 random bytes) of which only a SHA-256 is stored. Who a request is (a [`Principal`]) is
 //! decided here, for every face that authenticates.
 //!
+//! A verified password is remembered for [`VERIFIED_FOR`] so that Basic auth does not pay an
+//! argon2 verification per request: as a keyed hash ([`VerifiedPasswords`]) of the user, the
+//! password and the stored hash it matched, so a changed password, a removed or disabled user
+//! misses at once (the row is read at every request; only argon2 is skipped).
+//!
 //! Invariant: a password or token is shown once, when created, and never stored or logged in
-//! clear; an unknown user costs the same argon2 verification as a known one.
+//! clear (nor kept in memory: a verified password only as an HMAC under a key drawn at start);
+//! an unknown user costs the same argon2 verification as a known one.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, OnceLock};
+use std::time::{Duration, Instant};
 
 use argon2::{Argon2, PasswordHash, PasswordHasher as _, PasswordVerifier as _};
+use ring::hmac;
 use ring::rand::{SecureRandom as _, SystemRandom};
 use serde::Serialize;
 use utoipa::ToSchema;
@@ -74,6 +85,108 @@ pub struct NewToken {
     pub user: String,
     /// The bearer token.
     pub token: String,
+}
+
+/// How long a verified password is taken again without argon2.
+pub const VERIFIED_FOR: Duration = Duration::from_secs(60);
+
+/// Passwords verified lately: for each, an HMAC-SHA256 of (user, password, the PHC string it
+/// matched) under a key drawn when the first is kept, and when it was verified. Bounded: past
+/// 1,000 entries the expired ones are dropped, and past 10,000 all.
+#[derive(Default)]
+pub struct VerifiedPasswords {
+    key: OnceLock<Option<hmac::Key>>,
+    seen: Mutex<HashMap<Vec<u8>, Instant>>,
+}
+
+impl std::fmt::Debug for VerifiedPasswords {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("VerifiedPasswords")
+    }
+}
+
+impl VerifiedPasswords {
+    /// The tag of a credential; `None` when the system's random source failed (then nothing
+    /// is remembered and every request pays argon2).
+    fn tag(&self, user: &str, password: &str, phc: &str) -> Option<Vec<u8>> {
+        let key = self
+            .key
+            .get_or_init(|| hmac::Key::generate(hmac::HMAC_SHA256, &SystemRandom::new()).ok())
+            .as_ref()?;
+        let mut ctx = hmac::Context::with_key(key);
+        // Lengths first: no two (user, password, phc) triples share a message.
+        for part in [user, password, phc] {
+            ctx.update(&(part.len() as u64).to_be_bytes());
+            ctx.update(part.as_bytes());
+        }
+        Some(ctx.sign().as_ref().to_vec())
+    }
+
+    /// Whether this credential matched this PHC string within [`VERIFIED_FOR`] of `now`.
+    fn knows(&self, user: &str, password: &str, phc: &str, now: Instant) -> bool {
+        let Some(tag) = self.tag(user, password, phc) else {
+            return false;
+        };
+        let seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        seen.get(&tag)
+            .is_some_and(|at| now.saturating_duration_since(*at) < VERIFIED_FOR)
+    }
+
+    /// Remembers that this credential matched this PHC string at `now`.
+    fn keep(&self, user: &str, password: &str, phc: &str, now: Instant) {
+        let Some(tag) = self.tag(user, password, phc) else {
+            return;
+        };
+        let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if seen.len() >= 1000 {
+            seen.retain(|_, at| now.saturating_duration_since(*at) < VERIFIED_FOR);
+            if seen.len() >= 10_000 {
+                seen.clear();
+            }
+        }
+        seen.insert(tag, now);
+    }
+}
+
+/// A user's stored password, read for one check ([`Ops::stored_password`]).
+pub struct StoredPassword {
+    user: String,
+    /// The PHC string and the role, for an enabled user.
+    found: Option<(String, String)>,
+    verified: std::sync::Arc<VerifiedPasswords>,
+}
+
+impl StoredPassword {
+    /// The principal, when `password` matched this stored hash within [`VERIFIED_FOR`]: no
+    /// argon2, microseconds.
+    pub fn known(&self, password: &str, now: Instant) -> Option<Principal> {
+        let (phc, role) = self.found.as_ref()?;
+        self.verified
+            .knows(&self.user, password, phc, now)
+            .then(|| self.principal(role))
+            .flatten()
+    }
+
+    /// The principal, when `password` matches: an argon2 verification (slow on purpose; an
+    /// unknown user costs the same), remembered when it matched.
+    pub fn check(&self, password: &str, now: Instant) -> Option<Principal> {
+        let Some((phc, role)) = &self.found else {
+            verify(password, dummy_hash());
+            return None;
+        };
+        if !verify(password, phc) {
+            return None;
+        }
+        self.verified.keep(&self.user, password, phc, now);
+        self.principal(role)
+    }
+
+    fn principal(&self, role: &str) -> Option<Principal> {
+        Some(Principal {
+            user: self.user.clone(),
+            role: role_of(role)?,
+        })
+    }
 }
 
 /// 32 random bytes as hex.
@@ -253,27 +366,33 @@ impl Ops {
     }
 
     /// The principal a user name and password stand for, if they match (argon2, slow on
-    /// purpose: call it off the request threads).
+    /// purpose: call it off the request threads). [`Ops::stored_password`] and
+    /// [`StoredPassword::check`] are its two halves, for a caller that must not hold this
+    /// `Ops` during the argon2 verification.
     pub fn principal_of_password(
         &self,
         user: &str,
         password: &str,
     ) -> Result<Option<Principal>, OpError> {
+        let stored = self.stored_password(user)?;
+        Ok(stored
+            .known(password, Instant::now())
+            .or_else(|| stored.check(password, Instant::now())))
+    }
+
+    /// What a password check of `user` needs from the catalog: the user's stored hash and role
+    /// (none for an unknown or disabled user), and the passwords verified lately. A catalog
+    /// read: fast.
+    pub fn stored_password(&self, user: &str) -> Result<StoredPassword, OpError> {
         let found = self
             .catalog
             .password_of(user)
             .map_err(self.within("checking a password"))?;
-        let Some((phc, role)) = found else {
-            verify(password, dummy_hash());
-            return Ok(None);
-        };
-        Ok(verify(password, &phc)
-            .then(|| role_of(&role))
-            .flatten()
-            .map(|role| Principal {
-                user: user.to_string(),
-                role,
-            }))
+        Ok(StoredPassword {
+            user: user.to_string(),
+            found,
+            verified: self.verified.clone(),
+        })
     }
 
     /// On a catalog without users: creates `admin` (role admin, a random password nobody is
@@ -318,6 +437,28 @@ mod tests {
         assert!(verify("correct horse battery", &phc));
         assert!(!verify("wrong horse battery", &phc));
         assert!(!verify("anything", "not a phc string"));
+    }
+
+    #[test]
+    fn a_verified_password_is_known_for_a_while_and_only_with_the_hash_it_matched() {
+        let v = VerifiedPasswords::default();
+        let t0 = Instant::now();
+        v.keep("otto", "secret password", "$phc1", t0);
+        assert!(v.knows("otto", "secret password", "$phc1", t0 + VERIFIED_FOR / 2));
+        assert!(!v.knows("otto", "secret password", "$phc1", t0 + VERIFIED_FOR));
+        assert!(
+            !v.knows("otto", "secret password", "$phc2", t0),
+            "a new password"
+        );
+        assert!(!v.knows("otto", "other password", "$phc1", t0));
+        assert!(
+            !v.knows("ott", "osecret password", "$phc1", t0),
+            "no ambiguous join"
+        );
+        // Only a keyed hash is kept, never the password.
+        let seen = v.seen.lock().unwrap();
+        assert_eq!(seen.len(), 1);
+        assert!(seen.keys().all(|k| k.len() == 32));
     }
 
     #[test]

@@ -51,6 +51,8 @@ pub struct Ops {
     tz: Tz,
     functions: Option<BTreeSet<String>>,
     executors: BTreeSet<String>,
+    /// Passwords verified lately (Basic auth costs argon2 once a while, not per request).
+    verified: std::sync::Arc<accounts::VerifiedPasswords>,
 }
 
 /// What opening with `Access::Create` found.
@@ -102,6 +104,7 @@ impl Ops {
             tz: cfg.timezone(),
             functions: None,
             executors: BTreeSet::new(),
+            verified: Default::default(),
         };
         Ok((ops, opened))
     }

@@ -1,9 +1,9 @@
 //! Signing in and out. The login form carries a token that must equal its cookie (a
 //! double-submit CSRF token: there is no session yet to hold one); a password is checked by
 //! the application layer (argon2id, the same cost for unknown users), and failures count
-//! toward the API's per-address throttle (429 after ten a minute).
+//! toward the API's throttle of that user name from that address (429 with `Retry-After`
+//! after ten a minute; the right password always signs in).
 
-use std::net::IpAddr;
 use std::time::Instant;
 
 use actix_web::http::StatusCode;
@@ -17,6 +17,8 @@ use super::session::{
 use super::view::LoginPage;
 use super::{Ui, UiError, over_tls, render};
 use crate::http::ApiState;
+use crate::http::auth::{FailureKey, password_principal};
+use crate::http::error::ApiError;
 
 /// The login form's fields.
 #[derive(Debug, Deserialize)]
@@ -81,30 +83,26 @@ pub(super) async fn submit(
         );
     }
     let now = Instant::now();
-    let ip = req
-        .peer_addr()
-        .map(|a| a.ip())
-        .unwrap_or(IpAddr::from([0, 0, 0, 0]));
-    if api.auth.throttled(ip, now) {
-        return login_page(
-            &req,
-            StatusCode::TOO_MANY_REQUESTS,
-            form.user,
-            Some("too many failed sign-ins from this address: wait a minute".into()),
-        );
-    }
-    let (user, password) = (form.user.clone(), form.password);
-    let found = api
-        .read(move |ops| ops.principal_of_password(&user, &password))
-        .await?;
+    let ip = api
+        .auth
+        .client(req.peer_addr(), req.headers(), &api.engine.config().http);
+    let found = password_principal(&api, form.user.clone(), form.password).await?;
     let Some(principal) = found else {
-        api.auth.failed(ip, now);
-        return login_page(
-            &req,
-            StatusCode::UNAUTHORIZED,
-            form.user,
-            Some("unknown user or wrong password".into()),
-        );
+        let key = FailureKey::Password(ip, form.user.clone());
+        let refusal = ApiError::unauthorized("unknown user or wrong password");
+        let e = api.auth.refuse(key, now, refusal);
+        let throttled = e.status == StatusCode::TOO_MANY_REQUESTS;
+        let why = if throttled {
+            "too many failed sign-ins with this user name: wait a minute"
+        } else {
+            "unknown user or wrong password"
+        };
+        let mut page = login_page(&req, e.status, form.user, Some(why.into()))?;
+        if let Some(secs) = e.retry_after.filter(|_| throttled) {
+            page.headers_mut()
+                .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+        }
+        return Ok(page);
     };
     let value = ui.sessions.start(principal, now).ok_or_else(|| {
         UiError::new(

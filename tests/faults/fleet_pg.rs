@@ -758,7 +758,7 @@ fn a_postgres_node_runs_a_job_on_a_remote_processor() {
         &format!(
             "[processor.nodeb]\nip_address = \"{host}\"\nport = {port}\nrpc_password = \
              \"{token}\"\n[job.echo_on_b]\ntype = \"function\"\nprocessor = \"nodeb\"\n\
-             payload = {{ function = \"debug.echo\", from = \"a\" }}\n"
+             payload = {{ function = \"debug.echo\", from = \"a\", open_params = [\"word\"] }}\n"
         ),
     ) else {
         return;

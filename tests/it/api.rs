@@ -655,9 +655,18 @@ fn without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled
         );
         assert_eq!(r.status, 401, "attempt {i}: {}", r.body);
     }
-    let r = api(base, Some(&t), "GET", "/api/v1/jobs", None);
+    // The eleventh failure of the same token prefix is throttled; a valid token never is
+    // (`api_auth.rs` has the rest).
+    let r = api(
+        base,
+        Some(&format!("jv_{:064}", 10)),
+        "GET",
+        "/api/v1/jobs",
+        None,
+    );
     assert_eq!(r.status, 429, "{}", r.body);
     assert!(r.header("retry-after").is_some());
+    assert_eq!(api(base, Some(&t), "GET", "/api/v1/jobs", None).status, 200);
     // /healthz stays open.
     assert_eq!(api(base, None, "GET", "/healthz", None).status, 200);
 }

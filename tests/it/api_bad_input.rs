@@ -119,6 +119,8 @@ fn cases() -> Vec<Case> {
         case("POST", jobs, job(json!({"type": "sql", "payload": {"object": "missing", "sql": "select 1"}})), 422, Some("payload")),
         case("POST", jobs, job(json!({"type": "command", "payload": {"argv": "ls"}})), 422, Some("payload")),
         case("POST", jobs, job(json!({"type": "url", "payload": {"url": "not a url"}})), 422, Some("payload")),
+        case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": "day"}})), 422, Some("payload")),
+        case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": [1]}})), 422, Some("payload")),
         raw("POST", jobs, JSON, br#"{"name":"#, 400),
         raw("POST", jobs, JSON, b"{\"name\": \"\xff\xfe\"}", 400),
         raw("POST", jobs, JSON, br#"{} trailing"#, 400),
@@ -127,6 +129,12 @@ fn cases() -> Vec<Case> {
         raw("POST", jobs, "text/plain", br#"{"name":"a"}"#, 415),
         raw("POST", jobs, "application/x-www-form-urlencoded", b"name=a", 415),
         raw("POST", jobs, JSON, &vec![b' '; 2 << 20], 413),
+        // A key named twice is refused naming it, never last-wins (issue 27, point 11).
+        Case { field: Some("name"), ..raw("POST", jobs, JSON, br#"{"name":"a","type":"function","processor":"main","payload":{"function":"debug.echo"},"name":"b"}"#, 400) },
+        Case { field: Some("payload.function"), ..raw("POST", jobs, JSON, br#"{"name":"a","type":"function","processor":"main","payload":{"function":"debug.echo","function":"debug.fail"}}"#, 400) },
+        Case { field: Some("priority"), ..raw("PATCH", ds, JSON, br#"{"priority":1,"priority":2}"#, 400) },
+        Case { field: Some("params.day"), ..raw("POST", &format!("{ds}/runs"), JSON, br#"{"params":{"day":1,"day":2}}"#, 400) },
+        Case { field: Some("jobs"), ..raw("POST", "/api/v1/catalog", JSON, br#"{"jobs":[],"jobs":[]}"#, 400) },
         // Changing a job.
         case("PATCH", ds, json!({"priority": "x"}), 422, Some("priority")),
         case("PATCH", ds, json!({"name": "other"}), 422, Some("name")),

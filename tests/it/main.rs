@@ -1,6 +1,7 @@
 //! Integration tests: one binary, driving the real `jobvisor` executable and real databases.
 
 mod api;
+mod api_auth;
 mod api_bad_input;
 mod bad_input;
 mod catalog_files;
@@ -17,6 +18,7 @@ mod postgres;
 mod remote;
 mod remote_cli;
 mod rpc;
+mod run_params;
 mod runtime;
 mod slots;
 mod support;

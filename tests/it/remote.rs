@@ -13,10 +13,11 @@ use crate::support::{Node, Run, Workspace, api, wait_for};
 crate::on_both_backends!(
     a_job_of_node_a_runs_on_node_b_and_a_records_results_refusals_and_unreachability,
     outbound_credentials_are_never_shown_and_references_are_read_at_each_call,
+    an_operator_cannot_steer_an_admins_rpc_job_through_its_params,
 );
 
 /// A token for a new operator on the node of `ws` (made with the CLI while it runs).
-fn operator_token(ws: &Workspace, user: &str) -> String {
+pub(crate) fn operator_token(ws: &Workspace, user: &str) -> String {
     ws.ok(&["users", "add", user, "--role", "operator"]);
     let out = ws.ok(&["--json", "tokens", "create", user]);
     let v: Value = serde_json::from_str(&out).unwrap();
@@ -46,7 +47,7 @@ fn host_port(node: &Node) -> (String, String) {
 }
 
 /// Queues a run of `job` on A through its API; its id.
-fn trigger(a: &Node, token: &str, job: &str, params: Value) -> i64 {
+pub(crate) fn trigger(a: &Node, token: &str, job: &str, params: Value) -> i64 {
     let r = api(
         &a.api,
         Some(token),
@@ -59,7 +60,7 @@ fn trigger(a: &Node, token: &str, job: &str, params: Value) -> i64 {
 }
 
 /// Run `id` of A once it has ended (as A's API shows it).
-fn ended(a: &Node, token: &str, id: i64) -> Value {
+pub(crate) fn ended(a: &Node, token: &str, id: i64) -> Value {
     wait_for(30.0, &format!("run {id} to end"), || {
         let r = api(
             &a.api,
@@ -107,7 +108,7 @@ processor = "nodeb"
 max_attempts = 3
 backoff_base = 50
 backoff_max = 200
-payload = {{ function = "debug.echo", from = "a" }}
+payload = {{ function = "debug.echo", from = "a", open_params = ["word"] }}
 
 # An rpc job calls any method of the node: a function, or an engine command.
 [job.fail_on_b]
@@ -276,7 +277,7 @@ fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call(ws:
         &format!(
             "[processor.nodeb]\nip_address = \"{host}\"\nport = {port}\nrpc_password = \"{b_token}\"\n\
              [job.echo_on_b]\ntype = \"function\"\nprocessor = \"nodeb\"\n\
-             payload = {{ function = \"debug.echo\" }}\n"
+             payload = {{ function = \"debug.echo\", open_params = [\"via\"] }}\n"
         ),
     );
     wa.ok(&["import", "remote.conf"]);
@@ -442,4 +443,84 @@ fn outbound_credentials_are_never_shown_and_references_are_read_at_each_call(ws:
             log.display()
         );
     }
+}
+
+/// Issue 27, point 9: an operator triggered an admin's rpc job `{method: job.run, job: bjob}`
+/// with `{"job": "bsecret"}` and node B ran `bsecret` with the credential A stores.
+fn an_operator_cannot_steer_an_admins_rpc_job_through_its_params(ws: Workspace) {
+    let (wb, b, b_token) = node_b();
+    wb.write(
+        "b.conf",
+        "version = 1\n\n[processor.main]\ninstances = 1\n\n[job.bjob]\ntype = \"function\"\nprocessor = \"main\"\n\
+         payload = { function = \"debug.echo\" }\n\n[job.bsecret]\ntype = \"function\"\n\
+         processor = \"main\"\npayload = { function = \"debug.echo\", secret = true }\n",
+    );
+    wb.ok(&["import", "b.conf"]);
+    let (host, port) = host_port(&b);
+    let wa = quiet(ws);
+    wa.write(
+        "remote.conf",
+        &format!(
+            r#"version = 1
+
+[processor.nodeb]
+ip_address = "{host}"
+port = {port}
+rpc_password = "{b_token}"
+
+[job.run_b]
+type = "rpc"
+processor = "nodeb"
+payload = {{ method = "job.run", job = "bjob" }}
+
+# The admin lets a run give bjob's params, and nothing else.
+[job.run_b_open]
+type = "rpc"
+processor = "nodeb"
+payload = {{ method = "job.run", job = "bjob", open_params = ["params"] }}
+"#
+        ),
+    );
+    wa.ok(&["import", "remote.conf"]);
+    let a = wa.start_node("a");
+    let operator = operator_token(&wa, "otto");
+
+    // The payload's `job` is the admin's: the run fails naming the field, B runs nothing.
+    for (job, params) in [
+        ("run_b", json!({"job": "bsecret"})),
+        ("run_b", json!({"method": "node.pause"})),
+        ("run_b", json!({"params": {"x": 1}})),
+        ("run_b_open", json!({"job": "bsecret", "params": {}})),
+    ] {
+        let run = ended(&a, &operator, trigger(&a, &operator, job, params.clone()));
+        assert_eq!(run["status"], "failed", "{job} {params}: {run}");
+        let error = run["error"].as_str().unwrap();
+        assert!(error.starts_with("params."), "{error}");
+        eprintln!("{job} with {params}: {error}");
+    }
+    assert!(wb.runs_of("bsecret").is_empty());
+    assert!(wb.runs_of("bjob").is_empty());
+    assert_eq!(
+        api(&b.api, b.token.as_deref(), "GET", "/api/v1/node", None).json()["paused"],
+        false
+    );
+
+    // A field the payload declares open is filled by the run; the rest stays the admin's.
+    let run = ended(
+        &a,
+        &operator,
+        trigger(
+            &a,
+            &operator,
+            "run_b_open",
+            json!({"params": {"day": "mon"}}),
+        ),
+    );
+    assert_eq!(run["status"], "succeeded", "{run}");
+    let on_b = wb.runs_of("bjob");
+    assert_eq!(on_b.len(), 1, "{on_b:?}");
+    assert_eq!(on_b[0].run_id, run["result"]["run_id"].as_i64().unwrap());
+    let b_run = ended(&b, b.token.as_deref().unwrap(), on_b[0].run_id);
+    assert_eq!(b_run["params"], json!({"day": "mon"}), "{b_run}");
+    assert!(wb.runs_of("bsecret").is_empty());
 }
