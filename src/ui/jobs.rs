@@ -118,6 +118,8 @@ pub(super) struct JobRow {
     state: String,
     state_class: String,
     reason: String,
+    /// For a job held back (standby or paused): why, shortened, shown under its state.
+    held: String,
     enabled: bool,
     schedule: String,
     next_run: String,
@@ -165,6 +167,11 @@ fn job_row(j: &JobView, fmt: Fmt, operator: bool) -> JobRow {
             .backoff
             .clone()
             .unwrap_or_else(|| j.activation.reason.clone()),
+        held: if j.enabled && matches!(j.activation.state.as_str(), "standby" | "paused") {
+            short(&j.activation.reason, 140)
+        } else {
+            String::new()
+        },
         enabled: j.enabled,
         schedule: j.schedule.clone(),
         next_run: fmt.time(j.next_run_at.map(|t| t.ms())),
@@ -315,6 +322,8 @@ pub(super) struct JobPage {
     last_response: String,
     last_output: String,
     last_output_run: Option<i64>,
+    /// For a job in standby: the node's pressure now, in words.
+    held_back: Option<String>,
     runs: Vec<HistoryRow>,
     may_edit: bool,
 }
@@ -360,7 +369,17 @@ pub(super) async fn detail(
         .await?;
     let fmt = fmt(&api).await;
     let chrome = chrome(&req, &ui, &api, &session, "Jobs");
-    let last_output = runs.iter().find(|r| r.finished_at.is_some());
+    // The last run that ran: a skipped run, or one cancelled before it started, has no output.
+    let last_output = runs
+        .iter()
+        .find(|r| r.finished_at.is_some() && r.started_at.is_some());
+    // A job waiting in standby: the pressure on the node now that holds it back.
+    let held_back = if view.enabled && view.activation.state == "standby" {
+        let status = crate::ops::node::status(&api.engine).await?;
+        Some(status.pressure())
+    } else {
+        None
+    };
     render(
         StatusCode::OK,
         &JobPage {
@@ -373,6 +392,7 @@ pub(super) async fn detail(
             last_response: response_text(view.last_response.as_ref()),
             last_output: last_output.and_then(|r| r.log.clone()).unwrap_or_default(),
             last_output_run: last_output.map(|r| r.id),
+            held_back,
             runs: runs.iter().map(|r| history_row(r, fmt)).collect(),
             may_edit,
             chrome,
