@@ -109,15 +109,27 @@ pub struct NodeStatusView {
 }
 
 impl NodeStatusView {
-    /// The pressure on the node in words, as the policy judges it: each resource not ok with
-    /// its reading against the threshold ("cpu critical: cpu 100% (critical: > 97%)"), or that
-    /// every resource is ok.
-    pub fn pressure(&self) -> String {
-        let strained: Vec<String> = self
+    /// The resources not ok with their levels ("cpu critical, memory strained"), or `None`
+    /// when every resource is ok.
+    pub fn pressure_levels(&self) -> Option<String> {
+        let levels: Vec<String> = self
             .resources
             .iter()
             .filter(|r| r.level > Level::Ok)
-            .map(|r| format!("{} {}: {}", r.resource.as_str(), r.level.as_str(), r.text))
+            .map(|r| format!("{} {}", r.resource.as_str(), r.level.as_str()))
+            .collect();
+        (!levels.is_empty()).then(|| levels.join(", "))
+    }
+
+    /// The pressure on the node in words, as the policy judges it: each resource not ok with
+    /// its reading against the threshold ("cpu 100% (critical: > 97%)"), or that every
+    /// resource is ok.
+    pub fn pressure(&self) -> String {
+        let strained: Vec<&str> = self
+            .resources
+            .iter()
+            .filter(|r| r.level > Level::Ok)
+            .map(|r| r.text.as_str())
             .collect();
         if strained.is_empty() {
             "every resource is ok now: the policy activates jobs in standby, in priority order"

@@ -118,7 +118,7 @@ pub(super) struct JobRow {
     state: String,
     state_class: String,
     reason: String,
-    /// For a job held back (standby or paused): why, shortened, shown under its state.
+    /// For a job in standby: what holds it back now, shown under its state.
     held: String,
     enabled: bool,
     schedule: String,
@@ -167,11 +167,7 @@ fn job_row(j: &JobView, fmt: Fmt, operator: bool) -> JobRow {
             .backoff
             .clone()
             .unwrap_or_else(|| j.activation.reason.clone()),
-        held: if j.enabled && matches!(j.activation.state.as_str(), "standby" | "paused") {
-            short(&j.activation.reason, 140)
-        } else {
-            String::new()
-        },
+        held: String::new(),
         enabled: j.enabled,
         schedule: j.schedule.clone(),
         next_run: fmt.time(j.next_run_at.map(|t| t.ms())),
@@ -235,10 +231,27 @@ pub(super) async fn list(
     let page = api.read(move |ops| ops.job_page(&query_)).await?;
     let fmt = fmt(&api).await;
     let chrome = chrome(&req, &ui, &api, &session, "Jobs");
+    // A job in standby waits for the node's health: say what holds it back now.
+    let standby = |j: &JobView| j.enabled && j.activation.state == "standby";
+    let held = if page.items.iter().any(standby) {
+        let status = crate::ops::node::status(&api.engine).await?;
+        match status.pressure_levels() {
+            Some(levels) => format!("held back: {levels}"),
+            None => "the node is healthy: activated in priority order".to_string(),
+        }
+    } else {
+        String::new()
+    };
     let rows = page
         .items
         .iter()
-        .map(|j| job_row(j, fmt, chrome.operator))
+        .map(|j| {
+            let mut row = job_row(j, fmt, chrome.operator);
+            if standby(j) {
+                row.held = held.clone();
+            }
+            row
+        })
         .collect();
     let sorts = [
         ("Name", "name"),

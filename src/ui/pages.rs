@@ -283,9 +283,10 @@ pub(super) async fn pause(
     api: web::Data<ApiState>,
     ui: web::Data<Ui>,
     session: Session,
-    form: web::Form<PauseForm>,
+    form: Option<web::Form<PauseForm>>,
 ) -> Result<HttpResponse, UiError> {
-    if form.confirm == "yes" {
+    // A post without a form (no body) is a first click too: it asks.
+    if form.is_some_and(|f| f.confirm == "yes") {
         return set_paused(api, ui, session, true).await;
     }
     render(

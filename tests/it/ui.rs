@@ -854,13 +854,13 @@ fn the_node_api_and_the_overview_give_each_resources_level_and_a_standby_job_its
         .nth(1)
         .unwrap_or_else(|| panic!("{}", page.body));
     assert!(
-        held.starts_with("Now: the node is under pressure: memory critical: memory "),
+        held.starts_with("Now: the node is under pressure: memory "),
         "{held}"
     );
     let list = b.get("/ui/jobs?search=later");
     assert!(
-        list.body.contains("<div class=\"small held\">")
-            && list.body.contains("under pressure (memory critical)"),
+        list.body
+            .contains("<div class=\"small held\">held back: memory critical</div>"),
         "{}",
         list.body
     );
@@ -987,6 +987,17 @@ fn pausing_the_node_from_the_ui_asks_first_and_works_without_javascript(ws: Work
         "the confirming form carries the token"
     );
     assert!(!paused(), "asking paused nothing");
+    // A post with no form at all (a script's, the token in its header) asks too.
+    let r = http_raw(
+        &node.api,
+        "POST",
+        "/ui/node/pause",
+        &[("Cookie", &b.cookie), ("X-CSRF-Token", &b.csrf)],
+        b"",
+    );
+    assert_eq!(r.status, 200, "{}", r.body);
+    assert!(r.body.contains("id=\"confirm-pause\""), "{}", r.body);
+    assert!(!paused());
     // The confirming post without the token is refused.
     let r = b.post_raw("/ui/node/pause", &[], &[("confirm", "yes")]);
     assert_eq!(r.status, 403, "{}", r.body);
