@@ -373,8 +373,12 @@ fn run_pages(db: &Path, dir: &Path, repeat: usize) {
         &addr,
         "POST",
         "/ui/node/pause",
-        &[("Cookie", &session), ("X-CSRF-Token", &csrf)],
-        b"",
+        &[
+            ("Cookie", &session),
+            ("X-CSRF-Token", &csrf),
+            ("Content-Type", "application/x-www-form-urlencoded"),
+        ],
+        b"confirm=yes",
     );
     assert_eq!(status, 303, "pause: {body}");
 

@@ -101,12 +101,14 @@
           el._plot = new uPlot(options(el, d), data, el);
         }
         el.setAttribute('data-points', String(values));
-        var empty = el.parentNode && el.parentNode.querySelector('.chart-empty');
-        if (values === 0 && !empty && el.parentNode) {
+        // The note goes right under its own chart, whatever else shares the chart's box.
+        var next = el.nextElementSibling;
+        var empty = next && next.classList.contains('chart-empty') ? next : null;
+        if (values === 0 && !empty) {
           var p = document.createElement('p');
           p.className = 'chart-empty';
           p.textContent = 'no samples in this range yet';
-          el.parentNode.appendChild(p);
+          el.insertAdjacentElement('afterend', p);
         } else if (values > 0 && empty) {
           empty.remove();
         }

@@ -128,34 +128,51 @@ pub struct StuckRun {
     /// Its job.
     pub job: String,
     /// The node executing it.
-    pub node: Option<String>,
+    pub node: String,
     /// Epoch ms it began.
     pub started_at: Option<i64>,
-    /// Epoch ms of its node's last heartbeat.
-    pub heartbeat_at: Option<i64>,
     /// The job's timeout, ms (0: none).
     pub timeout: i64,
+    /// Its node's row as it stands: whether it is alive, dead, fenced or stopped.
+    pub node_row: StuckNode,
 }
 
-// Running runs are few (a partial index holds them). A run is stuck when it runs past its
-// job's timeout, or its node has gone silent (no heartbeat since `?2`): a lease is not renewed
-// while a run executes, so an old lease alone says nothing.
+/// What a stuck run's node row says of it (see `ops::node::NodeState`).
+#[derive(Debug, Clone)]
+pub struct StuckNode {
+    /// Its process id while it runs.
+    pub pid: Option<i64>,
+    /// Epoch ms of its last heartbeat (none once it stopped).
+    pub heartbeat_at: Option<i64>,
+    /// The lease TTL it stated, ms: a heartbeat older than this is a dead node's.
+    pub lease_ttl: i64,
+    /// When another node's sweep fenced it.
+    pub fenced_at: Option<i64>,
+}
+
+// Running runs are few (a partial index holds them). A run is stuck when it executes (its own
+// execution has not ended: a workflow's run, or a parent waiting for its children, executes
+// nothing and has no node to die) and runs past its job's timeout, or its node is dead (no
+// heartbeat within the lease TTL it stated), fenced or stopped: a lease is not renewed while a
+// run executes, so an old lease alone says nothing. The node's own TTL, as the sweep judges it.
 const SELECT_STUCK: Query = Query::each(
-    "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
-    n.heartbeat_at, j.timeout
+    "SELECT r.run_id, j.job_name, n.node_name, r.started_at, j.timeout,
+    n.pid, n.heartbeat_at, n.lease_ttl, n.fenced_at
     FROM job_run r INDEXED BY job_run_running_job_idx
-    JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
-    WHERE (r.status = 'claimed' OR r.status = 'running')
+    JOIN job j ON j.job_id = r.job_id JOIN node n ON n.node_id = r.node_id
+    WHERE (r.status = 'claimed' OR r.status = 'running') AND r.own_status IS NULL
       AND ((j.timeout > 0 AND r.started_at + j.timeout < ?1)
-           OR n.heartbeat_at IS NULL OR n.heartbeat_at < ?2)
-    ORDER BY r.run_id LIMIT ?3",
-    "SELECT r.run_id, j.job_name, n.node_name, r.started_at,
-    n.heartbeat_at, j.timeout
-    FROM job_run r JOIN job j ON j.job_id = r.job_id LEFT JOIN node n ON n.node_id = r.node_id
-    WHERE (r.status = 'claimed' OR r.status = 'running')
+           OR n.fenced_at IS NOT NULL OR n.pid IS NULL OR n.heartbeat_at IS NULL
+           OR n.heartbeat_at < ?1 - n.lease_ttl)
+    ORDER BY r.run_id LIMIT ?2",
+    "SELECT r.run_id, j.job_name, n.node_name, r.started_at, j.timeout,
+    n.pid, n.heartbeat_at, n.lease_ttl, n.fenced_at
+    FROM job_run r JOIN job j ON j.job_id = r.job_id JOIN node n ON n.node_id = r.node_id
+    WHERE (r.status = 'claimed' OR r.status = 'running') AND r.own_status IS NULL
       AND ((j.timeout > 0 AND r.started_at + j.timeout < $1)
-           OR n.heartbeat_at IS NULL OR n.heartbeat_at < $2)
-    ORDER BY r.run_id LIMIT $3",
+           OR n.fenced_at IS NOT NULL OR n.pid IS NULL OR n.heartbeat_at IS NULL
+           OR n.heartbeat_at < $1 - n.lease_ttl)
+    ORDER BY r.run_id LIMIT $2",
 );
 
 const SELECT_OVERDUE: Query = Query::each(
@@ -379,31 +396,31 @@ impl Catalog {
         })
     }
 
-    /// Running runs past their job's timeout at `now` or whose node has sent no heartbeat
-    /// since `silent_before`, oldest first, and the queued runs due before `due_before` (how
-    /// many, and the oldest due time).
+    /// Executing runs past their job's timeout at `now` or whose node is dead (no heartbeat
+    /// within its lease TTL at `now`), fenced or stopped, oldest first, and the queued runs due
+    /// before `due_before` (how many, and the oldest due time).
     pub fn stuck_runs(
         &self,
         now: i64,
-        silent_before: i64,
         due_before: i64,
         limit: i64,
     ) -> Result<(Vec<StuckRun>, i64, Option<i64>), CatalogError> {
         self.reading(move |tx| {
-            let stuck = tx.rows(
-                &SELECT_STUCK,
-                &[now.into(), silent_before.into(), limit.into()],
-                |r| {
-                    Ok(StuckRun {
-                        run_id: r.int(0)?,
-                        job: r.text(1)?,
-                        node: r.opt_text(2)?,
-                        started_at: r.opt_int(3)?,
-                        heartbeat_at: r.opt_int(4)?,
-                        timeout: r.int(5)?,
-                    })
-                },
-            )?;
+            let stuck = tx.rows(&SELECT_STUCK, &[now.into(), limit.into()], |r| {
+                Ok(StuckRun {
+                    run_id: r.int(0)?,
+                    job: r.text(1)?,
+                    node: r.text(2)?,
+                    started_at: r.opt_int(3)?,
+                    timeout: r.int(4)?,
+                    node_row: StuckNode {
+                        pid: r.opt_int(5)?,
+                        heartbeat_at: r.opt_int(6)?,
+                        lease_ttl: r.int(7)?,
+                        fenced_at: r.opt_int(8)?,
+                    },
+                })
+            })?;
             let (overdue, oldest) = tx
                 .row(&SELECT_OVERDUE, &[due_before.into()], |r| {
                     Ok((r.int(0)?, r.opt_int(1)?))

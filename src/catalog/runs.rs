@@ -33,6 +33,9 @@ pub struct RunFilter {
     pub after: Option<i64>,
     /// At most this many.
     pub limit: i64,
+    /// The oldest matching runs first (with `after`: the runs just above it, the page before
+    /// a page), instead of the newest.
+    pub oldest_first: bool,
 }
 
 /// A query of runs as [`run_row`] reads them, `$tail` (a WHERE, an ORDER BY) added; the same
@@ -50,11 +53,11 @@ macro_rules! select_runs {
     };
 }
 
-/// A page of runs filtered, newest first (`$by_job` says how the job is chosen). The node by
-/// its id, looked up once, not compared by name on every run read. A value only tested for
-/// NULL is cast, so PostgreSQL knows its type.
+/// A page of runs filtered, in `$order` of run id (`$by_job` says how the job is chosen). The
+/// node by its id, looked up once, not compared by name on every run read. A value only tested
+/// for NULL is cast, so PostgreSQL knows its type.
 macro_rules! select_runs_filtered {
-    ($by_job:literal) => {
+    ($by_job:literal, $order:literal) => {
         select_runs!(concat!(
             " WHERE ",
             $by_job,
@@ -65,7 +68,9 @@ macro_rules! select_runs_filtered {
                AND (CAST(?6 AS BIGINT) IS NULL OR r.created_at < ?6)
                AND r.run_id < coalesce(?7, 9223372036854775807)
                AND r.run_id > coalesce(?8, -1)
-             ORDER BY r.run_id DESC LIMIT ?5"
+             ORDER BY r.run_id ",
+            $order,
+            " LIMIT ?5"
         ))
     };
 }
@@ -73,9 +78,16 @@ macro_rules! select_runs_filtered {
 // One job's runs by its id, so SQLite walks `job_run_job_idx` (job_id, run_id) from the newest
 // down: `?1 IS NULL OR j.job_name = ?1` hid the job from the planner, which scanned every run
 // newest first for it (350 ms for a job of 100 runs among a million).
-const SELECT_RUNS_OF_JOB: Query =
-    select_runs_filtered!("r.job_id = (SELECT job_id FROM job WHERE job_name = ?1)");
-const SELECT_RUNS_OF_ANY: Query = select_runs_filtered!("CAST(?1 AS TEXT) IS NULL");
+const SELECT_RUNS_OF_JOB: Query = select_runs_filtered!(
+    "r.job_id = (SELECT job_id FROM job WHERE job_name = ?1)",
+    "DESC"
+);
+const SELECT_RUNS_OF_ANY: Query = select_runs_filtered!("CAST(?1 AS TEXT) IS NULL", "DESC");
+const SELECT_RUNS_OF_JOB_UP: Query = select_runs_filtered!(
+    "r.job_id = (SELECT job_id FROM job WHERE job_name = ?1)",
+    "ASC"
+);
+const SELECT_RUNS_OF_ANY_UP: Query = select_runs_filtered!("CAST(?1 AS TEXT) IS NULL", "ASC");
 const SELECT_RUN: Query = select_runs!(" WHERE r.run_id = ?1");
 const SELECT_ROOT: Query =
     Query::same("SELECT coalesce(stump, run_id) FROM job_run WHERE run_id = ?1");
@@ -285,7 +297,7 @@ pub fn cancel_requested(mut c: impl Sql, node_id: i64) -> Result<Vec<i64>, Catal
 }
 
 impl Catalog {
-    /// Recent runs, newest first, filtered.
+    /// Runs filtered, newest first (or oldest first: [`RunFilter::oldest_first`]).
     pub fn runs(&self, filter: &RunFilter) -> Result<Vec<RunRow>, CatalogError> {
         let filter = filter.clone();
         self.reading(move |tx| {
@@ -304,10 +316,11 @@ impl Catalog {
                     before = Some(before.map_or(hi, |b| b.min(hi)));
                 }
             }
-            let query = if filter.job.is_some() {
-                &SELECT_RUNS_OF_JOB
-            } else {
-                &SELECT_RUNS_OF_ANY
+            let query = match (filter.job.is_some(), filter.oldest_first) {
+                (true, false) => &SELECT_RUNS_OF_JOB,
+                (false, false) => &SELECT_RUNS_OF_ANY,
+                (true, true) => &SELECT_RUNS_OF_JOB_UP,
+                (false, true) => &SELECT_RUNS_OF_ANY_UP,
             };
             let vals = [
                 filter.job.clone().into(),

@@ -1,6 +1,6 @@
 //! The node itself: `/healthz` (liveness: no credentials, no details), `/readyz` (the engine
-//! answers, the catalog reads and writes are not paused for the disk), status, pause and
-//! resume, and the OpenAPI document.
+//! answers, the catalog reads and writes are not paused for the disk), status (with the
+//! node's level per resource), pause and resume, and the OpenAPI document.
 
 use actix_web::{HttpResponse, get, post, web};
 use serde::Serialize;
@@ -76,7 +76,9 @@ async fn openapi_json() -> HttpResponse {
         .body(super::openapi_json())
 }
 
-/// What the node is doing: pause state, processors, the latest health sample.
+/// What the node is doing: pause state, its health verdict (the worst level of any resource,
+/// and each resource's level against the policy's thresholds), processors, the latest health
+/// sample.
 #[utoipa::path(tag = "node", responses((status = 200, body = NodeStatusView), (status = 503, body = ErrorBody)))]
 #[get("/api/v1/node")]
 async fn node_status(state: State) -> Result<web::Json<NodeStatusView>, ApiError> {

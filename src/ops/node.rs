@@ -9,6 +9,7 @@ use utoipa::ToSchema;
 use super::view::Time;
 use super::{OpError, Ops};
 use crate::catalog::observe::{NodeRow, SeriesFilter};
+use crate::policy::{Evidence, Level, Resource};
 use crate::runtime::{Engine, EngineError};
 
 /// The most runs one trigger request may queue.
@@ -95,9 +96,85 @@ pub struct NodeStatusView {
     /// Why writes are paused, while they are: the disk is critical or full, so only
     /// maintenance runs are claimed until a health sample reads it above critical again.
     pub writes_paused: Option<String>,
+    /// The node's health verdict: the worst level of any resource, as the policy judges it
+    /// from its own thresholds (`policy.*_strained`, `policy.*_critical`) after hysteresis
+    /// (`ok` before enough samples).
+    pub level: Level,
+    /// Each resource with a reading: its latest value against the policy's thresholds, and
+    /// its level.
+    pub resources: Vec<ResourceLevelView>,
     /// Each processor this node runs, and the latest health sample.
     #[schema(value_type = Object)]
     pub detail: Json,
+}
+
+impl NodeStatusView {
+    /// The resources not ok with their levels ("cpu critical, memory strained"), or `None`
+    /// when every resource is ok.
+    pub fn pressure_levels(&self) -> Option<String> {
+        let levels: Vec<String> = self
+            .resources
+            .iter()
+            .filter(|r| r.level > Level::Ok)
+            .map(|r| format!("{} {}", r.resource.as_str(), r.level.as_str()))
+            .collect();
+        (!levels.is_empty()).then(|| levels.join(", "))
+    }
+
+    /// The pressure on the node in words, as the policy judges it: each resource not ok with
+    /// its reading against the threshold ("cpu 100% (critical: > 97%)"), or that every
+    /// resource is ok.
+    pub fn pressure(&self) -> String {
+        let strained: Vec<&str> = self
+            .resources
+            .iter()
+            .filter(|r| r.level > Level::Ok)
+            .map(|r| r.text.as_str())
+            .collect();
+        if strained.is_empty() {
+            "every resource is ok now: the policy activates jobs in standby, in priority order"
+                .to_string()
+        } else {
+            format!("the node is under pressure: {}", strained.join("; "))
+        }
+    }
+}
+
+/// One resource's health as the node's policy judges it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ResourceLevelView {
+    /// The resource.
+    pub resource: Resource,
+    /// Its level after hysteresis: what the policy acts on.
+    pub level: Level,
+    /// The level of its latest reading alone.
+    pub reading: Level,
+    /// Its latest value in `unit`, rounded to a tenth.
+    pub value: f64,
+    /// `%` or `MiB`.
+    pub unit: String,
+    /// The policy's strained threshold, in `unit` (a higher value is worse for every
+    /// resource but memory and disk, whose values are what is free).
+    pub strained: f64,
+    /// The policy's critical threshold, in `unit`.
+    pub critical: f64,
+    /// In words: "cpu 100% (critical: > 97%)".
+    pub text: String,
+}
+
+impl From<&Evidence> for ResourceLevelView {
+    fn from(e: &Evidence) -> Self {
+        ResourceLevelView {
+            resource: e.resource,
+            level: e.level,
+            reading: e.reading,
+            value: e.value,
+            unit: e.unit.clone(),
+            strained: e.strained,
+            critical: e.critical,
+            text: e.describe(),
+        }
+    }
 }
 
 /// The node's status.
@@ -108,6 +185,8 @@ pub async fn status(engine: &Engine) -> Result<NodeStatusView, OpError> {
         node_id: s.node_id,
         paused: s.paused,
         writes_paused: s.writes_paused,
+        level: s.level,
+        resources: s.levels.iter().map(ResourceLevelView::from).collect(),
         detail: serde_json::json!({ "processors": s.processors, "health": s.health }),
     })
 }

@@ -1,6 +1,6 @@
 //! What a node's overview shows beyond its status and stats: runs finished per minute by
-//! outcome, stuck runs (past their timeout, on a silent node, queued runs waiting long),
-//! failing jobs, and the decision log filtered. Each question is bounded by the catalog
+//! outcome, stuck runs (past their timeout, on a dead, fenced or stopped node, queued runs
+//! waiting long), failing jobs, and the decision log filtered. Each question is bounded by the catalog
 //! ([`crate::catalog::browse`]): a range of run ids, never the whole history.
 
 use serde::Serialize;
@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::decisions::DecisionView;
 use super::view::Time;
 use super::{OpError, Ops};
-use crate::catalog::browse::DecisionFilter;
+use crate::catalog::browse::{DecisionFilter, StuckRun};
 
 /// The most runs counted for a throughput series (the newest).
 pub const THROUGHPUT_SCAN: i64 = 100_000;
@@ -59,7 +59,7 @@ pub struct StuckRunView {
 /// Work that does not move.
 #[derive(Debug, Clone, Serialize)]
 pub struct StuckView {
-    /// Running runs past their timeout, or on a silent node.
+    /// Executing runs past their timeout, or on a dead, fenced or stopped node.
     pub running: Vec<StuckRunView>,
     /// Queued runs due more than [`OVERDUE_MS`] ago.
     pub overdue: i64,
@@ -98,11 +98,6 @@ pub struct DecisionQuery {
     /// At most this many (1–[`super::decisions::MAX_DECISIONS`]).
     pub limit: i64,
 }
-
-/// A node whose heartbeat is older than this looks silent on the overview: three of the
-/// default heartbeats (`node.heartbeat_interval`, 5 s), before a sweep (`node.lease_ttl`, six)
-/// gives its runs to other nodes.
-pub const SILENT_MS: i64 = 15_000;
 
 impl Ops {
     /// Runs finished per `step` ms over `[from, to)`, by outcome.
@@ -149,36 +144,24 @@ impl Ops {
         })
     }
 
-    /// Runs that look stuck at `now`: past their timeout, or on a node silent for longer than
-    /// [`SILENT_MS`].
+    /// Runs that look stuck at `now`: executing past their timeout, or on a node that is dead
+    /// (no heartbeat within the lease TTL it stated), fenced or stopped. A run that executes
+    /// nothing itself — a workflow's run, a parent waiting for its children — is never stuck
+    /// for its node: it has none, or none it needs.
     pub fn stuck(&self, now: i64) -> Result<StuckView, OpError> {
-        let silent = SILENT_MS;
         let (running, overdue, oldest) = self
             .catalog
-            .stuck_runs(now, now - silent, now - OVERDUE_MS, 50)
+            .stuck_runs(now, now - OVERDUE_MS, 50)
             .map_err(self.within("looking for stuck runs"))?;
         Ok(StuckView {
             running: running
                 .into_iter()
                 .map(|r| {
-                    let node = r.node.clone().unwrap_or_else(|| "?".into());
-                    let why = match (r.heartbeat_at, r.started_at) {
-                        (Some(beat), _) if beat < now - silent => format!(
-                            "node `{node}` has sent no heartbeat for {} s",
-                            (now - beat) / 1000
-                        ),
-                        (None, _) => format!("node `{node}` has stopped"),
-                        (_, Some(start)) => format!(
-                            "running for {} s, past its timeout of {} s",
-                            (now - start) / 1000,
-                            r.timeout / 1000
-                        ),
-                        _ => "running past its timeout".to_string(),
-                    };
+                    let why = stuck_why(&r, now);
                     StuckRunView {
                         id: r.run_id,
                         job: r.job,
-                        node: r.node,
+                        node: Some(r.node),
                         started_at: Time::opt(r.started_at),
                         why,
                     }
@@ -241,5 +224,32 @@ impl Ops {
                 cause: d.cause,
             })
             .collect())
+    }
+}
+
+/// Why a run the catalog found stuck is: its node's state first (fenced, dead, stopped), else
+/// its timeout.
+fn stuck_why(r: &StuckRun, now: i64) -> String {
+    let node = &r.node;
+    let n = &r.node_row;
+    match (n.fenced_at, n.heartbeat_at) {
+        (Some(at), _) => format!(
+            "node `{node}` was fenced {} s ago (its heartbeat had stopped)",
+            (now - at).max(0) / 1000
+        ),
+        (None, Some(beat)) if now - beat > n.lease_ttl => format!(
+            "node `{node}` has sent no heartbeat for {} s",
+            (now - beat) / 1000
+        ),
+        (None, None) => format!("node `{node}` has stopped"),
+        _ if n.pid.is_none() => format!("node `{node}` has stopped"),
+        _ => match r.started_at {
+            Some(start) => format!(
+                "running for {} s, past its timeout of {} s",
+                (now - start) / 1000,
+                r.timeout / 1000
+            ),
+            None => "running past its timeout".to_string(),
+        },
     }
 }

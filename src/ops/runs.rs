@@ -224,6 +224,18 @@ impl From<CancelOutcome> for Cancelled {
 impl Ops {
     /// Runs matching `q`, newest first.
     pub fn runs(&self, q: &RunQuery) -> Result<Vec<RunView>, OpError> {
+        self.list_runs(q, false)
+    }
+
+    /// The runs matching `q` just above `q.after` (the page before a page of
+    /// [`Ops::runs`], whose newest run `after` is), newest first.
+    pub fn runs_above(&self, q: &RunQuery) -> Result<Vec<RunView>, OpError> {
+        let mut runs = self.list_runs(q, true)?;
+        runs.reverse();
+        Ok(runs)
+    }
+
+    fn list_runs(&self, q: &RunQuery, oldest_first: bool) -> Result<Vec<RunView>, OpError> {
         if !(1..=MAX_RUNS).contains(&q.limit) {
             return Err(OpError::invalid(
                 "limit",
@@ -252,6 +264,7 @@ impl Ops {
             before: q.before,
             after: q.after,
             limit: q.limit,
+            oldest_first,
         };
         let rows = self
             .catalog

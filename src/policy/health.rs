@@ -48,7 +48,17 @@ pub struct Sample {
 /// A resource the policy watches. Each has one value per sample, in the unit of its
 /// thresholds (see [`Resource::value`]).
 #[derive(
-    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Resource {
@@ -274,6 +284,7 @@ fn rate(bytes_per_s: u64) -> String {
     Hash,
     serde::Serialize,
     serde::Deserialize,
+    utoipa::ToSchema,
 )]
 #[serde(rename_all = "snake_case")]
 pub enum Level {

@@ -417,14 +417,8 @@ async fn form_page(
     )
 }
 
-/// `GET /ui/new-job`.
-pub(super) async fn new_form(
-    req: HttpRequest,
-    api: web::Data<ApiState>,
-    ui: web::Data<Ui>,
-    session: Session,
-) -> Result<HttpResponse, UiError> {
-    // A new job's fields start at the defaults a job.conf entry gets.
+/// A new job's fields: the defaults a job.conf entry gets, on the first processor.
+async fn new_fields(api: &ApiState) -> Result<Fields, UiError> {
     let processor = api
         .read(|ops| ops.processor_names())
         .await?
@@ -433,6 +427,17 @@ pub(super) async fn new_form(
         .unwrap_or_default();
     let mut f = Fields::of_job("", &JobDef::new(JobType::Function, processor));
     f.payload = String::new();
+    Ok(f)
+}
+
+/// `GET /ui/new-job`.
+pub(super) async fn new_form(
+    req: HttpRequest,
+    api: web::Data<ApiState>,
+    ui: web::Data<Ui>,
+    session: Session,
+) -> Result<HttpResponse, UiError> {
+    let f = new_fields(&api).await?;
     form_page(
         Ctx {
             req: &req,
@@ -584,15 +589,60 @@ async fn save(
     }
 }
 
+/// A form body the handler could not read: too large (the problem shown at the payload, the
+/// field that makes a form large, on the form as it was before this post — the body, past the
+/// limit, is not read), or otherwise unreadable.
+async fn unread(
+    ctx: Ctx<'_>,
+    editing: Option<String>,
+    e: actix_web::Error,
+) -> Result<HttpResponse, UiError> {
+    let status = e.as_response_error().status_code();
+    if status != StatusCode::PAYLOAD_TOO_LARGE {
+        return Err(UiError::new(status, e.to_string()));
+    }
+    let f = match &editing {
+        Some(name) => {
+            let key = name.clone();
+            let (_, def) = ctx.api.read(move |ops| ops.job(&key)).await?;
+            Fields::of_job(name, &def)
+        }
+        None => new_fields(ctx.api).await?,
+    };
+    let problems = vec![problem("payload", super::too_large())];
+    form_page(
+        ctx,
+        editing.is_some(),
+        f,
+        problems,
+        StatusCode::UNPROCESSABLE_ENTITY,
+    )
+    .await
+}
+
+/// A job form's body, or why it could not be read.
+type FormBody = Result<web::Form<Vec<(String, String)>>, actix_web::Error>;
+
 /// `POST /ui/jobs`: create a job.
 pub(super) async fn create(
     req: HttpRequest,
     api: web::Data<ApiState>,
     ui: web::Data<Ui>,
     session: Session,
-    form: web::Form<Vec<(String, String)>>,
+    form: FormBody,
 ) -> Result<HttpResponse, UiError> {
-    save(req, api, ui, session, form.into_inner(), None).await
+    match form {
+        Ok(form) => save(req, api, ui, session, form.into_inner(), None).await,
+        Err(e) => {
+            let ctx = Ctx {
+                req: &req,
+                api: &api,
+                ui: &ui,
+                session: &session,
+            };
+            unread(ctx, None, e).await
+        }
+    }
 }
 
 /// `POST /ui/jobs/{name}`: save the edit form.
@@ -602,17 +652,21 @@ pub(super) async fn update(
     ui: web::Data<Ui>,
     session: Session,
     name: web::Path<String>,
-    form: web::Form<Vec<(String, String)>>,
+    form: FormBody,
 ) -> Result<HttpResponse, UiError> {
-    save(
-        req,
-        api,
-        ui,
-        session,
-        form.into_inner(),
-        Some(name.into_inner()),
-    )
-    .await
+    let name = name.into_inner();
+    match form {
+        Ok(form) => save(req, api, ui, session, form.into_inner(), Some(name)).await,
+        Err(e) => {
+            let ctx = Ctx {
+                req: &req,
+                api: &api,
+                ui: &ui,
+                session: &session,
+            };
+            unread(ctx, Some(name), e).await
+        }
+    }
 }
 
 /// `GET /ui/schedule?…`: the preview fragment for the schedule fields typed so far.

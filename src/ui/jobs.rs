@@ -118,6 +118,8 @@ pub(super) struct JobRow {
     state: String,
     state_class: String,
     reason: String,
+    /// For a job in standby: what holds it back now, shown under its state.
+    held: String,
     enabled: bool,
     schedule: String,
     next_run: String,
@@ -165,6 +167,7 @@ fn job_row(j: &JobView, fmt: Fmt, operator: bool) -> JobRow {
             .backoff
             .clone()
             .unwrap_or_else(|| j.activation.reason.clone()),
+        held: String::new(),
         enabled: j.enabled,
         schedule: j.schedule.clone(),
         next_run: fmt.time(j.next_run_at.map(|t| t.ms())),
@@ -228,10 +231,27 @@ pub(super) async fn list(
     let page = api.read(move |ops| ops.job_page(&query_)).await?;
     let fmt = fmt(&api).await;
     let chrome = chrome(&req, &ui, &api, &session, "Jobs");
+    // A job in standby waits for the node's health: say what holds it back now.
+    let standby = |j: &JobView| j.enabled && j.activation.state == "standby";
+    let held = if page.items.iter().any(standby) {
+        let status = crate::ops::node::status(&api.engine).await?;
+        match status.pressure_levels() {
+            Some(levels) => format!("held back: {levels}"),
+            None => "the node is healthy: activated in priority order".to_string(),
+        }
+    } else {
+        String::new()
+    };
     let rows = page
         .items
         .iter()
-        .map(|j| job_row(j, fmt, chrome.operator))
+        .map(|j| {
+            let mut row = job_row(j, fmt, chrome.operator);
+            if standby(j) {
+                row.held = held.clone();
+            }
+            row
+        })
         .collect();
     let sorts = [
         ("Name", "name"),
@@ -315,6 +335,8 @@ pub(super) struct JobPage {
     last_response: String,
     last_output: String,
     last_output_run: Option<i64>,
+    /// For a job in standby: the node's pressure now, in words.
+    held_back: Option<String>,
     runs: Vec<HistoryRow>,
     may_edit: bool,
 }
@@ -360,7 +382,17 @@ pub(super) async fn detail(
         .await?;
     let fmt = fmt(&api).await;
     let chrome = chrome(&req, &ui, &api, &session, "Jobs");
-    let last_output = runs.iter().find(|r| r.finished_at.is_some());
+    // The last run that ran: a skipped run, or one cancelled before it started, has no output.
+    let last_output = runs
+        .iter()
+        .find(|r| r.finished_at.is_some() && r.started_at.is_some());
+    // A job waiting in standby: the pressure on the node now that holds it back.
+    let held_back = if view.enabled && view.activation.state == "standby" {
+        let status = crate::ops::node::status(&api.engine).await?;
+        Some(status.pressure())
+    } else {
+        None
+    };
     render(
         StatusCode::OK,
         &JobPage {
@@ -373,6 +405,7 @@ pub(super) async fn detail(
             last_response: response_text(view.last_response.as_ref()),
             last_output: last_output.and_then(|r| r.log.clone()).unwrap_or_default(),
             last_output_run: last_output.map(|r| r.id),
+            held_back,
             runs: runs.iter().map(|r| history_row(r, fmt)).collect(),
             may_edit,
             chrome,

@@ -137,11 +137,46 @@ pub fn configure(ui: web::Data<Ui>) -> impl FnOnce(&mut web::ServiceConfig) {
         cfg.service(
             web::scope("/ui")
                 .app_data(ui)
+                .app_data(
+                    web::FormConfig::default()
+                        .limit(crate::http::BODY_LIMIT)
+                        .error_handler(form_error),
+                )
                 .wrap(from_fn(guard))
                 .configure(register),
         );
         cfg.route("/", web::get().to(root));
     }
+}
+
+/// Why a form is refused for its size: the API's body limit ([`crate::http::BODY_LIMIT`]) is
+/// the UI's too, one limit for every request to the node.
+pub(crate) fn too_large() -> String {
+    format!(
+        "the form is larger than {} KiB ({} bytes), the most a request to this node may carry; \
+         nothing was saved",
+        crate::http::BODY_LIMIT / 1024,
+        crate::http::BODY_LIMIT
+    )
+}
+
+/// A form body that cannot be read, in words (never the framework's own text).
+fn form_error(e: actix_web::error::UrlencodedError, _: &HttpRequest) -> actix_web::Error {
+    use actix_web::error::UrlencodedError as E;
+    let e = match e {
+        E::Overflow { .. } | E::UnknownLength => {
+            UiError::new(StatusCode::PAYLOAD_TOO_LARGE, too_large())
+        }
+        E::ContentType => UiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a form must be sent as application/x-www-form-urlencoded",
+        ),
+        _ => UiError::new(
+            StatusCode::BAD_REQUEST,
+            "the form could not be read (its body is not URL-encoded text)",
+        ),
+    };
+    e.into()
 }
 
 /// `/`: the UI's start page is `/ui/` (a page of its own there needs a session).
@@ -226,12 +261,18 @@ pub async fn guard(
                 req.into_response(UiError::from(e).error_response()),
             ));
         }
-        if write && !carries_csrf(&mut req, &s.csrf).await {
-            let e = UiError::new(
-                StatusCode::FORBIDDEN,
-                "the request carries no valid CSRF token (reload the page and try again)",
-            );
-            return Ok(secured(req.into_response(e.error_response())));
+        if write {
+            let refused = match carries_csrf(&mut req, &s.csrf).await {
+                Csrf::Carried => None,
+                Csrf::Missing => Some(UiError::new(
+                    StatusCode::FORBIDDEN,
+                    "the request carries no valid CSRF token (reload the page and try again)",
+                )),
+                Csrf::TooLarge => Some(UiError::new(StatusCode::PAYLOAD_TOO_LARGE, too_large())),
+            };
+            if let Some(e) = refused {
+                return Ok(secured(req.into_response(e.error_response())));
+            }
         }
     } else if write && let Err(e) = check_origin(req.request()) {
         return Ok(secured(req.into_response(e.error_response())));
@@ -293,11 +334,22 @@ fn check_origin(req: &HttpRequest) -> Result<(), UiError> {
     }
 }
 
+/// Whether a write carries the session's CSRF token.
+enum Csrf {
+    /// It does.
+    Carried,
+    /// It does not, or a wrong one.
+    Missing,
+    /// Its form is larger than the body limit: the token in it cannot be read.
+    TooLarge,
+}
+
 /// Whether the request carries `csrf`: in the `X-CSRF-Token` header, or as the `csrf` field of
 /// a form body (read here and put back for the handler).
-async fn carries_csrf(req: &mut ServiceRequest, csrf: &str) -> bool {
+async fn carries_csrf(req: &mut ServiceRequest, csrf: &str) -> Csrf {
+    let verdict = |ok: bool| if ok { Csrf::Carried } else { Csrf::Missing };
     if let Some(token) = req.headers().get("x-csrf-token") {
-        return token.to_str().is_ok_and(|t| same_secret(t, csrf));
+        return verdict(token.to_str().is_ok_and(|t| same_secret(t, csrf)));
     }
     let is_form = req
         .headers()
@@ -305,14 +357,18 @@ async fn carries_csrf(req: &mut ServiceRequest, csrf: &str) -> bool {
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
     if !is_form {
-        return false;
+        return Csrf::Missing;
     }
-    let Ok(body) = req.extract::<web::Bytes>().await else {
-        return false;
+    let body = match req.extract::<web::Bytes>().await {
+        Ok(body) => body,
+        Err(e) if e.as_response_error().status_code() == StatusCode::PAYLOAD_TOO_LARGE => {
+            return Csrf::TooLarge;
+        }
+        Err(_) => return Csrf::Missing,
     };
     let ok = form_urlencoded::parse(&body).any(|(k, v)| k == "csrf" && same_secret(&v, csrf));
     req.set_payload(Payload::from(body));
-    ok
+    verdict(ok)
 }
 
 /// The headers every UI answer carries.

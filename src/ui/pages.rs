@@ -57,6 +57,13 @@ pub(super) struct StuckRow {
     why: String,
 }
 
+/// A resource's level as the overview lists it: the level's word (also its class) and the
+/// reading against the policy's threshold, in words.
+pub(super) struct LevelRow {
+    level: &'static str,
+    text: String,
+}
+
 /// A failing job as the overview lists it.
 pub(super) struct FailingRow {
     job: String,
@@ -71,8 +78,11 @@ pub(super) struct FailingRow {
 #[template(path = "overview.html")]
 pub(super) struct OverviewPage {
     chrome: Chrome,
-    state: String,
+    state: &'static str,
     state_class: &'static str,
+    state_why: String,
+    level: &'static str,
+    levels: Vec<LevelRow>,
     paused: bool,
     activation: Vec<(String, i64)>,
     queued: i64,
@@ -146,14 +156,25 @@ pub(super) async fn overview(
         })
         .await?;
     let fmt = fmt(&api).await;
-    let (state, state_class) = match (&status.writes_paused, status.paused) {
+    // The state is a word (its badge stays within its card); what it means is said beside it.
+    let (state, state_class, state_why) = match (&status.writes_paused, status.paused) {
         (_, true) => (
-            "paused by an operator: no schedule fires, no run is claimed".to_string(),
             "paused",
+            "paused",
+            "by an operator: no schedule fires, no run is claimed".to_string(),
         ),
-        (Some(why), false) => (format!("writes paused: {why}"), "paused"),
-        (None, false) => ("running".to_string(), "active"),
+        (Some(why), false) => ("writes paused", "paused", why.clone()),
+        (None, false) => ("running", "active", String::new()),
     };
+    let level = status.level.as_str();
+    let levels = status
+        .resources
+        .iter()
+        .map(|r| LevelRow {
+            level: r.level.as_str(),
+            text: r.text.clone(),
+        })
+        .collect();
     let readings = status
         .detail
         .get("health")
@@ -166,6 +187,9 @@ pub(super) async fn overview(
             chrome: chrome(&req, &ui, &api, &session, "Overview"),
             state,
             state_class,
+            state_why,
+            level,
+            levels,
             paused: status.paused,
             activation: queue.activation.clone(),
             queued: queue.queued,
@@ -215,7 +239,6 @@ pub(super) async fn overview(
 
 /// Pauses (`true`) or resumes this node through its engine, with the audit row the API writes.
 async fn set_paused(
-    req: HttpRequest,
     api: web::Data<ApiState>,
     ui: web::Data<Ui>,
     session: Session,
@@ -235,27 +258,52 @@ async fn set_paused(
         (_, false) => format!("node `{node}` was running already"),
     };
     ui.sessions.set_flash(&session.key, note);
-    Ok(super::see_other(&super::back(&req, "/ui/")))
+    // To the overview, where the buttons are (the confirmation page is no page to go back to).
+    Ok(super::see_other("/ui/"))
 }
 
-/// `POST /ui/node/pause`.
+/// The pause form: `confirm` is set by the confirmation page's button.
+#[derive(Debug, Deserialize)]
+pub(super) struct PauseForm {
+    #[serde(default)]
+    confirm: String,
+}
+
+/// The page that asks before pausing the whole node (a form, so it works without scripts).
+#[derive(Template)]
+#[template(path = "confirm_pause.html")]
+pub(super) struct ConfirmPausePage {
+    chrome: Chrome,
+}
+
+/// `POST /ui/node/pause`: pausing stops every schedule and claim of the node, so the first
+/// post asks (a page with the confirming form); the node pauses only on `confirm=yes`.
 pub(super) async fn pause(
     req: HttpRequest,
     api: web::Data<ApiState>,
     ui: web::Data<Ui>,
     session: Session,
+    form: Option<web::Form<PauseForm>>,
 ) -> Result<HttpResponse, UiError> {
-    set_paused(req, api, ui, session, true).await
+    // A post without a form (no body) is a first click too: it asks.
+    if form.is_some_and(|f| f.confirm == "yes") {
+        return set_paused(api, ui, session, true).await;
+    }
+    render(
+        StatusCode::OK,
+        &ConfirmPausePage {
+            chrome: chrome(&req, &ui, &api, &session, "Overview"),
+        },
+    )
 }
 
 /// `POST /ui/node/resume`.
 pub(super) async fn resume(
-    req: HttpRequest,
     api: web::Data<ApiState>,
     ui: web::Data<Ui>,
     session: Session,
 ) -> Result<HttpResponse, UiError> {
-    set_paused(req, api, ui, session, false).await
+    set_paused(api, ui, session, false).await
 }
 
 // ---- charts ----
@@ -501,7 +549,21 @@ pub(super) struct ProcessorRow {
     remote: String,
     enabled: bool,
     jobs: i64,
-    running: Vec<(String, i64, String)>,
+    /// Per node: its name, what it runs (`1 instance, 1 busy`), and why (its policy's last
+    /// word on the instances, if any).
+    running: Vec<(String, String, String)>,
+}
+
+fn instances_text(instances: i64, busy: Option<usize>) -> String {
+    let noun = if instances == 1 {
+        "instance"
+    } else {
+        "instances"
+    };
+    match busy {
+        Some(b) => format!("{instances} {noun}, {b} busy"),
+        None => format!("{instances} {noun}"),
+    }
 }
 
 /// The Processors page.
@@ -512,7 +574,9 @@ pub(super) struct ProcessorsPage {
     rows: Vec<ProcessorRow>,
 }
 
-/// `GET /ui/processors`.
+/// `GET /ui/processors`: each processor with the instances every node runs — this node's as
+/// its engine runs them now (with how many are busy), the others' as their policy last set
+/// them.
 pub(super) async fn processors(
     req: HttpRequest,
     api: web::Data<ApiState>,
@@ -520,20 +584,53 @@ pub(super) async fn processors(
     session: Session,
 ) -> Result<HttpResponse, UiError> {
     let list = api.read(|ops| ops.processors()).await?;
+    let status = crate::ops::node::status(&api.engine).await?;
+    let me = status.node.clone();
+    // This node's processors as its engine reports them (`name`, `instances`, `running`).
+    let local: Vec<(String, i64, usize)> = status
+        .detail
+        .get("processors")
+        .and_then(Json::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(|p| {
+                    Some((
+                        p.get("name")?.as_str()?.to_string(),
+                        p.get("instances")?.as_i64()?,
+                        p.get("running")?.as_u64()? as usize,
+                    ))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     let rows = list
         .into_iter()
-        .map(|p| ProcessorRow {
-            name: p.name,
-            instances: p.instances,
-            max_instances: p.max_instances.map(|m| m.to_string()).unwrap_or_default(),
-            remote: p.remote.unwrap_or_default(),
-            enabled: p.enabled,
-            jobs: p.jobs,
-            running: p
-                .running
-                .into_iter()
-                .map(|n| (n.node, n.instances, n.reason.unwrap_or_default()))
-                .collect(),
+        .map(|p| {
+            let mut running: Vec<(String, String, String)> = Vec::new();
+            let mine = p.running.iter().find(|n| n.node == me);
+            if let Some((_, instances, busy)) = local.iter().find(|(name, ..)| *name == p.name) {
+                running.push((
+                    me.clone(),
+                    instances_text(*instances, Some(*busy)),
+                    mine.and_then(|n| n.reason.clone()).unwrap_or_default(),
+                ));
+            }
+            running.extend(p.running.iter().filter(|n| n.node != me).map(|n| {
+                (
+                    n.node.clone(),
+                    instances_text(n.instances, None),
+                    n.reason.clone().unwrap_or_default(),
+                )
+            }));
+            ProcessorRow {
+                name: p.name,
+                instances: p.instances,
+                max_instances: p.max_instances.map(|m| m.to_string()).unwrap_or_default(),
+                remote: p.remote.unwrap_or_default(),
+                enabled: p.enabled,
+                jobs: p.jobs,
+                running,
+            }
         })
         .collect();
     render(

@@ -9,11 +9,11 @@ use serde::Deserialize;
 
 use super::jobs::{chrome, fmt};
 use super::session::Session;
-use super::view::{Chrome, duration, pretty, query};
+use super::view::{Chrome, Fmt, duration, pretty, query};
 use super::{Ui, UiError, back, render, see_other};
 use crate::http::ApiState;
 use crate::model::RunStatus;
-use crate::ops::runs::{Cancelled, RunQuery};
+use crate::ops::runs::{Cancelled, RunQuery, TreeView};
 
 /// Runs per page.
 const PAGE: i64 = 50;
@@ -37,11 +37,34 @@ pub(super) struct ListQuery {
     since: String,
     #[serde(default)]
     before: Option<i64>,
+    /// The page just above this run id (the "Newer" link of a page whose newest run it is).
+    #[serde(default)]
+    after: Option<i64>,
+}
+
+/// Where a page of runs starts: the newest, below a run id, or just above one.
+#[derive(Debug, Clone, Copy)]
+enum Anchor {
+    Newest,
+    Before(i64),
+    After(i64),
 }
 
 impl ListQuery {
-    fn url(&self, before: Option<i64>) -> String {
-        let before = before.map(|b| b.to_string()).unwrap_or_default();
+    fn anchor(&self) -> Anchor {
+        match (self.after, self.before) {
+            (Some(a), _) => Anchor::After(a),
+            (None, Some(b)) => Anchor::Before(b),
+            (None, None) => Anchor::Newest,
+        }
+    }
+
+    fn url(&self, at: Anchor) -> String {
+        let (before, after) = match at {
+            Anchor::Newest => (String::new(), String::new()),
+            Anchor::Before(b) => (b.to_string(), String::new()),
+            Anchor::After(a) => (String::new(), a.to_string()),
+        };
         format!(
             "/ui/runs{}",
             query(&[
@@ -50,6 +73,7 @@ impl ListQuery {
                 ("node", &self.node),
                 ("since", &self.since),
                 ("before", &before),
+                ("after", &after),
             ])
         )
     }
@@ -81,6 +105,7 @@ pub(super) struct RunsPage {
     spans: Vec<(&'static str, &'static str)>,
     self_url: String,
     older: Option<String>,
+    newer: Option<String>,
     newest: Option<String>,
     problem: Option<String>,
     searched: Option<String>,
@@ -116,32 +141,53 @@ pub(super) async fn list(
         },
     };
     let windowed = (status.is_some() || opt(&q.node).is_some()) && opt(&q.job).is_none();
+    let anchor = q.anchor();
     let mut query_ = RunQuery {
         job: opt(&q.job),
         status,
         node: opt(&q.node),
         since,
         until: None,
-        before: q.before,
+        before: None,
         after: None,
         limit: PAGE,
     };
     let read = api
         .read(move |ops| {
             let (newest, oldest) = ops.run_ids()?;
-            let window = windowed.then(|| {
-                let top = query_.before.unwrap_or(newest + 1);
-                (top - WINDOW, top)
-            });
-            query_.after = window.map(|(low, _)| low - 1);
-            Ok((ops.runs(&query_)?, window, oldest))
+            // A rare filter reads a window of ids: below the anchor, or above it.
+            let window = match anchor {
+                Anchor::After(a) => {
+                    let top = (a + 1 + WINDOW).min(newest + 1);
+                    (a + 1, top)
+                }
+                Anchor::Before(b) => (b - WINDOW, b),
+                Anchor::Newest => (newest + 1 - WINDOW, newest + 1),
+            };
+            // Ids in [low, top): below `top`, above `low - 1`.
+            let (before, after) = if windowed {
+                (Some(window.1), Some(window.0 - 1))
+            } else {
+                match anchor {
+                    Anchor::After(a) => (None, Some(a)),
+                    Anchor::Before(b) => (Some(b), None),
+                    Anchor::Newest => (None, None),
+                }
+            };
+            query_.before = before;
+            query_.after = after;
+            let runs = match anchor {
+                Anchor::After(_) => ops.runs_above(&query_)?,
+                Anchor::Before(_) | Anchor::Newest => ops.runs(&query_)?,
+            };
+            Ok((runs, windowed.then_some(window), newest, oldest))
         })
         .await;
-    let (runs, window, oldest) = match read {
+    let (runs, window, newest_id, oldest) = match read {
         Ok(found) => found,
         Err(e) => {
             problem = Some(e.body.error);
-            (Vec::new(), None, 0)
+            (Vec::new(), None, 0, 0)
         }
     };
     let fmt = fmt(&api).await;
@@ -170,22 +216,7 @@ pub(super) async fn list(
         .collect();
     // A full page continues below its last run; a window that held fewer continues below
     // the window, saying which runs it looked through.
-    let mut searched = None;
-    let older = if rows.len() as i64 == PAGE {
-        rows.last().map(|r| q.url(Some(r.id)))
-    } else {
-        match window {
-            Some((low, top)) if low > oldest => {
-                searched = Some(format!(
-                    "Looked through runs {}–{} for these; older runs are on the next page.",
-                    low.max(oldest),
-                    top - 1
-                ));
-                Some(q.url(Some(low)))
-            }
-            _ => None,
-        }
-    };
+    let (older, newer, searched) = pager(&q, &rows, window, newest_id, oldest);
     render(
         StatusCode::OK,
         &RunsPage {
@@ -198,15 +229,70 @@ pub(super) async fn list(
                 ("24h", "last day"),
                 ("7d", "last week"),
             ],
-            self_url: q.url(q.before),
-            newest: q.before.is_some().then(|| q.url(None)),
+            self_url: q.url(q.anchor()),
+            newest: (!matches!(q.anchor(), Anchor::Newest)).then(|| q.url(Anchor::Newest)),
             older,
+            newer,
             rows,
             problem,
             searched,
             q,
         },
     )
+}
+
+/// The Older and Newer links of a page of runs, and what a window looked through when it
+/// holds fewer than a page. A full page continues past its last (or first) run; a window
+/// that held fewer continues past the window, saying which runs it looked through.
+fn pager(
+    q: &ListQuery,
+    rows: &[RunRow],
+    window: Option<(i64, i64)>,
+    newest: i64,
+    oldest: i64,
+) -> (Option<String>, Option<String>, Option<String>) {
+    let full = rows.len() as i64 == PAGE;
+    let (first, last) = (rows.first().map(|r| r.id), rows.last().map(|r| r.id));
+    let mut searched = None;
+    match q.anchor() {
+        Anchor::Newest | Anchor::Before(_) => {
+            let older = match (full, window, last) {
+                (true, _, Some(last)) => Some(q.url(Anchor::Before(last))),
+                (false, Some((low, top)), _) if low > oldest => {
+                    searched = Some(format!(
+                        "Looked through runs {}–{} for these; older runs are on the next page.",
+                        low.max(oldest),
+                        top - 1
+                    ));
+                    Some(q.url(Anchor::Before(low)))
+                }
+                _ => None,
+            };
+            let newer = match (q.anchor(), first) {
+                (Anchor::Before(_), Some(first)) if first < newest => {
+                    Some(q.url(Anchor::After(first)))
+                }
+                (Anchor::Before(b), None) => Some(q.url(Anchor::After(b - 1))),
+                _ => None,
+            };
+            (older, newer, searched)
+        }
+        Anchor::After(a) => {
+            let older = Some(q.url(Anchor::Before(last.unwrap_or(a + 1))));
+            let newer = match (full, window, first) {
+                (true, _, Some(first)) if first < newest => Some(q.url(Anchor::After(first))),
+                (false, Some((low, top)), _) if top <= newest => {
+                    searched = Some(format!(
+                        "Looked through runs {low}–{} for these; newer runs are on the next page.",
+                        top - 1
+                    ));
+                    Some(q.url(Anchor::After(top - 1)))
+                }
+                _ => None,
+            };
+            (older, newer, searched)
+        }
+    }
 }
 
 /// The run page.
@@ -233,6 +319,89 @@ pub(super) struct RunPage {
     cancel_requested: bool,
     active: bool,
     retryable: bool,
+    tree: Option<TreeSection>,
+}
+
+/// The tree a run belongs to, as its page shows it (only when it has more than this run).
+pub(super) struct TreeSection {
+    root: i64,
+    status: String,
+    ended: bool,
+    total: usize,
+    counts: String,
+    rows: Vec<TreeRow>,
+    /// Runs of the tree not listed: beyond [`TREE_ROWS`], or beyond what a tree view holds.
+    more: Option<String>,
+}
+
+/// One run of a tree: indented by its depth, named by its step (or its job), with its state,
+/// timing and a link.
+pub(super) struct TreeRow {
+    id: i64,
+    /// 0–6: the class that indents it (deeper runs stay at 6).
+    depth: usize,
+    name: String,
+    job: String,
+    status: String,
+    superseded: bool,
+    attempt: i64,
+    started: String,
+    took: String,
+    error: String,
+    this: bool,
+}
+
+/// The deepest indentation the stylesheet has (`.d6`).
+const MAX_INDENT: usize = 6;
+/// The most runs of a tree the page lists (it polls while the run is active); the API's tree
+/// has them all.
+const TREE_ROWS: usize = 500;
+
+fn tree_section(t: &TreeView, this: i64, fmt: Fmt) -> Option<TreeSection> {
+    if t.runs.len() < 2 {
+        return None;
+    }
+    let counts: Vec<String> = t.counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
+    Some(TreeSection {
+        root: t.root,
+        status: t.status.clone(),
+        ended: t.ended,
+        total: t.runs.len(),
+        counts: counts.join(", "),
+        rows: t
+            .runs
+            .iter()
+            .take(TREE_ROWS)
+            .map(|n| {
+                let r = &n.run;
+                TreeRow {
+                    id: r.id,
+                    depth: n.depth.min(MAX_INDENT),
+                    name: r.step.clone().unwrap_or_else(|| r.job.clone()),
+                    job: r.job.clone(),
+                    status: r.status.clone(),
+                    superseded: n.superseded,
+                    attempt: r.attempt,
+                    started: fmt.time(r.started_at.map(|t| t.ms())),
+                    took: duration(r.elapsed_ms),
+                    error: r
+                        .error
+                        .as_deref()
+                        .map(|e| e.chars().take(120).collect())
+                        .unwrap_or_default(),
+                    this: r.id == this,
+                }
+            })
+            .collect(),
+        more: (t.truncated || t.runs.len() > TREE_ROWS).then(|| {
+            format!(
+                "The first {} runs of the tree are listed; GET /api/v1/runs/{}/tree has {}.",
+                TREE_ROWS.min(t.runs.len()),
+                t.root,
+                if t.truncated { "more" } else { "them all" }
+            )
+        }),
+    })
 }
 
 /// `GET /ui/runs/{id}`.
@@ -244,7 +413,11 @@ pub(super) async fn detail(
     id: web::Path<i64>,
 ) -> Result<HttpResponse, UiError> {
     let id = id.into_inner();
-    let r = api.read(move |ops| ops.run(id)).await?;
+    // The tree, as `runs tree` shows it (one indexed read by its root; a lone run's tree is
+    // itself, and is not shown).
+    let (r, tree) = api
+        .read(move |ops| Ok((ops.run(id)?, ops.tree(id)?)))
+        .await?;
     let fmt = fmt(&api).await;
     render(
         StatusCode::OK,
@@ -272,6 +445,7 @@ pub(super) async fn detail(
                 r.status.as_str(),
                 "failed" | "timed_out" | "dead" | "cancelled" | "skipped"
             ),
+            tree: tree_section(&tree, id, fmt),
         },
     )
 }

@@ -388,6 +388,18 @@ async fn the_web_ui_in_headless_chromium() {
     )
     .await;
 
+    // No run yet: the duration chart's empty note is drawn right under that chart (not under
+    // the last output below it).
+    let under = ui
+        .until(
+            "the empty duration chart's note",
+            "(function () { var c = document.querySelector('[data-chart^=\"/ui/charts?c=job\"]'); \
+             var n = c && c.nextElementSibling; \
+             return n && n.className === 'chart-empty' && n.textContent; })()",
+        )
+        .await;
+    assert_eq!(under, "no samples in this range yet");
+
     // Run it now: the run succeeds on the page without a reload.
     ui.js("window.__kept = 'no reload'; return 1").await;
     ui.type_into("#params", r#"{"day": "2026-11-30"}"#).await;
@@ -437,6 +449,34 @@ async fn the_web_ui_in_headless_chromium() {
         .await;
     println!("CPU chart: {points} buckets with values, {drawn} pixels of the series' colour");
     ui.shots("overview").await;
+    assert!(
+        ui.js("return document.querySelector('#node-level').textContent")
+            .await
+            .as_str()
+            .unwrap()
+            .starts_with("health "),
+        "the health verdict beside the state"
+    );
+    // Pausing the node asks first; only the confirming button pauses it.
+    ui.click("#pause").await;
+    ui.until(
+        "the confirmation",
+        "document.querySelector('#pause-confirm') !== null",
+    )
+    .await;
+    ui.shots("confirm-pause").await;
+    ui.click("#pause-confirm").await;
+    ui.until(
+        "the node paused",
+        "(document.querySelector('#node-state') || {}).textContent === 'paused'",
+    )
+    .await;
+    ui.click("#pause").await;
+    ui.until(
+        "the node resumed",
+        "(document.querySelector('#node-state') || {}).textContent === 'running'",
+    )
+    .await;
     ui.js("document.querySelector('.charts').scrollIntoView(); return 1")
         .await;
     ui.shots("overview-charts").await;

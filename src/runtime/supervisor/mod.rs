@@ -77,6 +77,11 @@ pub struct EngineStatus {
     pub processors: Vec<ProcessorStatus>,
     /// The latest health sample.
     pub health: Option<HealthReport>,
+    /// The worst level of any resource, as the policy judges it (after hysteresis).
+    pub level: crate::policy::Level,
+    /// Each resource with a reading: its latest value against the policy's thresholds, and
+    /// its level (after hysteresis, and of the reading alone).
+    pub levels: Vec<crate::policy::Evidence>,
     /// Why writes are paused (the disk is critical or full: only maintenance runs are
     /// claimed), while they are.
     pub writes_paused: Option<String>,
@@ -734,6 +739,11 @@ impl Handler<GetEngineStatus> for Supervisor {
             .map(|(_, a)| a.send(GetStatus))
             .collect();
         let (node_id, paused, health) = (self.node_id, self.paused, self.last_health.clone());
+        let level = self.policy.overall();
+        let levels = crate::policy::Resource::ALL
+            .into_iter()
+            .filter_map(|r| self.policy.health().evidence(r, self.policy.config()))
+            .collect();
         let writes_paused = self.writes_paused.then(|| {
             self.paused_because.clone().unwrap_or_else(|| {
                 "the disk is full: a catalog write failed (the pause is being decided)".into()
@@ -753,6 +763,8 @@ impl Handler<GetEngineStatus> for Supervisor {
                     paused,
                     processors,
                     health,
+                    level,
+                    levels,
                     writes_paused,
                 }
             }
