@@ -947,7 +947,9 @@ payload = { function = "f" }
         );
         assert_eq!(
             rows[0].3.as_deref(),
-            Some("quarantined: the node died while it ran 3 times")
+            Some(
+                "quarantined: the node died 4 times while it held this run, 3 of them while it ran"
+            )
         );
         assert_eq!(rows[1], ("queued".into(), 1, 0, None), "the bystander");
         // With max_attempts = 1 the first blamed death quarantines.
