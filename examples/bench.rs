@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile|pg|pg-profile] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile|pg|pg-profile|forbid] [--rounds 3] [--n 20000]`
 //! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
@@ -15,7 +15,9 @@
 //! measures workflows: the delay from a step's end to its successor's start, and the drain rate
 //! of 10,000 two-step workflows beside a plain drain of as many runs in the same round.
 //! `sql` runs the engine's claim and completion SQL without the actors; `profile` is one drain
-//! and nothing else, for `perf record`. Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
+//! and nothing else, for `perf record`. `forbid` (only when asked for) drains an on-demand
+//! backlog of one `forbid` job, 5,000 runs and 30,000 in each round: a start must cost the same
+//! whatever the backlog behind it (issue 27, point 2c). Diagnostics on stderr: `BENCH_THREADS=1` prints how busy
 //! each thread was during a drain, `BENCH_PHASES=1` the claim and completion time per run of
 //! `sql`, `BENCH_CPU=1` where the CPU went during each drain on PostgreSQL, `BENCH_WINDOW=1`
 //! the monotonic clock at the start and end of a drain by node threads on PostgreSQL (for
@@ -300,6 +302,69 @@ fn drain_with(n: usize, instances: usize, durability: Durability, deaf: bool) ->
     });
     let _ = std::fs::remove_dir_all(&dir);
     out
+}
+
+// ---------------------------------------------------------------- forbid
+
+// Its runs never overlap: one at a time, whatever the instances.
+const FORBID: &str = "[job.solo]\ntype = \"function\"\nprocessor = \"bench\"\noverlap_policy = \"forbid\"\npayload = { function = \"debug.noop\" }\n";
+
+/// Runs per second drained of an on-demand backlog of `n` runs of one `forbid` job, queued
+/// while the engine is paused.
+fn forbid_drain(n: usize) -> f64 {
+    let dir = fresh_dir("forbid");
+    let cfg = node_config(&dir, Durability::Normal);
+    prepare(&dir, &cfg, &catalog_text(2, FORBID));
+    let rate = actix_rt::System::new().block_on(async move {
+        let engine = Engine::builder().config(cfg).start().unwrap();
+        engine.pause();
+        let mut left = n;
+        while left > 0 {
+            let k = left.min(1000);
+            engine.trigger_many("solo", vec![None; k]).await.unwrap();
+            left -= k;
+        }
+        let t0 = Instant::now();
+        engine.resume();
+        while completed(&engine).await < n as u64 {
+            actix_rt::time::sleep(Duration::from_millis(2)).await;
+        }
+        let rate = n as f64 / t0.elapsed().as_secs_f64();
+        engine.shutdown(Duration::from_secs(5)).await.unwrap();
+        rate
+    });
+    let _ = std::fs::remove_dir_all(&dir);
+    rate
+}
+
+/// `forbid`: the drain rates of a 5,000-run and a 30,000-run backlog of a `forbid` job, back to
+/// back in each round, and their ratio (median of the rounds' ratios).
+fn forbid(rounds: usize) {
+    let (small, large): (Vec<f64>, Vec<f64>) = (0..rounds)
+        .map(|_| (forbid_drain(5_000), forbid_drain(30_000)))
+        .unzip();
+    let ratio = median(small.iter().zip(&large).map(|(s, l)| l / s).collect());
+    println!(
+        "{:<52} {:>10.0} j/s",
+        "forbid: a 5,000-run backlog of one job, drained",
+        median(small.clone())
+    );
+    println!(
+        "{:<52} {:>10.0} j/s {:>9.2}x",
+        "forbid: a 30,000-run backlog of one job, drained",
+        median(large.clone()),
+        ratio
+    );
+    let each: Vec<String> = small
+        .iter()
+        .zip(&large)
+        .map(|(s, l)| format!("{s:.0}/{l:.0}"))
+        .collect();
+    println!(
+        "{:<52} {:>14}",
+        "  (5,000/30,000 per round)",
+        each.join(" ")
+    );
 }
 
 // ---------------------------------------------------------------- latency
@@ -1032,6 +1097,10 @@ fn main() {
     }
     if all || a.what == "flow" {
         flow(rounds);
+    }
+    // 35,000 runs one at a time per round: only when asked for.
+    if a.what == "forbid" {
+        forbid(rounds);
     }
     if all || a.what == "api" {
         api::print(a.n, rounds);

@@ -233,14 +233,61 @@ pub(super) fn mark(conn: &Connection) -> rusqlite::Result<()> {
     Ok(())
 }
 
+/// The path of SQLite's shared-memory index beside a database file.
+fn shm_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push("-shm");
+    PathBuf::from(p)
+}
+
+/// An SQLite URI naming `path` opened `immutable`: read without locks and without the
+/// `-wal` and `-shm` files a reader of a WAL database otherwise creates beside it.
+fn immutable_uri(path: &Path) -> String {
+    let mut uri = String::from("file:");
+    if path.is_absolute() {
+        // An empty authority, so that a path starting with `//` is not read as a host.
+        uri.push_str("//");
+    }
+    for b in path.as_os_str().as_encoded_bytes() {
+        match b {
+            b'?' | b'#' | b'%' | 0x80.. | 0..=0x20 => uri.push_str(&format!("%{b:02X}")),
+            _ => uri.push(char::from(*b)),
+        }
+    }
+    uri.push_str("?immutable=1");
+    uri
+}
+
 /// Opens an existing file read-only and refuses it unless it is a sound jobvisor catalog at
 /// this build's schema.
+///
+/// A file nobody has open as a WAL database has no `-wal` and no `-shm` beside it (the last
+/// connection removes them): it is checked `immutable`, which creates neither, so that a file
+/// refused is left as it was found, with nothing beside it (issue 27, point 2d). A file in use
+/// is checked as usual: its log holds committed pages. Should one appear during an immutable
+/// check that refuses the file (another process opened it meanwhile and may have written it
+/// under the check), the check is made again as usual.
 pub(super) fn check_existing(
     path: &Path,
     settings: &DbSettings,
     access: Access,
 ) -> Result<Identity, CatalogError> {
-    let conn = open_read_only(path, settings)?;
+    let in_use = |path: &Path| wal_path(path).exists() || shm_path(path).exists();
+    if in_use(path) {
+        return check(open_read_only(path, settings)?, path, access);
+    }
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(immutable_uri(path), flags)?;
+    match check(conn, path, access) {
+        Err(_) if in_use(path) => check(open_read_only(path, settings)?, path, access),
+        checked => checked,
+    }
+}
+
+/// [`check_existing`] on the connection `conn` to `path`.
+fn check(conn: Connection, path: &Path, access: Access) -> Result<Identity, CatalogError> {
     let identity = identify(&conn, path)?;
     quick_check(&conn, path)?;
     let pending = pending_migrations(&conn, path)?;

@@ -739,6 +739,52 @@ payload = { function = "f" }
         assert_eq!(queue::in_flight(conn, free).unwrap().running, 2);
     }
 
+    /// A claim costs the same whatever the backlog of a job at its overlap cap (issue 27, point
+    /// 2c): with 5,000 queued runs of the `forbid` job `free` its SQLite statements take no
+    /// more steps than with 50 (reading when the next run not yet due becomes due read every
+    /// queued run: the queue index orders by priority first). And that next due time is still
+    /// right: the earliest future run of any priority.
+    #[test]
+    fn a_claim_costs_the_same_whatever_the_backlog_of_a_forbid_job() {
+        let steps = |backlog: usize| {
+            let (_dir, mut catalog, node, pid) = setup();
+            let free = catalog.job("free").unwrap().id;
+            let conn = catalog.writer();
+            for _ in 0..backlog {
+                enqueue(conn, free, pid, 0, None);
+            }
+            for (priority, run_after) in [(5, 9_000), (0, 7_000), (-3, 8_000)] {
+                let later = NewRun {
+                    job_id: free,
+                    processor_id: pid,
+                    priority,
+                    scheduled_for: None,
+                    run_after,
+                    params: None,
+                    status: RunStatus::Queued,
+                    error: None,
+                };
+                queue::enqueue(conn, &later, 0).unwrap();
+            }
+            let before = queue::claim_steps(conn).unwrap();
+            // The first claim takes one run; the second finds the job at its cap.
+            let first = queue::claim(conn, pid, node, 4, 100, 1000, 1, false).unwrap();
+            let second = queue::claim(conn, pid, node, 4, 100, 1000, 10, false).unwrap();
+            assert_eq!((first.runs.len(), second.runs.len()), (1, 0));
+            assert!(second.blocked);
+            assert_eq!(
+                (first.next_due, second.next_due),
+                (Some(7_000), Some(7_000))
+            );
+            queue::claim_steps(conn).unwrap() - before
+        };
+        let (small, large) = (steps(50), steps(5_000));
+        assert!(
+            large <= small + small / 5,
+            "steps of two claims: {small} with 50 queued runs, {large} with 5,000"
+        );
+    }
+
     /// Pruning deletes runs that finished before the cutoff, and keeps queued and running runs,
     /// runs that finished later, and a failed run whose retry is still pending.
     #[test]
@@ -969,7 +1015,9 @@ payload = { function = "f" }
         );
         assert_eq!(
             rows[0].3.as_deref(),
-            Some("quarantined: the node died while it ran 3 times")
+            Some(
+                "quarantined: the node died 4 times while it held this run, 3 of them while it ran"
+            )
         );
         assert_eq!(rows[1], ("queued".into(), 1, 0, None), "the bystander");
         // With max_attempts = 1 the first blamed death quarantines.

@@ -12,13 +12,13 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio::sync::watch;
 
-use super::{ExecEnv, ExecResult};
+use super::{ExecLimits, ExecResult};
 use crate::catalog::queue::ClaimedRun;
 
 /// Runs a command job; returns the result and the captured output.
 pub async fn run(
     run: &ClaimedRun,
-    env: &ExecEnv,
+    limits: &ExecLimits,
     mut cancel: watch::Receiver<bool>,
 ) -> (ExecResult, Option<String>) {
     let p = &run.payload;
@@ -49,7 +49,7 @@ pub async fn run(
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     cmd.process_group(0).kill_on_drop(true);
-    for key in &env.limits.env_allowlist {
+    for key in &limits.env_allowlist {
         if let Ok(value) = std::env::var(key) {
             cmd.env(key, value);
         }
@@ -82,18 +82,28 @@ pub async fn run(
         }
     };
     let pid = child.id().unwrap_or(0) as i32;
-    let limit = env.limits.output_limit;
+    let limit = limits.output_limit;
     let out = tokio::spawn(read_capped(child.stdout.take(), limit));
     let err = tokio::spawn(read_capped(child.stderr.take(), limit));
     let status = tokio::select! {
+        // An exit already there wins over a cancel that came with it: a node stopped (SIGSTOP)
+        // past a run's timeout finds both when it continues (issue 27, point 2a).
+        biased;
         status = child.wait() => Some(status),
         _ = cancel.wait_for(|c| *c) => None,
     };
-    if status.is_none() {
-        kill_group(pid);
-        // Reap, so the pid is gone when the run is recorded.
-        let _ = child.wait().await;
-    }
+    let status = match status {
+        Some(status) => Some(status),
+        None => {
+            kill_group(pid);
+            // Reap, so the pid is gone when the run is recorded. An exit code (not a signal)
+            // means the child had exited before the kill: it ends as it ended.
+            match child.wait().await {
+                Ok(exited) if exited.code().is_some() => Some(Ok(exited)),
+                _ => None,
+            }
+        }
+    };
     // Grandchildren may hold the pipes open; do not wait for them long.
     let grace = std::time::Duration::from_millis(200);
     let stdout = tokio::time::timeout(grace, out)

@@ -238,7 +238,7 @@ pub async fn execute(
     }
     match run.job_type {
         JobType::Function => (function::run(run, env, cancel).await, None),
-        JobType::Command => command::run(run, env, cancel).await,
+        JobType::Command => command::run(run, &env.limits, cancel).await,
         JobType::Custom => (custom::run(run, env, cancel).await, None),
         JobType::Sql => (sql::run(run, env).await, None),
         JobType::Url => (url::run(run, env, cancel).await, None),

@@ -195,7 +195,8 @@ fn log_recovery(r: &node::Recovery) {
         tracing::error!(
             run,
             crashes,
-            "run quarantined (dead): the node died while it ran {crashes} times"
+            "run quarantined (dead): {}",
+            node::quarantine_reason(*crashes)
         );
     }
 }
@@ -237,7 +238,8 @@ pub(super) fn log_sweep(s: &node::Swept, now: i64) {
             dead_node = %s.name,
             run,
             crashes,
-            "run quarantined (dead): the node died while it ran {crashes} times"
+            "run quarantined (dead): {}",
+            node::quarantine_reason(*crashes)
         );
     }
 }

@@ -7,7 +7,8 @@
 //! drain, a node killed, a node stopped past its lease, a per-second job, work sharing (9,
 //! `fleet`), and the same on PostgreSQL — with a server restart mid-drain, a node's
 //! housekeeping and workflows across the nodes there (10, `fleet_pg`: a database of each
-//! test's own on the server `.ci/test` starts). A binary of its own, and its scenarios one at a time (`serial`), so that no
+//! test's own on the server `.ci/test` starts), and a node stopped past its runs' timeouts (11,
+//! `stopped`). A binary of its own, and its scenarios one at a time (`serial`), so that no
 //! other test's load changes their timing.
 //!
 //! Each scenario prints its figures (runs, kills, lost, recorded twice, executed twice, recovery
@@ -27,6 +28,7 @@ mod fleet_pg;
 mod fuzz;
 mod inbox;
 mod poison;
+mod stopped;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};

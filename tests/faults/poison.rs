@@ -1,8 +1,9 @@
 //! Scenario 2, a poison job (issue 12, defect 1): a command job that kills its node
 //! (`kill -9 $PPID`, `max_attempts = 3`) among 200 other runs on the same processor. The node
-//! is restarted after each death; the poison run is quarantined (`dead`, "the node died while
-//! it ran 3 times") and the 200 other runs all complete. The recovery log names the runs it
-//! requeued.
+//! is restarted after each death; the poison run is quarantined (`dead`) after 4 deaths — the
+//! first unblamed (it was not yet known to run), then one per attempt — with a reason that
+//! counts all 4 (issue 27, point 2d: it said 3), and the 200 other runs all complete. The
+//! recovery log names the runs it requeued.
 
 use std::time::{Duration, Instant};
 
@@ -97,7 +98,8 @@ payload = { function = "debug.sleep", ms = 5 }
     assert_eq!(status, "dead");
     assert_eq!(
         error.as_deref(),
-        Some("quarantined: the node died while it ran 3 times")
+        Some("quarantined: the node died 4 times while it held this run, 3 of them while it ran"),
+        "the reason counts the {deaths} deaths"
     );
     assert_eq!(deaths, 4, "one unblamed death, then three blamed ones");
     assert!(named, "the recovery log names the run ids it requeued");

@@ -750,6 +750,36 @@ fn pg_a_blocked_job_at_the_head_of_the_queue_does_not_starve_the_rest() {
     assert_eq!(tokens.len(), 8, "each run its own token");
 }
 
+/// A claim on a `forbid` job's backlog takes one run and says when the earliest run not yet
+/// due becomes due, whatever its priority (issue 27, point 2c: that time is now read with a
+/// seek per priority, and a later pass looks past the blocked job among a bounded window of
+/// the queue, not its whole backlog).
+#[test]
+fn pg_a_claim_on_a_forbid_backlog_takes_one_and_says_when_the_next_is_due() {
+    let Some(db) = PgDb::create("backlog") else {
+        return;
+    };
+    let (p, jobs) = define(&db, &[("solo", "forbid", 1, 1)]);
+    let cat = db.catalog("b");
+    let lease = register(&cat, "b", 30_000);
+    let now = now_ms();
+    let mut runs: Vec<NewRun> = (0..3000).map(|_| run_of(jobs[0], p, None)).collect();
+    for (priority, after) in [(5, 90_000), (0, 70_000), (-3, 80_000)] {
+        runs.push(NewRun {
+            priority,
+            run_after: now + after,
+            ..run_of(jobs[0], p, None)
+        });
+    }
+    cat.enqueue(runs, now).unwrap();
+    let first = cat.claim(claim_req(p, lease, 4)).unwrap();
+    let second = cat.claim(claim_req(p, lease, 4)).unwrap();
+    assert_eq!((first.runs.len(), second.runs.len()), (1, 0));
+    assert!(first.blocked && second.blocked);
+    assert_eq!(first.next_due, Some(now + 70_000));
+    assert_eq!(second.next_due, Some(now + 70_000));
+}
+
 /// A claim applies a job's cap to what runs on every node as of its commit: here another
 /// node's claim of the job's 3 slots is in flight (its transaction holds the job row) when this
 /// claim reads the job, so this claim first takes runs of it, then — once its grant gets the

@@ -47,6 +47,28 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
     ORDER BY r.priority DESC, r.run_after, r.run_id
     LIMIT $5
     FOR UPDATE OF r SKIP LOCKED";
+// A later pass: SELECT_CANDIDATES among the first $7 due runs of the queue only. Passing over
+// the runs of the jobs blocked ($6) row by row read a `forbid` job's whole backlog at every
+// claim, its drain slowing as the backlog grew (issue 27); now a claim reads at most
+// [`PAST_BLOCKED`] of them, whatever the backlog.
+const SELECT_PAST_BLOCKED: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
+    r.scheduled_for, r.priority, r.suspect
+    FROM job_run r
+    WHERE r.run_id IN (SELECT q.run_id FROM job_run q
+                       WHERE q.status = 'queued' AND q.processor_id = $1 AND q.run_after <= $2
+                       ORDER BY q.priority DESC, q.run_after, q.run_id LIMIT $7)
+      AND r.status = 'queued' AND r.processor_id = $1 AND r.run_after <= $2
+      AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
+           WHERE a.job_id = r.job_id AND a.node_id = $3 AND a.state = 'active'))
+      AND (NOT $4 OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
+                             WHERE j.job_id = r.job_id AND g.maintenance = 1))
+      AND r.job_id <> ALL($6)
+    ORDER BY r.priority DESC, r.run_after, r.run_id
+    LIMIT $5
+    FOR UPDATE OF r SKIP LOCKED";
+/// How far into the queue a later pass of a claim looks past blocked jobs' runs: runs behind
+/// more than this many blocked ones wait until the queue ahead of them moves.
+const PAST_BLOCKED: i64 = 1024;
 // What a claim needs of its candidates' jobs, read without a lock: the runs in progress (the
 // job's runs begun less those ended on every node) are an estimate here, checked by GRANT.
 const SELECT_JOBS: &str = "SELECT j.job_id, j.job_name, t.job_type, j.job_payload,
@@ -102,8 +124,18 @@ const UNMARK: &str = "UPDATE job_run SET status = 'queued', node_id = NULL, clai
 /// ms a batch of a drain by 3 node processes (`auto_explain`). Generic plans see an array of
 /// ids as a few rows, and MARK_RUNNING and FINISH_SUCCEEDED match no partial index.
 const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
-const NEXT_DUE: &str = "SELECT min(run_after) FROM job_run
-    WHERE status = 'queued' AND processor_id = $1 AND run_after > $2";
+// One index seek per priority present, not a read of every queued run: the queue index orders
+// by priority before run_after (as `catalog::queue`'s, issue 27).
+const NEXT_DUE: &str = "WITH RECURSIVE level(priority) AS (
+        SELECT max(priority) FROM job_run WHERE status = 'queued' AND processor_id = $1
+        UNION ALL
+        SELECT (SELECT max(priority) FROM job_run
+                WHERE status = 'queued' AND processor_id = $1 AND priority < level.priority)
+        FROM level WHERE level.priority IS NOT NULL)
+    SELECT min((SELECT min(run_after) FROM job_run
+                WHERE status = 'queued' AND processor_id = $1 AND priority = level.priority
+                  AND run_after > $2))
+    FROM level WHERE level.priority IS NOT NULL";
 const TAKE_CLAIM: &str = "SELECT nextval('claim_token_seq')";
 /// A claim's runs get the tokens `n * TOKENS_PER_CLAIM + k` for the claim's number `n` from
 /// the sequence: unique across the fleet with one sequence call per claim (at most this many
@@ -258,9 +290,9 @@ struct Locked {
 /// object rule checked against what runs on every node; the overlap rule is applied to an
 /// estimate of what runs, then checked at the end under the jobs' locks (GRANT), runs beyond
 /// it put back. A first pass fetches `limit` candidates; when some were blocked (their job at its
-/// overlap cap, an object busy), up to [`PASSES`] - 1 more fetch past those jobs, so a blocked
-/// job at the head of the queue neither starves the rest nor makes every claim lock eight
-/// times the runs it takes. `tokens_drawn` holds the tokens of every earlier attempt of this
+/// overlap cap, an object busy), up to [`PASSES`] - 1 more fetch past those jobs among the first
+/// [`PAST_BLOCKED`] due runs, so a blocked job at the head of the queue neither starves the
+/// rest nor makes every claim lock eight times the runs it takes, nor read its whole backlog. `tokens_drawn` holds the tokens of every earlier attempt of this
 /// call: once one's commit went unanswered, the runs any of them may have taken are put back
 /// first — also when the attempt that put them back was itself aborted (its undo with it), so
 /// none stays claimed by a node that never heard of it. Tokens of aborted attempts match
@@ -287,18 +319,23 @@ fn claim_in(
     for pass in 0..PASSES {
         let want = limit - claim.runs.len();
         let fetch = if pass == 0 { want } else { want * 4 } as i64;
-        let candidates = query(
-            &mut tx,
-            SELECT_CANDIDATES,
-            &[
-                &c.processor_id,
-                &c.now,
-                &c.lease.node_id,
-                &c.writes_paused,
-                &fetch,
-                &blocked_jobs,
-            ],
-        )?;
+        let (sql, window) = if pass == 0 {
+            (SELECT_CANDIDATES, None)
+        } else {
+            (SELECT_PAST_BLOCKED, Some(PAST_BLOCKED))
+        };
+        let mut params: Vec<&(dyn postgres::types::ToSql + Sync)> = vec![
+            &c.processor_id,
+            &c.now,
+            &c.lease.node_id,
+            &c.writes_paused,
+            &fetch,
+            &blocked_jobs,
+        ];
+        if let Some(window) = &window {
+            params.push(window);
+        }
+        let candidates = query(&mut tx, sql, &params)?;
         let new_jobs: Vec<i64> = candidates
             .iter()
             .map(|r| r.get::<_, i64>(1))

@@ -355,19 +355,120 @@ pub(super) async fn execute_with_timeout(
     rx: watch::Receiver<bool>,
     cancel: Arc<watch::Sender<bool>>,
 ) -> (ExecResult, Option<String>, bool) {
-    let work = executor::execute(run, env, rx);
-    if run.timeout <= 0 {
+    with_timeout(run.timeout, executor::execute(run, env, rx), &cancel).await
+}
+
+/// Awaits `work` for at most `timeout_ms` (0: no limit); past it, signals `cancel` and gives
+/// the work a moment to clean up. An end that is there when the timer fires wins over it: a
+/// node stopped (SIGSTOP) past a run's timeout finds both ready when it continues, and a run
+/// whose command exited meanwhile ends as the command ended, not `timed_out` (issue 27, point
+/// 2a). Only an execution stopped by the cancel (`ExecResult::Cancelled`) timed out.
+async fn with_timeout(
+    timeout_ms: i64,
+    work: impl Future<Output = (ExecResult, Option<String>)>,
+    cancel: &watch::Sender<bool>,
+) -> (ExecResult, Option<String>, bool) {
+    if timeout_ms <= 0 {
         let (r, log) = work.await;
         return (r, log, false);
     }
     tokio::pin!(work);
     tokio::select! {
+        biased;
         (r, log) = &mut work => (r, log, false),
-        _ = tokio::time::sleep(Duration::from_millis(run.timeout as u64)) => {
+        _ = tokio::time::sleep(Duration::from_millis(timeout_ms as u64)) => {
             let _ = cancel.send(true);
             // Let the executor clean up (kill and reap a process group).
-            let log = tokio::time::timeout(Duration::from_secs(5), work).await.ok().and_then(|(_, log)| log);
-            (ExecResult::Cancelled, log, true)
+            match tokio::time::timeout(Duration::from_secs(5), work).await {
+                Ok((ExecResult::Cancelled, log)) => (ExecResult::Cancelled, log, true),
+                // It had ended by itself before the cancel reached it.
+                Ok((r, log)) => (r, log, false),
+                Err(_) => (ExecResult::Cancelled, None, true),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::queue::ClaimedRun;
+    use crate::executor::{ExecLimits, command};
+    use crate::model::JobType;
+    use serde_json::json;
+
+    /// A command run whose process had exited before the node noticed its timeout: the node was
+    /// stopped (SIGSTOP) past the timeout while the command ran, and when it continues the
+    /// exit and the timer are both there (issue 27, point 2a). The exit wins: the run succeeded,
+    /// it did not time out. The runtime's one thread is held (the stop) until the command is a
+    /// zombie and its timeout has passed; several rounds, as which of two ready branches a
+    /// `select!` polls first is random.
+    #[test]
+    fn an_exit_there_when_the_timeout_fires_wins_over_the_timeout() {
+        let dir = tempfile::tempdir().unwrap();
+        for round in 0..12 {
+            let pid_file = dir.path().join(format!("pid{round}"));
+            let run = ClaimedRun {
+                run_id: round,
+                claim_token: 1,
+                job_id: 1,
+                job_name: "quick".into(),
+                job_type: JobType::Command,
+                payload: Arc::new(json!({
+                    "argv": ["sh", "-c", format!("echo $$ > '{}'", pid_file.display())]
+                })),
+                params: None,
+                attempt: 1,
+                max_attempts: 1,
+                backoff_base: 0,
+                backoff_max: 0,
+                timeout: 50,
+                scheduled_for: None,
+                priority: 0,
+                suspect: false,
+                objects: Arc::from(Vec::new()),
+                started_at: 0,
+            };
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let (result, timed_out) = rt.block_on(async move {
+                let (tx, rx) = watch::channel(false);
+                let limits = ExecLimits::default();
+                let timeout = Duration::from_millis(run.timeout as u64);
+                let exec = tokio::spawn(async move {
+                    let work = command::run(&run, &limits, rx);
+                    with_timeout(run.timeout, work, &tx).await
+                });
+                // Until the command has started (and with it the timer).
+                let pid = loop {
+                    tokio::task::yield_now().await;
+                    let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
+                    if let Ok(pid) = text.trim().parse::<u32>() {
+                        break pid;
+                    }
+                };
+                // The stop: nothing of this runtime runs until the command has exited and its
+                // timeout has passed (its timer started before the command did).
+                let began = Instant::now();
+                let stat = format!("/proc/{pid}/stat");
+                loop {
+                    let text = std::fs::read_to_string(&stat).unwrap();
+                    let state = text.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+                    if state == Some("Z") && began.elapsed() > timeout {
+                        break;
+                    }
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                let (result, _, timed_out) = exec.await.unwrap();
+                (result, timed_out)
+            });
+            assert!(
+                matches!(&result, ExecResult::Ok(v) if v["exit_code"] == 0),
+                "round {round}: {result:?}"
+            );
+            assert!(!timed_out, "round {round}");
         }
     }
 }
