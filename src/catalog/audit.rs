@@ -9,6 +9,7 @@ use super::CatalogError;
 use super::definitions::export_with;
 use super::sql::{Query, Sql};
 use crate::jobconf::CatalogFile;
+use crate::jobconf::merge::EntryChange;
 
 pub(super) const INSERT_AUDIT: &str =
     "INSERT INTO audit (at, actor, action, subject, detail) VALUES (?1, ?2, ?3, ?4, ?5)";
@@ -44,11 +45,22 @@ pub fn audit_field(
 }
 
 /// An audit row's detail: each changed entry's fields before and after (secrets as `***`).
-pub(super) fn audit_changes(changes: Vec<crate::jobconf::merge::EntryChange>) -> Json {
-    let mut changed: Vec<_> = changes
-        .into_iter()
-        .filter(|c| c.change != "unchanged")
-        .map(|mut c| {
+pub(super) fn audit_changes(changes: Vec<EntryChange>) -> Json {
+    audit_changes_with(&changes, EntryChange::clone)
+}
+
+/// [`audit_changes`], each kept entry shown as `shown` makes it (called only for the first
+/// [`AUDIT_MAX_ENTRIES`] changed entries, so that a large import describes no more).
+pub(super) fn audit_changes_with(
+    changes: &[EntryChange],
+    shown: impl Fn(&EntryChange) -> EntryChange,
+) -> Json {
+    let changed = changes.iter().filter(|c| c.change != "unchanged");
+    let left_out = changed.clone().count().saturating_sub(AUDIT_MAX_ENTRIES);
+    let changed: Vec<EntryChange> = changed
+        .take(AUDIT_MAX_ENTRIES)
+        .map(|c| {
+            let mut c = shown(c);
             for f in c.fields.iter_mut().filter(|f| is_secret(&f.field)) {
                 f.before = f.before.as_ref().map(|_| "***".into());
                 f.after = f.after.as_ref().map(|_| "***".into());
@@ -56,8 +68,6 @@ pub(super) fn audit_changes(changes: Vec<crate::jobconf::merge::EntryChange>) ->
             c
         })
         .collect();
-    let left_out = changed.len().saturating_sub(AUDIT_MAX_ENTRIES);
-    changed.truncate(AUDIT_MAX_ENTRIES);
     let mut detail = serde_json::json!({ "changes": changed });
     if left_out > 0 {
         detail["changes_left_out"] = left_out.into();

@@ -13,16 +13,16 @@ use super::commands::{
 use super::{EXIT_CONFIG, Failure, render};
 use crate::catalog::Access;
 use crate::config::{self, NodeConfig};
-use crate::jobconf::CatalogFile;
+use crate::jobconf::{CatalogFile, Scope};
 use crate::ops::Opened;
 use crate::ops::files::{self, Parsed};
 
-pub(super) fn parse(path: &Path, format: Format) -> Result<Parsed, Failure> {
+pub(super) fn parse(path: &Path, format: Format, scope: Scope) -> Result<Parsed, Failure> {
     let format = match format {
         Format::Toml => files::Format::Toml,
         Format::Millix => files::Format::Millix,
     };
-    Ok(files::parse_file(path, format)?)
+    Ok(files::parse_file(path, format, scope)?)
 }
 
 pub(super) fn print_unmapped(parsed: &Parsed) {
@@ -42,7 +42,7 @@ pub(super) fn summary(file: &CatalogFile) -> String {
 }
 
 pub(super) fn check(cli: &Cli, path: &Path, format: Format, strict: bool) -> CliResult {
-    let parsed = parse(path, format)?;
+    let parsed = parse(path, format, Scope::Whole)?;
     print_unmapped(&parsed);
     let known = builtin_functions().into_iter().collect();
     let warnings = files::function_warnings(&parsed.file, &known);
@@ -65,7 +65,7 @@ pub(super) fn check(cli: &Cli, path: &Path, format: Format, strict: bool) -> Cli
 }
 
 pub(super) fn import(cli: &Cli, path: &Path, format: Format, strict: bool) -> CliResult {
-    let parsed = parse(path, format)?;
+    let parsed = parse(path, format, Scope::Entries)?;
     print_unmapped(&parsed);
     if strict && !parsed.unmapped.is_empty() {
         return Err(Failure::new(

@@ -152,9 +152,18 @@ pub fn overlay(before: &CatalogFile, entries: &CatalogFile) -> CatalogFile {
     all
 }
 
+#[cfg(test)]
+thread_local! {
+    /// How many entries this thread rendered as job.conf fields: an import's cost per entry
+    /// is counted by it, not timed.
+    pub(crate) static RENDERED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
+
 /// The `key = value` lines of one entry as job.conf renders it (defaults are left out;
 /// a stored secret as `***`: a change report is shown and logged).
 fn fields_of(file: &CatalogFile) -> BTreeMap<String, String> {
+    #[cfg(test)]
+    RENDERED.with(|n| n.set(n.get() + 1));
     let text = toml_format::render(&file.redacted()).unwrap_or_default();
     text.lines()
         .filter(|l| !l.starts_with('#') && !l.starts_with('[') && !l.starts_with("version"))
@@ -177,8 +186,9 @@ fn entry_change(
     section: Section,
     name: &str,
     before: Option<CatalogFile>,
-    after: CatalogFile,
+    after: impl FnOnce() -> CatalogFile,
 ) -> EntryChange {
+    // A created entry is not rendered here (an import of 192,000 new jobs would render each).
     let Some(before) = before else {
         return EntryChange {
             section: section.as_str(),
@@ -187,6 +197,7 @@ fn entry_change(
             fields: Vec::new(),
         };
     };
+    let after = after();
     let (old, new) = (fields_of(&before), fields_of(&after));
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     let mut fields: Vec<FieldChange> = keys
@@ -224,25 +235,56 @@ fn entry_change(
     }
 }
 
+/// The entry `name` of `section` (`processor`, `object`, `group` or `job`) of `entries` with
+/// each of its fields as job.conf spells it (as `after`; a created entry's values, for an
+/// audit row); `None` when `entries` has no such entry. One entry's cost, whatever the size of
+/// `entries`.
+pub fn describe(entries: &CatalogFile, section: &str, name: &str) -> Option<EntryChange> {
+    let (section, file) = match section {
+        "processor" => (
+            Section::Processor,
+            one(|f| &mut f.processors, name, entries.processors.get(name)?),
+        ),
+        "object" => (
+            Section::Object,
+            one(|f| &mut f.objects, name, entries.objects.get(name)?),
+        ),
+        "group" => (
+            Section::Group,
+            one(|f| &mut f.groups, name, entries.groups.get(name)?),
+        ),
+        "job" => (
+            Section::Job,
+            one(|f| &mut f.jobs, name, entries.jobs.get(name)?),
+        ),
+        _ => return None,
+    };
+    Some(created(section, name, &file))
+}
+
+/// An entry created as `file` (which holds only it) would be: every field as `after`.
+fn created(section: Section, name: &str, file: &CatalogFile) -> EntryChange {
+    EntryChange {
+        section: section.as_str(),
+        name: name.to_string(),
+        change: "created",
+        fields: fields_of(file)
+            .into_iter()
+            .map(|(field, v)| FieldChange {
+                field,
+                before: None,
+                after: Some(v),
+            })
+            .collect(),
+    }
+}
+
 /// Every entry of `entries` with each of its fields as job.conf spells it (as `after`; a
 /// created entry's values, for an audit row), in the order `changes` lists entries.
 pub fn described(entries: &CatalogFile) -> Vec<EntryChange> {
     let mut out = Vec::new();
-    let mut push = |section: Section, name: &str, file: CatalogFile| {
-        out.push(EntryChange {
-            section: section.as_str(),
-            name: name.to_string(),
-            change: "created",
-            fields: fields_of(&file)
-                .into_iter()
-                .map(|(field, v)| FieldChange {
-                    field,
-                    before: None,
-                    after: Some(v),
-                })
-                .collect(),
-        })
-    };
+    let mut push =
+        |section: Section, name: &str, file: CatalogFile| out.push(created(section, name, &file));
     for (name, def) in &entries.processors {
         push(
             Section::Processor,
@@ -270,45 +312,33 @@ pub fn changes(before: &CatalogFile, entries: &CatalogFile) -> Vec<EntryChange> 
             .processors
             .get(name)
             .map(|o| one(|f| &mut f.processors, name, o));
-        out.push(entry_change(
-            Section::Processor,
-            name,
-            old,
-            one(|f| &mut f.processors, name, def),
-        ));
+        out.push(entry_change(Section::Processor, name, old, || {
+            one(|f| &mut f.processors, name, def)
+        }));
     }
     for (name, def) in &entries.objects {
         let old = before
             .objects
             .get(name)
             .map(|o| one(|f| &mut f.objects, name, o));
-        out.push(entry_change(
-            Section::Object,
-            name,
-            old,
-            one(|f| &mut f.objects, name, def),
-        ));
+        out.push(entry_change(Section::Object, name, old, || {
+            one(|f| &mut f.objects, name, def)
+        }));
     }
     for (name, def) in &entries.groups {
         let old = before
             .groups
             .get(name)
             .map(|o| one(|f| &mut f.groups, name, o));
-        out.push(entry_change(
-            Section::Group,
-            name,
-            old,
-            one(|f| &mut f.groups, name, def),
-        ));
+        out.push(entry_change(Section::Group, name, old, || {
+            one(|f| &mut f.groups, name, def)
+        }));
     }
     for (name, def) in &entries.jobs {
         let old = before.jobs.get(name).map(|o| one(|f| &mut f.jobs, name, o));
-        out.push(entry_change(
-            Section::Job,
-            name,
-            old,
-            one(|f| &mut f.jobs, name, def),
-        ));
+        out.push(entry_change(Section::Job, name, old, || {
+            one(|f| &mut f.jobs, name, def)
+        }));
     }
     out
 }

@@ -5,7 +5,7 @@
 
 use serde_json::{Map as JsonMap, Value as Json};
 
-use super::{CatalogFile, JobDef, ObjectDef, ProcessorDef, validate};
+use super::{CatalogFile, JobDef, ObjectDef, ProcessorDef, Scope, validate_in};
 use crate::diag::Diagnostic;
 use crate::model::{JobType, ObjectType};
 
@@ -18,10 +18,34 @@ pub struct MillixImport {
     pub unmapped: Vec<Diagnostic>,
 }
 
+/// Each of `problems` as a diagnostic at its path in a millix file (`job_list.x.timeout`).
+pub fn locate_problems(problems: &[super::Problem]) -> Vec<Diagnostic> {
+    problems
+        .iter()
+        .map(|problem| {
+            let list = match problem.section {
+                super::Section::Processor => "processor_list",
+                super::Section::Object => "object_list",
+                super::Section::Group | super::Section::Job => "job_list",
+            };
+            let field = problem.field.map(|f| format!(".{f}")).unwrap_or_default();
+            Diagnostic::at_path(
+                format!("{list}.{}{field}", problem.name),
+                problem.reason.clone(),
+            )
+        })
+        .collect()
+}
+
 /// Maps a millix `job.json`. Hard errors (bad JSON, wrong shapes, an unknown job type, a
 /// catalog that fails validation) are returned as `Err`; fields we have no column for are
 /// returned in `unmapped`.
 pub fn parse(text: &str) -> Result<MillixImport, Vec<Diagnostic>> {
+    parse_in(text, Scope::Whole)
+}
+
+/// [`parse`] for a file of `scope`: the entries of an import may reference the catalog's.
+pub fn parse_in(text: &str, scope: Scope) -> Result<MillixImport, Vec<Diagnostic>> {
     let root: Json = serde_json::from_str(text).map_err(|e| {
         vec![Diagnostic {
             line: e.line(),
@@ -47,18 +71,8 @@ pub fn parse(text: &str) -> Result<MillixImport, Vec<Diagnostic>> {
             other => m.note(other, "unknown top-level key; not imported"),
         }
     }
-    for problem in validate(&m.catalog) {
-        let list = match problem.section {
-            super::Section::Processor => "processor_list",
-            super::Section::Object => "object_list",
-            super::Section::Group | super::Section::Job => "job_list",
-        };
-        let field = problem.field.map(|f| format!(".{f}")).unwrap_or_default();
-        m.errors.push(Diagnostic::at_path(
-            format!("{list}.{}{field}", problem.name),
-            problem.reason,
-        ));
-    }
+    let problems = validate_in(&m.catalog, scope);
+    m.errors.extend(locate_problems(&problems));
     if m.errors.is_empty() {
         Ok(MillixImport {
             catalog: m.catalog,

@@ -377,11 +377,33 @@ pub struct Problem {
     pub reason: String,
 }
 
-struct Problems(Vec<Problem>);
+/// Where the names a file references must be defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// The file is a whole catalog (a seed, `check`): every processor, group, object and job
+    /// it names is defined in it.
+    Whole,
+    /// The file's entries are upserted into a catalog (`import`): a name the file does not
+    /// define may be the catalog's, so it is resolved later, against the file and the catalog
+    /// together (`ops::files::new_problems`).
+    Entries,
+}
+
+struct Problems {
+    found: Vec<Problem>,
+    scope: Scope,
+}
 
 impl Problems {
+    /// A reference to an entry the file does not define: a problem of a whole catalog only.
+    fn unresolved(&mut self, section: Section, name: &str, field: &'static str, reason: String) {
+        if self.scope == Scope::Whole {
+            self.push(section, name, field, reason);
+        }
+    }
+
     fn push(&mut self, section: Section, name: &str, field: &'static str, reason: String) {
-        self.0.push(Problem {
+        self.found.push(Problem {
             section,
             name: name.to_string(),
             field: Some(field),
@@ -407,9 +429,19 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Every semantic problem in `file`: references, ranges, schedules and payloads.
+/// Every semantic problem in `file`, a whole catalog: references, ranges, schedules and
+/// payloads.
 pub fn validate(file: &CatalogFile) -> Vec<Problem> {
-    let mut p = Problems(Vec::new());
+    validate_in(file, Scope::Whole)
+}
+
+/// Every semantic problem in `file`; in [`Scope::Entries`], a reference to a name the file does
+/// not define is not one (the catalog it is imported into may define it).
+pub fn validate_in(file: &CatalogFile, scope: Scope) -> Vec<Problem> {
+    let mut p = Problems {
+        found: Vec::new(),
+        scope,
+    };
     let names = [
         (
             Section::Processor,
@@ -422,7 +454,7 @@ pub fn validate(file: &CatalogFile) -> Vec<Problem> {
     for (section, keys) in names {
         for name in keys {
             if let Err(reason) = check_name(name) {
-                p.0.push(Problem {
+                p.found.push(Problem {
                     section,
                     name: name.clone(),
                     field: None,
@@ -441,7 +473,7 @@ pub fn validate(file: &CatalogFile) -> Vec<Problem> {
     for (name, job) in &file.jobs {
         validate_job(&mut p, file, name, job);
     }
-    p.0
+    p.found
 }
 
 fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
@@ -545,7 +577,7 @@ fn validate_object(p: &mut Problems, name: &str, obj: &ObjectDef) {
 fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) {
     let s = Section::Job;
     match file.processors.get(&job.processor) {
-        None => p.push(
+        None => p.unresolved(
             s,
             name,
             "processor",
@@ -583,7 +615,7 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
     if let Some(group) = &job.group
         && !file.groups.contains_key(group)
     {
-        p.push(
+        p.unresolved(
             s,
             name,
             "group",
@@ -593,7 +625,7 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
     let mut seen = BTreeSet::new();
     for object in &job.objects {
         if !file.objects.contains_key(object) {
-            p.push(
+            p.unresolved(
                 s,
                 name,
                 "objects",
@@ -700,7 +732,7 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
             need_str("sql");
             if let Some(object) = need_str("object") {
                 match file.objects.get(&object) {
-                    None => p.push(
+                    None => p.unresolved(
                         Section::Job,
                         name,
                         "payload",
@@ -817,8 +849,9 @@ fn validate_workflow(
     name: &str,
     pay: &JsonMap<String, Json>,
 ) {
+    let scope = p.scope;
     let mut located = |at: String, reason: String| {
-        p.0.push(Problem {
+        p.found.push(Problem {
             section: Section::Job,
             name: name.to_string(),
             field: Some("payload"),
@@ -841,7 +874,7 @@ fn validate_workflow(
                 format!("steps[{i}].job"),
                 format!("step `{}` runs the workflow itself", step.name),
             );
-        } else if !file.jobs.contains_key(&step.job) {
+        } else if !file.jobs.contains_key(&step.job) && scope == Scope::Whole {
             located(
                 format!("steps[{i}].job"),
                 format!(

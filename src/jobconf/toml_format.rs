@@ -10,7 +10,7 @@ use serde::Deserialize;
 use serde_json::{Map as JsonMap, Value as Json};
 use toml::{Spanned, Value};
 
-use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Section, validate};
+use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Scope, Section, validate_in};
 use crate::diag::Diagnostic;
 use crate::model::{JobType, ObjectType};
 use crate::schedule::{MisfirePolicy, OverlapPolicy};
@@ -44,13 +44,22 @@ struct SpanIndex {
 
 /// Parses and validates a job.conf. On error, returns every diagnostic found, in file order.
 pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
-    parse_spans(text).map(|(file, _)| file)
+    parse_spans(text, Scope::Whole).map(|(file, _)| file)
 }
 
 /// Like [`parse`], also returning the fields each entry names (for an upsert that changes
 /// only those: [`super::merge`]).
 pub fn parse_named(text: &str) -> Result<(CatalogFile, super::merge::Named), Vec<Diagnostic>> {
-    let (file, spans) = parse_spans(text)?;
+    parse_named_in(text, Scope::Whole)
+}
+
+/// [`parse_named`] for a file of `scope`: the entries of an import may reference the
+/// catalog's.
+pub fn parse_named_in(
+    text: &str,
+    scope: Scope,
+) -> Result<(CatalogFile, super::merge::Named), Vec<Diagnostic>> {
+    let (file, spans) = parse_spans(text, scope)?;
     let mut named = super::merge::Named::new();
     for (section, name) in spans.entries.keys() {
         named.entry((*section, name.clone())).or_default();
@@ -64,7 +73,35 @@ pub fn parse_named(text: &str) -> Result<(CatalogFile, super::merge::Named), Vec
     Ok((file, named))
 }
 
-fn parse_spans(text: &str) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> {
+fn parse_spans(text: &str, scope: Scope) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> {
+    let (file, spans, mut diags) = read_spans(text)?;
+    let problems = validate_in(&file, scope);
+    diags.extend(locate(text, &spans, &problems));
+    if diags.is_empty() {
+        Ok((file, spans))
+    } else {
+        diags.sort_by_key(|d| (d.line, d.col));
+        Err(diags)
+    }
+}
+
+/// Each of `problems` (found in the entries of job.conf `text`, or in a catalog they were
+/// laid over) as a diagnostic at its line: the field's, else the entry's; a problem of an
+/// entry `text` does not hold (a catalog's, made invalid by the file) at line 1, naming it.
+pub fn locate_problems(text: &str, problems: &[super::Problem]) -> Vec<Diagnostic> {
+    match read_spans(text) {
+        Ok((_, spans, _)) => {
+            let mut diags = locate(text, &spans, problems);
+            diags.sort_by_key(|d| (d.line, d.col));
+            diags
+        }
+        Err(diags) => diags,
+    }
+}
+
+/// Reads job.conf `text` into a file model with where each entry and field was written, and
+/// the problems of reading it (unknown fields, wrong types); no validation.
+fn read_spans(text: &str) -> Result<(CatalogFile, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
     let raw: RawFile = toml::from_str(text).map_err(|e| {
         let offset = e.span().map_or(0, |s| s.start);
         vec![Diagnostic::at(
@@ -115,9 +152,15 @@ fn parse_spans(text: &str) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> 
             r.finish();
         }
     }
+    Ok((file, spans, diags))
+}
+
+/// Problems as diagnostics at the lines `spans` gives.
+fn locate(text: &str, spans: &SpanIndex, problems: &[super::Problem]) -> Vec<Diagnostic> {
+    let mut diags = Vec::new();
     // Spans of nested values (a workflow's steps), parsed only when a problem needs one.
     let mut nested: Option<Option<Spanned<toml::de::DeTable<'_>>>> = None;
-    for problem in validate(&file) {
+    for problem in problems {
         let inside = match (problem.field, &problem.at) {
             (Some(field), Some(at)) => nested
                 .get_or_insert_with(|| toml::de::DeTable::parse(text).ok())
@@ -162,18 +205,22 @@ fn parse_spans(text: &str) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> 
             }
             (None, _) => format!("{}.{}: ", problem.section.as_str(), problem.name),
         };
+        // An entry the file does not hold: the catalog's, made invalid by the file's entries.
+        let what = if spans
+            .entries
+            .contains_key(&(problem.section, problem.name.clone()))
+        {
+            what
+        } else {
+            format!("in the catalog, {what}")
+        };
         diags.push(Diagnostic::at(
             text,
             offset,
             format!("{what}{}", problem.reason),
         ));
     }
-    if diags.is_empty() {
-        Ok((file, spans))
-    } else {
-        diags.sort_by_key(|d| (d.line, d.col));
-        Err(diags)
-    }
+    diags
 }
 
 fn read_processor(r: &mut Reader<'_>) -> ProcessorDef {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -10,7 +11,7 @@ use super::{OpError, Ops, Warning};
 use crate::catalog::{ImportReport, objects};
 use crate::diag::Diagnostic;
 use crate::jobconf::merge::{self, Named};
-use crate::jobconf::{self, CatalogFile, millix, secret, toml_format};
+use crate::jobconf::{self, CatalogFile, Scope, millix, secret, toml_format};
 use crate::model::JobType;
 
 /// Catalog file formats.
@@ -27,8 +28,10 @@ pub enum Format {
 pub struct Parsed {
     /// The file's name as given.
     pub name: String,
-    /// Its entries.
-    pub file: CatalogFile,
+    /// Its entries (shared: an import reads them without a copy).
+    pub file: Arc<CatalogFile>,
+    /// Its text and format, to place the problems an import finds in context at their lines.
+    source: Arc<(String, Format)>,
     /// The fields each entry names (TOML); `None` when every field counts (millix rows carry
     /// them all).
     pub named: Option<Named>,
@@ -36,17 +39,30 @@ pub struct Parsed {
     pub unmapped: Vec<Diagnostic>,
 }
 
-/// Reads and validates a catalog file, touching no database.
-pub fn parse_file(path: &Path, format: Format) -> Result<Parsed, OpError> {
+/// Reads and validates a catalog file, touching no database: as a whole catalog
+/// ([`Scope::Whole`], `check`), or as entries to import ([`Scope::Entries`]: a name the file
+/// does not define is resolved against the catalog at the import).
+pub fn parse_file(path: &Path, format: Format, scope: Scope) -> Result<Parsed, OpError> {
     let text = std::fs::read_to_string(path).map_err(|e| OpError::Input {
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    parse_text(&path.display().to_string(), &text, format)
+    parse_text_in(&path.display().to_string(), &text, format, scope)
 }
 
-/// Parses and validates a catalog file's text (`name` is what diagnostics call it).
+/// Parses and validates the text of a file to import (`name` is what diagnostics call it):
+/// its references may be the catalog's ([`Scope::Entries`]).
 pub fn parse_text(name: &str, text: &str, format: Format) -> Result<Parsed, OpError> {
+    parse_text_in(name, text, format, Scope::Entries)
+}
+
+/// Parses and validates a catalog file's text in `scope`.
+pub fn parse_text_in(
+    name: &str,
+    text: &str,
+    format: Format,
+    scope: Scope,
+) -> Result<Parsed, OpError> {
     let name = name.to_string();
     let diagnostics = |diagnostics| OpError::File {
         file: name.clone(),
@@ -54,23 +70,38 @@ pub fn parse_text(name: &str, text: &str, format: Format) -> Result<Parsed, OpEr
     };
     match format {
         Format::Toml => {
-            let (file, named) = toml_format::parse_named(text).map_err(diagnostics)?;
+            let (file, named) = toml_format::parse_named_in(text, scope).map_err(diagnostics)?;
             Ok(Parsed {
                 name,
-                file,
+                file: Arc::new(file),
+                source: Arc::new((text.to_string(), format)),
                 named: Some(named),
                 unmapped: Vec::new(),
             })
         }
         Format::Millix => {
-            let m = millix::parse(text).map_err(diagnostics)?;
+            let m = millix::parse_in(text, scope).map_err(diagnostics)?;
             Ok(Parsed {
                 name,
-                file: m.catalog,
+                file: Arc::new(m.catalog),
+                source: Arc::new((text.to_string(), format)),
                 named: None,
                 unmapped: m.unmapped,
             })
         }
+    }
+}
+
+/// Problems found importing `source`'s file into a catalog, as the file's diagnostics (at
+/// their lines in job.conf, at their paths in a millix file).
+fn located(name: &str, source: &(String, Format), problems: &[jobconf::Problem]) -> OpError {
+    let diagnostics = match source.1 {
+        Format::Toml => toml_format::locate_problems(&source.0, problems),
+        Format::Millix => millix::locate_problems(problems),
+    };
+    OpError::File {
+        file: name.to_string(),
+        diagnostics,
     }
 }
 
@@ -142,13 +173,19 @@ impl Ops {
         let doing = format!("importing {}", parsed.name);
         let within = self.within(doing);
         let place = self.place();
-        let (parsed_file, named) = (parsed.file.clone(), parsed.named.clone());
+        let (parsed_file, named) = (Arc::clone(&parsed.file), parsed.named.clone());
+        let (name, source) = (parsed.name.clone(), Arc::clone(&parsed.source));
         let report = self
             .catalog
             .update(&self.caller.actor.clone(), "import", move |before| {
                 let file = keep_redacted_secrets(before, &parsed_file);
                 let entries = merge::merge(before, &file, named.as_ref());
-                new_problems(before, &entries, &place)?;
+                // References resolve against the file and the catalog together: a problem
+                // is one the import would add, placed in the file at its line.
+                let fresh = fresh_problems(before, &entries, &place);
+                if !fresh.is_empty() {
+                    return Err(located(&name, &source, &fresh));
+                }
                 Ok::<_, OpError>(entries)
             })
             .map_err(|e| match e {
@@ -196,6 +233,15 @@ pub(super) fn new_problems(
     entries: &CatalogFile,
     place: &Place,
 ) -> Result<(), OpError> {
+    super::problems_error(fresh_problems(before, entries, place))
+}
+
+/// The problems of [`new_problems`], every one.
+fn fresh_problems(
+    before: &CatalogFile,
+    entries: &CatalogFile,
+    place: &Place,
+) -> Vec<jobconf::Problem> {
     let old: BTreeSet<_> = jobconf::validate(before).into_iter().collect();
     let after = merge::overlay(before, entries);
     let mut fresh: Vec<_> = jobconf::validate(&after)
@@ -232,7 +278,7 @@ pub(super) fn new_problems(
             });
         }
     }
-    super::problems_error(fresh)
+    fresh
 }
 
 /// `file` with every secret written `***` (a redacted export) replaced by the stored one, so

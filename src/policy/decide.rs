@@ -110,6 +110,13 @@ pub struct Policy {
     /// When a catalog write last failed because the disk was full, until a sample after it
     /// (and after the pause it caused) reads the disk above critical.
     write_full_at: Option<i64>,
+    /// The node's latest sample when that write failed, which the policy may not have taken in
+    /// (samples are not stepped before the start-up activation, nor while paused): the pause's
+    /// reason gives its disk reading when the policy has none.
+    sample_at_failure: Option<Sample>,
+    /// When writes were paused (`None` before a pause, or when restored at start-up): the
+    /// resume says for how long only maintenance runs were claimed.
+    writes_paused_at: Option<i64>,
 }
 
 impl Policy {
@@ -131,6 +138,8 @@ impl Policy {
             last_processor_step: None,
             writes_paused: false,
             write_full_at: None,
+            sample_at_failure: None,
+            writes_paused_at: None,
         }
     }
 
@@ -157,8 +166,17 @@ impl Policy {
     /// reads the disk above critical (and its level allows). Returns whether this is news: no
     /// failure was pending and writes were not paused already.
     pub fn handle_write_full(&mut self, now: i64) -> bool {
+        self.handle_write_full_after(now, None)
+    }
+
+    /// [`Policy::handle_write_full`], given the node's latest health sample (which this
+    /// policy may not have taken in): the pause's reason then states its disk reading.
+    pub fn handle_write_full_after(&mut self, now: i64, latest: Option<&Sample>) -> bool {
         let news = self.write_full_at.is_none() && !self.writes_paused;
         self.write_full_at = Some(self.write_full_at.map_or(now, |t| t.max(now)));
+        if let Some(sample) = latest {
+            self.sample_at_failure = Some(sample.clone());
+        }
         news
     }
 
@@ -400,14 +418,16 @@ impl Policy {
         if !pause && !resume {
             return;
         }
-        let mut reading = self
-            .health
-            .explain(Resource::Disk, Level::Critical, &self.cfg)
-            .unwrap_or_else(|| format!("disk {}", disk.as_str()));
-        if pause && disk < Level::Critical {
-            reading =
-                format!("the disk is full: a catalog write failed (latest sample: {reading})");
-        }
+        let reading = self.disk_reading();
+        let reading = if pause && disk < Level::Critical {
+            let sample = reading.map_or_else(
+                || "no disk sample read yet".to_string(),
+                |r| format!("latest sample: {r}"),
+            );
+            format!("the disk is full: a catalog write failed ({sample})")
+        } else {
+            reading.unwrap_or_else(|| format!("disk {}", disk.as_str()))
+        };
         let mut concerned: Vec<&JobView> = jobs
             .iter()
             .filter(|j| {
@@ -468,14 +488,27 @@ impl Policy {
                  once a minute until writes resume, and claims no other run meanwhile"
             )
         } else {
+            // What the pause held: every claim but maintenance's, whether or not a job was
+            // listed paused (none is when nothing outside maintenance was active).
+            let claims = match self.writes_paused_at {
+                Some(at) => format!(
+                    "only maintenance runs were claimed for the last {}",
+                    crate::policy::health::duration(now - at)
+                ),
+                None => "only maintenance runs were claimed".to_string(),
+            };
             let held = match concerned.len() {
-                0 => "no job was held".to_string(),
+                0 => "other runs are claimed again (no job was listed paused)".to_string(),
                 1 => format!("the job held for writes runs again ({names})"),
                 n => format!("the {n} jobs held for writes run again ({names})"),
             };
-            format!("{reading}: resume writes — {held}")
+            format!("{reading}: resume writes — {claims}; {held}")
         };
         self.writes_paused = pause;
+        self.writes_paused_at = pause.then_some(now);
+        if !pause {
+            self.sample_at_failure = None;
+        }
         out.push(Decision {
             at: now,
             action: if pause {
@@ -492,6 +525,22 @@ impl Policy {
             cause: Cause::Health,
             jobs: concerned.iter().map(|j| j.job_id).collect(),
         });
+    }
+
+    /// The disk's reading in words: the latest sample the policy took in, against the
+    /// critical threshold, or the node's sample at a failed write when that one is newer (the
+    /// policy takes no sample in before the start-up activation, nor while paused); `None`
+    /// without either.
+    fn disk_reading(&self) -> Option<String> {
+        let at_failure = self
+            .sample_at_failure
+            .as_ref()
+            .filter(|s| self.health.last().is_none_or(|last| s.at > last.at))
+            .and_then(|s| Health::describe_sample(Resource::Disk, s, &self.cfg));
+        at_failure.or_else(|| {
+            self.health
+                .explain(Resource::Disk, Level::Critical, &self.cfg)
+        })
     }
 
     /// Drops what no longer matters: shed marks of jobs gone or active again (other than the

@@ -566,6 +566,32 @@ impl Health {
         self.last.as_ref().and_then(|s| r.value(s, cfg))
     }
 
+    /// `sample`'s reading of `r` in words with the level it reads (before hysteresis) and the
+    /// threshold of that level, or of strained when it reads ok: "disk /data: 1.6% free (16 MiB
+    /// of 1.0 GiB), critical below 5%". `None` without a value. For a sample the policy has not
+    /// taken in (a write failed before the policy saw any).
+    pub fn describe_sample(r: Resource, sample: &Sample, cfg: &PolicyConfig) -> Option<String> {
+        let value = r.value(sample, cfg)?;
+        let level = r.classify(Some(value), cfg);
+        let threshold = r.threshold(level.max(Level::Strained), cfg);
+        let side = match (level, r.higher_is_worse()) {
+            (Level::Ok, true) => "strained above",
+            (Level::Ok, false) => "strained below",
+            (_, true) => "above",
+            (_, false) => "below",
+        };
+        let named = if level == Level::Ok {
+            "ok, ".to_string()
+        } else {
+            format!("{} ", level.as_str())
+        };
+        Some(format!(
+            "{}, {named}{side} {}",
+            r.reading_text(value, threshold, sample, cfg),
+            r.threshold_text(threshold)
+        ))
+    }
+
     /// The latest reading of `r` against the threshold of `level` (strained or critical), in
     /// words, with the run of readings on the same side of that threshold:
     /// "cpu 96.2% > 90% (strained) for 2 samples in a row (5.0 s)",

@@ -810,12 +810,91 @@ fn regression_a_pause_holds_and_names_every_job_it_stops_not_only_writers() {
     assert_eq!(resume.jobs, [2, 5, 1]);
     assert!(
         resume.reason.ends_with(
-            ": resume writes — the 3 jobs held for writes run again (`reader`, `manual` and \
-             `keeper`)"
+            ": resume writes — only maintenance runs were claimed for the last 5 min; the 3 \
+             jobs held for writes run again (`reader`, `manual` and `keeper`)"
         ),
         "{}",
         resume.reason
     );
     assert!(w.jobs.iter().all(|j| !j.held), "{}", w.dump());
     assert!(w.job(3).active, "{}", w.dump());
+}
+
+/// Issue 27, point 2d: a write that failed for a full disk before the policy took in any
+/// sample (samples are stepped only after the start-up activation) paused writes saying
+/// "(latest sample: disk ok)" at 1.6 % free. The reason now gives the node's own sample at the
+/// failure, its figure and level; without any sample, it says there is none.
+#[test]
+fn regression_a_pause_for_a_failed_write_states_the_disk_reading_not_disk_ok() {
+    let mut w = World::start(PolicyConfig::default(), mixed_jobs());
+    let nearly_full = Sample {
+        disk_available: 16 * GIB / 10,
+        ..healthy(T0)
+    };
+    // The node sampled 1.6 % free, but the policy has not taken that sample in.
+    assert!(
+        w.policy
+            .handle_write_full_after(T0 + 100, Some(&nearly_full))
+    );
+    let views = w.jobs.clone();
+    let out = w.policy.poll_writes(T0 + 100, &views);
+    assert_eq!(out.len(), 1, "{out:?}");
+    assert_eq!(out[0].action, Action::PauseWrites);
+    assert!(
+        out[0].reason.starts_with(
+            "the disk is full: a catalog write failed (latest sample: disk /data: 1.6% free \
+             (1.6 GiB of 100.0 GiB), critical below 5%): pause writes"
+        ),
+        "{}",
+        out[0].reason
+    );
+    assert!(!out[0].reason.contains("disk ok"), "{}", out[0].reason);
+
+    // No sample at all: said so, not "ok".
+    let mut w = World::start(PolicyConfig::default(), mixed_jobs());
+    assert!(w.policy.handle_write_full(T0));
+    let views = w.jobs.clone();
+    let out = w.policy.poll_writes(T0, &views);
+    assert!(
+        out[0]
+            .reason
+            .starts_with("the disk is full: a catalog write failed (no disk sample read yet)"),
+        "{}",
+        out[0].reason
+    );
+}
+
+/// Issue 27, point 2d: with no job active outside maintenance, a pause listed none paused, and
+/// its resume said "no job was held" after 25 s in which no run but maintenance's was
+/// claimed. The resume now says what the pause held — every other claim — and for how long.
+#[test]
+fn regression_a_resume_says_only_maintenance_was_claimed_and_for_how_long() {
+    let jobs: Vec<JobView> = mixed_jobs()
+        .into_iter()
+        .map(|mut j| {
+            j.required = false;
+            j.pin = None;
+            j.priority = 0;
+            j
+        })
+        .filter(|j| !j.maintenance)
+        .collect();
+    let mut w = World::start(PolicyConfig::default(), jobs);
+    assert!(w.jobs.iter().all(|j| !j.active), "{}", w.dump());
+    assert!(w.policy.handle_write_full(T0 - 10));
+    w.feed(&healthy(T0));
+    assert!(w.policy.writes_paused(), "{}", w.dump());
+    let resumed = (1..10)
+        .flat_map(|i| w.feed(&healthy(T0 + 25_000 + (i - 1) * TICK)))
+        .find(|d| d.action == Action::ResumeWrites)
+        .unwrap_or_else(|| panic!("no resume:\n{}", w.dump()));
+    assert!(
+        resumed.reason.ends_with(
+            ": resume writes — only maintenance runs were claimed for the last 25 s; other runs \
+             are claimed again (no job was listed paused)"
+        ),
+        "{}",
+        resumed.reason
+    );
+    assert!(!resumed.reason.contains("no job was held"));
 }

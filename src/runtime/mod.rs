@@ -67,7 +67,7 @@ pub enum EngineError {
     Seed(#[from] SeedError),
     /// Another live process holds this node name.
     #[error(
-        "node `{name}` is already running: pid {pid} on host {host} (last heartbeat {age_ms} ms ago); stop it, or choose another --node-name"
+        "node `{name}` is already running: pid {pid} on host {host} (last heartbeat {age_ms} ms ago); stop it, or give this node another name (--node NAME, node.name in the configuration file, or JOBVISOR__NODE__NAME)"
     )]
     NodeHeld {
         /// The node name.

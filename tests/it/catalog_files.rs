@@ -624,3 +624,96 @@ fn millix_strict_refuses_unmapped_items_and_bad_types_are_errors() {
         text(&out)
     );
 }
+
+crate::on_both_backends!(regression_a_file_of_jobs_only_imports_against_the_catalogs_processors);
+
+/// Issue 27, point 15: a file that holds only jobs was refused ("processor `main` is not
+/// defined in this catalog") although `main` is in the database, by the CLI and the API. An
+/// import resolves references against the file and the catalog together; one found in neither
+/// is still refused at its line, with nothing changed; `check`, which has no catalog, still
+/// checks a file as a whole catalog.
+fn regression_a_file_of_jobs_only_imports_against_the_catalogs_processors(ws: Workspace) {
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let jobs = ws.write(
+        "jobs.conf",
+        "[job.nightly]\ntype = \"function\"\nprocessor = \"main\"\ngroup = \"monitoring\"\n\
+         objects = [\"stat\"]\nrun_at = \"02:00\"\npayload = { function = \"debug.noop\" }\n\n\
+         [job.both]\ntype = \"workflow\"\nprocessor = \"main\"\n\
+         payload = { steps = [{ name = \"a\", job = \"nightly\" }, { name = \"b\", job = \"device_stats\", after = [\"a\"] }] }\n",
+    );
+    let jobs = jobs.display().to_string();
+    let out = ws.ok(&["import", &jobs]);
+    assert!(out.contains("2 created"), "{out}");
+    let show = ws.ok(&["jobs", "show", "nightly"]);
+    assert!(
+        show.contains("processor = \"main\"") && show.contains("objects = [\"stat\"]"),
+        "{show}"
+    );
+
+    // A name in neither the file nor the catalog: refused at its line, nothing changed.
+    let state = || {
+        (
+            ws.ok(&["export"]),
+            ws.catalog().count("SELECT count(*) FROM audit"),
+        )
+    };
+    let before = state();
+    let ghost = ws.write(
+        "ghost.conf",
+        "[job.haunted]\ntype = \"function\"\nprocessor = \"ghost\"\npayload = { function = \"debug.noop\" }\n",
+    );
+    let ghost = ghost.display().to_string();
+    let out = ws.run(&["import", &ghost]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(78), "{}", text(&out));
+    assert!(
+        stderr.contains(&format!("{ghost}:3:"))
+            && stderr.contains("processor `ghost` is not defined"),
+        "{stderr}"
+    );
+    assert!(state() == before, "a refused import changed the catalog");
+
+    // `check` has no catalog: the file alone must define what it names.
+    let out = ws.run(&["check", &jobs]);
+    assert_eq!(out.status.code(), Some(78), "{}", text(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("processor `main` is not defined"),
+        "{}",
+        text(&out)
+    );
+
+    // The API's import resolves the same way.
+    let node = ws.start_node("n1");
+    let auth = format!("Bearer {}", node.token.clone().unwrap());
+    let imported = crate::support::http_raw(
+        &node.api,
+        "POST",
+        "/api/v1/catalog",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/toml"),
+        ],
+        b"[job.api_only]\ntype = \"function\"\nprocessor = \"main\"\npayload = { function = \"debug.noop\" }\n",
+    );
+    assert_eq!(imported.status, 200, "{}", imported.body);
+    assert_eq!(
+        imported.json()["created"],
+        serde_json::json!(["job.api_only"]),
+        "{}",
+        imported.body
+    );
+    let refused = crate::support::http_raw(
+        &node.api,
+        "POST",
+        "/api/v1/catalog",
+        &[
+            ("Authorization", &auth),
+            ("Content-Type", "application/toml"),
+        ],
+        b"[job.api_ghost]\ntype = \"function\"\nprocessor = \"ghost\"\npayload = { function = \"debug.noop\" }\n",
+    );
+    assert_eq!(refused.status, 422, "{}", refused.body);
+    assert!(refused.body.contains("ghost"), "{}", refused.body);
+    assert_eq!(node.stop(), Some(0));
+}

@@ -1163,3 +1163,33 @@ fn a_recurring_job_that_keeps_failing_backs_off_and_says_why(ws: Workspace) {
         "{job}"
     );
 }
+
+/// Issue 27, point 2d: a second node started under a held name was told to "choose another
+/// --node-name", a flag `--help` no longer shows. The refusal names the flag, the
+/// configuration key and the environment variable that set a node's name, and exits 75.
+#[test]
+fn regression_a_held_node_name_refusal_names_the_real_flag() {
+    let ws = Workspace::new();
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let first = ws.start_node("n1");
+    let refused = match ws.try_start_node("n1") {
+        Ok(second) => {
+            second.stop();
+            panic!("a second node took the held name `n1`");
+        }
+        Err(out) => out,
+    };
+    assert_eq!(first.stop(), Some(0));
+    assert!(refused.starts_with("exit Some(75)"), "{refused}");
+    assert!(
+        refused.contains("node `n1` is already running")
+            && refused.contains("--node NAME")
+            && refused.contains("node.name")
+            && refused.contains("JOBVISOR__NODE__NAME")
+            && !refused.contains("--node-name"),
+        "{refused}"
+    );
+    let help = ws.ok(&["run", "--help"]);
+    assert!(!help.contains("--node-name"), "{help}");
+}

@@ -392,7 +392,8 @@ impl Supervisor {
     /// rule, decided between samples); a later sample that reads the disk above critical
     /// resumes them.
     fn on_write_full(&mut self, at: i64, ctx: &mut Context<Self>) {
-        if self.stopping || !self.policy.handle_write_full(at) {
+        let latest = self.last_health.as_ref().map(|h| &h.sample);
+        if self.stopping || !self.policy.handle_write_full_after(at, latest) {
             return;
         }
         // Claims stop at once, before the decision's reasons are worked out.
