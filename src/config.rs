@@ -204,6 +204,13 @@ pub struct HttpSection {
     /// Host names the API answers to besides localhost, 127.0.0.1, [::1] and the bound
     /// address (a Host header naming another is refused: DNS rebinding). Default: [].
     pub allowed_hosts: Vec<String>,
+    /// Distinct jobs `/metrics` labels by name (`job="…"`); the runs of every job past the
+    /// first this many are counted under `job="(other)"`, so a large catalog cannot grow a
+    /// scrape without bound. Default: 100.
+    pub metrics_job_labels: usize,
+    /// Failed logins one client address may make within a minute before the API answers it
+    /// 429 for the rest of that minute. Default: 10.
+    pub max_failed_logins: usize,
 }
 
 impl Default for HttpSection {
@@ -211,6 +218,10 @@ impl Default for HttpSection {
         Self {
             bind: "127.0.0.1:7878".into(),
             allowed_hosts: Vec::new(),
+            // `metrics::DEFAULT_JOB_LABELS`, `http::auth::MAX_FAILURES` (named here would
+            // make config import what it configures).
+            metrics_job_labels: 100,
+            max_failed_logins: 10,
         }
     }
 }

@@ -26,7 +26,8 @@ use super::error::{ApiError, for_status};
 use crate::model::Role;
 pub use crate::ops::accounts::Principal;
 
-/// Failed logins from one address within [`FAILURE_WINDOW`] before it gets 429.
+/// Failed logins from one address within [`FAILURE_WINDOW`] before it gets 429 (the default
+/// of `http.max_failed_logins`).
 pub const MAX_FAILURES: usize = 10;
 /// The window failed logins are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
@@ -50,6 +51,7 @@ pub fn is_ui_path(path: &str) -> bool {
 #[derive(Debug)]
 pub struct AuthState {
     hosts: Vec<String>,
+    max_failures: usize,
     failures: Mutex<HashMap<IpAddr, VecDeque<Instant>>>,
     tokens: Mutex<HashMap<String, (Principal, Instant)>>,
 }
@@ -70,8 +72,17 @@ impl AuthState {
         hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
         Self {
             hosts,
+            max_failures: MAX_FAILURES,
             failures: Mutex::default(),
             tokens: Mutex::default(),
+        }
+    }
+
+    /// Allows `n` failed logins from one address within [`FAILURE_WINDOW`] before 429.
+    pub fn max_failures(self, n: usize) -> Self {
+        Self {
+            max_failures: n,
+            ..self
         }
     }
 
@@ -101,7 +112,7 @@ impl AuthState {
                 {
                     times.pop_front();
                 }
-                times.len() >= MAX_FAILURES
+                times.len() >= self.max_failures
             }
             None => false,
         }
@@ -265,8 +276,9 @@ pub async fn guard(
                 StatusCode::TOO_MANY_REQUESTS,
                 None,
                 format!(
-                    "more than {MAX_FAILURES} failed logins from this address within {} s; \
+                    "more than {} failed logins from this address within {} s; \
                      wait and retry",
+                    state.auth.max_failures,
                     FAILURE_WINDOW.as_secs()
                 ),
             );

@@ -244,6 +244,9 @@ pub struct Processor {
     sizer: ClaimSizer,
     /// Completions waiting for the writer, and whether a batch of them is being written.
     unrecorded: Vec<(ClaimedRun, Completion)>,
+    /// How long each run of `unrecorded` executed, seconds on the monotonic clock (its
+    /// completion holds whole milliseconds of the wall clock), for `/metrics`.
+    took: HashMap<i64, f64>,
     recording: bool,
     record_failures: u32,
     claim_failures: u32,
@@ -301,6 +304,7 @@ impl Processor {
             local: VecDeque::new(),
             sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
             unrecorded: Vec::new(),
+            took: HashMap::new(),
             recording: false,
             record_failures: 0,
             claim_failures: 0,
