@@ -59,6 +59,9 @@ pub struct RpcRequest {
     pub params: Option<Json>,
     /// The call's id; without one the call is a notification (no answer).
     #[schema(value_type = Option<Object>)]
+    // Declared so that it is not refused as unknown; `dispatch` reads it from the raw call,
+    // where a null id and none differ.
+    #[allow(dead_code)]
     pub id: Option<Json>,
 }
 
@@ -333,7 +336,22 @@ async fn dispatch(
     who: &Principal,
     req: Json,
 ) -> (Option<Json>, Result<Json, Failure>) {
+    // A call with an `id` member, even `null`, is answered; only one without is a
+    // notification (serde reads a null id as none, so it is taken from the raw call).
     let id = req.get("id").cloned();
+    if id
+        .as_ref()
+        .is_some_and(|i| !(i.is_string() || i.is_number() || i.is_null()))
+    {
+        return (
+            Some(Json::Null),
+            Err(failure(
+                StatusCode::BAD_REQUEST,
+                -32600,
+                "id must be a string, a number or null",
+            )),
+        );
+    }
     let req: RpcRequest = match serde_json::from_value(req) {
         Ok(r) => r,
         Err(e) => {
@@ -349,7 +367,7 @@ async fn dispatch(
     };
     if req.jsonrpc != "2.0" {
         return (
-            Some(req.id.unwrap_or(Json::Null)),
+            Some(id.unwrap_or(Json::Null)),
             Err(failure(
                 StatusCode::BAD_REQUEST,
                 -32600,
@@ -360,7 +378,7 @@ async fn dispatch(
     let params = req.params.unwrap_or(Json::Object(Default::default()));
     if !params.is_object() {
         return (
-            req.id,
+            id,
             Err(failure(
                 StatusCode::UNPROCESSABLE_ENTITY,
                 -32602,
@@ -391,7 +409,7 @@ async fn dispatch(
             Err(e) => Err(e.into()),
         }
     };
-    (req.id, outcome)
+    (id, outcome)
 }
 
 fn response(id: Json, outcome: Result<Json, Failure>) -> (StatusCode, RpcResponse) {
