@@ -29,7 +29,7 @@ use crate::schedule::{MisfirePolicy, OverlapPolicy};
 const INSTANT_PATTERN: &str = "^\\s*([0-9]{1,15}(ms|s|m|min|h|d)|[0-9]{4}-[0-9]{2}-[0-9]{2}([T ][0-9]{2}:[0-9]{2}(:[0-9]{2}(\\.[0-9]{1,9})?)?([Zz]|[+-][0-9]{2}:[0-9]{2})?)?)\\s*$";
 
 /// An IP address (an IPv6 one may be bracketed) or a host name; `jobconf::is_host` decides.
-const HOST_PATTERN: &str = "^(\\[[0-9A-Fa-f:.]+\\]|[0-9A-Za-z.:-]+)$";
+const HOST_PATTERN: &str = "^(\\[[0-9A-Fa-f:.]+\\]|[0-9A-Za-z_.:-]+)$";
 
 /// Completes the generated document (see the module doc).
 pub(super) fn conform(doc: &mut Value) {

@@ -430,7 +430,8 @@ pub const NAME_PATTERN: &str = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$";
 
 /// Whether `host` is an IP address (an IPv6 one may be in brackets) or a host name (RFC 1123:
 /// dot-separated labels of 1–63 letters, digits and `-`, not beginning or ending with `-`;
-/// 253 characters at most).
+/// 253 characters at most — and `_`, which RFC 1123 leaves out but container and service
+/// names carry and resolvers answer).
 pub fn is_host(host: &str) -> bool {
     let unbracketed = host
         .strip_prefix('[')
@@ -444,7 +445,9 @@ pub fn is_host(host: &str) -> bool {
         && name.len() <= 253
         && name.split('.').all(|label| {
             (1..=63).contains(&label.len())
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
                 && !label.starts_with('-')
                 && !label.ends_with('-')
         })
@@ -964,6 +967,7 @@ mod name_and_host_tests {
             "::1",
             "[::1]",
             "node-b",
+            "node_b",
             "jobs.example.org",
             "a.b.",
         ] {
