@@ -210,6 +210,13 @@ pub struct HttpSection {
     pub trusted_proxies: Vec<String>,
     /// Calls in one JSON-RPC batch at most (a longer batch is refused whole). Default: 100.
     pub rpc_batch_max: usize,
+    /// Distinct jobs `/metrics` labels by name (`job="…"`); the runs of every job past the
+    /// first this many are counted under `job="(other)"`, so a large catalog cannot grow a
+    /// scrape without bound. Default: 100.
+    pub metrics_job_labels: usize,
+    /// Failed logins one client address may make within a minute before the API answers it
+    /// 429 for the rest of that minute. Default: 10.
+    pub max_failed_logins: usize,
 }
 
 impl Default for HttpSection {
@@ -219,6 +226,10 @@ impl Default for HttpSection {
             allowed_hosts: Vec::new(),
             trusted_proxies: Vec::new(),
             rpc_batch_max: 100,
+            // `metrics::DEFAULT_JOB_LABELS`, `http::auth::MAX_FAILURES` (named here would
+            // make config import what it configures).
+            metrics_job_labels: 100,
+            max_failed_logins: 10,
         }
     }
 }

@@ -214,6 +214,7 @@ fn init_logging(cfg: &NodeConfig) -> Result<(), DaemonError> {
 async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError> {
     // Listen for signals before anything else: a SIGTERM right after start must still drain.
     let mut signals = Signals::new();
+    crate::metrics::set_job_labels(cfg.http.metrics_job_labels);
     let engine = Engine::builder().config(cfg.clone()).start()?;
     let addrs: Vec<String> = listener
         .local_addr()
@@ -229,7 +230,8 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     let state = web::Data::new(crate::http::ApiState {
         ops: api_ops.clone(),
         engine: engine.clone(),
-        auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts),
+        auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts)
+            .max_failures(cfg.http.max_failed_logins),
     });
     // The web UI's sessions live as long as the process: one store for every worker.
     let ui = web::Data::new(crate::ui::Ui::default());

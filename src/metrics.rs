@@ -1,14 +1,17 @@
 //! Counters the runtime keeps for `/metrics`: runs recorded by job and outcome with a duration
-//! histogram, runs claimed, stale completions, and the writers' batch sizes. Plain data in one
-//! process-wide registry, so that actors count with one call and no handle to carry; the
-//! Prometheus text is written by `http`.
+//! histogram (seconds, measured on the monotonic clock: not whole milliseconds), runs claimed,
+//! stale completions, and the writers' batch sizes. Plain data in one process-wide registry,
+//! so that actors count with one call and no handle to carry; the Prometheus text is written
+//! by `http`.
 //!
 //! Invariant: counting never blocks on IO and takes one short lock per batch (a completion
-//! flush, a claim, a writer commit), never one per statement.
+//! flush, a claim, a writer commit), never one per statement; the `job` label takes at most
+//! [`job_labels`] distinct values (the jobs first counted), every other job counts as
+//! [`OTHER_JOBS`], so a catalog of many jobs cannot grow the registry or a scrape without bound.
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Upper bounds of the run duration buckets, seconds.
 pub const DURATION_BUCKETS: [f64; 12] = [
@@ -60,24 +63,50 @@ static CLAIMED: AtomicU64 = AtomicU64::new(0);
 static CLAIMS: AtomicU64 = AtomicU64::new(0);
 static GIVEN_BACK: AtomicU64 = AtomicU64::new(0);
 static STALE: AtomicU64 = AtomicU64::new(0);
+static JOB_LABELS: AtomicUsize = AtomicUsize::new(DEFAULT_JOB_LABELS);
+
+/// The default of [`job_labels`] (`http.metrics_job_labels`).
+pub const DEFAULT_JOB_LABELS: usize = 100;
+/// The `job` label of the runs of every job past the first [`job_labels`]: not a valid job
+/// name (`jobconf::check_name` refuses parentheses), so it cannot be mistaken for one.
+pub const OTHER_JOBS: &str = "(other)";
+
+/// Sets how many distinct jobs get a `job` label of their own (`http.metrics_job_labels`).
+pub fn set_job_labels(n: usize) {
+    JOB_LABELS.store(n, Ordering::Relaxed);
+}
+
+/// How many distinct jobs get a `job` label of their own.
+pub fn job_labels() -> usize {
+    JOB_LABELS.load(Ordering::Relaxed)
+}
 
 fn with<T>(f: impl FnOnce(&mut Registry) -> T) -> T {
     let mut r = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
     f(r.get_or_insert_with(Registry::default))
 }
 
-/// Counts a batch of recorded runs: (job, final status, duration in ms).
-pub fn runs_recorded<'a>(runs: impl IntoIterator<Item = (&'a str, &'static str, i64)>) {
+impl Registry {
+    /// Counts one recorded run under its job's label, or [`OTHER_JOBS`] once `cap` jobs have
+    /// labels of their own.
+    fn record(&mut self, cap: usize, job: &str, status: &'static str, seconds: f64) {
+        let labelled = self.runs.len() - usize::from(self.runs.contains_key(OTHER_JOBS));
+        let entry = match self.runs.get_mut(job) {
+            Some(e) => e,
+            None if labelled < cap => self.runs.entry(job.to_string()).or_default(),
+            None => self.runs.entry(OTHER_JOBS.to_string()).or_default(),
+        };
+        *entry.by_outcome.entry(status).or_default() += 1;
+        entry.duration.observe(&DURATION_BUCKETS, seconds.max(0.0));
+    }
+}
+
+/// Counts a batch of recorded runs: (job, final status, duration in seconds).
+pub fn runs_recorded<'a>(runs: impl IntoIterator<Item = (&'a str, &'static str, f64)>) {
+    let cap = job_labels();
     with(|r| {
-        for (job, status, ms) in runs {
-            let entry = match r.runs.get_mut(job) {
-                Some(e) => e,
-                None => r.runs.entry(job.to_string()).or_default(),
-            };
-            *entry.by_outcome.entry(status).or_default() += 1;
-            entry
-                .duration
-                .observe(&DURATION_BUCKETS, ms.max(0) as f64 / 1000.0);
+        for (job, status, seconds) in runs {
+            r.record(cap, job, status, seconds);
         }
     });
 }
@@ -142,6 +171,25 @@ pub fn snapshot() -> Snapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn jobs_past_the_label_cap_count_as_other_and_durations_keep_fractions() {
+        let mut r = Registry::default();
+        for (job, status, seconds) in [
+            ("a", "succeeded", 0.0004),
+            ("b", "succeeded", 0.25),
+            ("c", "failed", 1.5),
+            ("d", "failed", 2.0),
+            ("a", "succeeded", 0.0001),
+        ] {
+            r.record(2, job, status, seconds);
+        }
+        assert_eq!(r.runs["a"].duration.count, 2);
+        assert!((r.runs["a"].duration.sum - 0.0005).abs() < 1e-9);
+        assert!(!r.runs.contains_key("c") && !r.runs.contains_key("d"));
+        assert_eq!(r.runs[OTHER_JOBS].by_outcome["failed"], 2);
+        assert_eq!(r.runs.len(), 3);
+    }
 
     #[test]
     fn a_duration_lands_in_the_first_bucket_that_holds_it() {

@@ -38,7 +38,7 @@ use crate::model::Role;
 pub use crate::ops::accounts::Principal;
 
 /// Failed credentials of one [`FailureKey`] within [`FAILURE_WINDOW`] before the next failure
-/// of that key gets 429.
+/// of that key gets 429 (the default of `http.max_failed_logins`).
 pub const MAX_FAILURES: usize = 10;
 /// The window failed logins are counted in.
 pub const FAILURE_WINDOW: Duration = Duration::from_secs(60);
@@ -111,6 +111,9 @@ pub fn client_address(peer: Option<SocketAddr>, headers: &HeaderMap, trusted: &[
 #[derive(Debug)]
 pub struct AuthState {
     hosts: Vec<String>,
+    /// Failures of one key within [`FAILURE_WINDOW`] before it gets 429
+    /// (`http.max_failed_logins`).
+    max_failures: usize,
     failures: Mutex<HashMap<FailureKey, VecDeque<Instant>>>,
     tokens: Mutex<HashMap<String, (Principal, Instant)>>,
     /// `http.trusted_proxies`, parsed at the first request (validated with the config).
@@ -135,10 +138,20 @@ impl AuthState {
         hosts.extend(extra.iter().map(|h| h.to_ascii_lowercase()));
         Self {
             hosts,
+            max_failures: MAX_FAILURES,
             failures: Mutex::default(),
             tokens: Mutex::default(),
             trusted: OnceLock::new(),
             argon2: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// Allows `n` failures of one key (an address and user, a token prefix) within
+    /// [`FAILURE_WINDOW`] before 429.
+    pub fn max_failures(self, n: usize) -> Self {
+        Self {
+            max_failures: n,
+            ..self
         }
     }
 
@@ -167,11 +180,11 @@ impl AuthState {
         {
             times.pop_front();
         }
-        if times.len() < MAX_FAILURES {
+        if times.len() < self.max_failures.max(1) {
             return None;
         }
         // The failure that has to leave the window before the key is under the limit again.
-        let frees = times[times.len() - MAX_FAILURES];
+        let frees = times[times.len() - self.max_failures.max(1)];
         Some(FAILURE_WINDOW.saturating_sub(now.duration_since(frees)))
     }
 
@@ -187,7 +200,7 @@ impl AuthState {
         }
         let times = failures.entry(key).or_default();
         times.push_back(now);
-        if times.len() > MAX_FAILURES {
+        if times.len() > self.max_failures.max(1) {
             times.pop_front();
         }
     }
@@ -200,8 +213,9 @@ impl AuthState {
                 StatusCode::TOO_MANY_REQUESTS,
                 None,
                 format!(
-                    "{MAX_FAILURES} failed logins with these credentials within {} s: wait \
+                    "{} failed logins with these credentials within {} s: wait \
                      and retry (valid credentials are never throttled)",
+                    self.max_failures,
                     FAILURE_WINDOW.as_secs()
                 ),
             );

@@ -43,7 +43,8 @@ fn choice<T>(
 #[derive(Debug, Clone, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct JobFields {
-    /// The job's name (POST only): 1–100 letters, digits, `_`, `-`, `.`.
+    /// The job's name (POST only): 1–100 letters, digits, `_`, `-`, `.`, the first a letter,
+    /// a digit or `_`.
     pub name: Option<String>,
     /// function, sql, url, rpc, command, workflow.
     #[serde(rename = "type")]
@@ -113,6 +114,45 @@ pub struct JobFields {
     pub stretch_max: Option<i64>,
 }
 
+/// An error of the application layer in the request's terms: the catalog names fields as
+/// job.conf does (`timeout`), a request body as its type does (`timeout_ms`); `names` lists
+/// the (key, field) pairs that differ.
+pub fn in_request_terms(e: ApiError, names: &[(&str, &str)]) -> ApiError {
+    let Some(field) = &e.body.field else {
+        return e;
+    };
+    let Some((_, named)) = names.iter().find(|(key, _)| key == field) else {
+        return e;
+    };
+    let reason = names
+        .iter()
+        .fold(e.body.reason.clone(), |r, (k, f)| rename_word(&r, k, f));
+    ApiError {
+        body: ApiError::new(e.status, Some(named), reason).body,
+        ..e
+    }
+}
+
+/// Replaces each whole word `from` in `text` by `to`.
+fn rename_word(text: &str, from: &str, to: &str) -> String {
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find(from) {
+        let before = rest[..i].chars().next_back();
+        let after = rest[i + from.len()..].chars().next();
+        out.push_str(&rest[..i]);
+        if before.is_some_and(word) || after.is_some_and(word) {
+            out.push_str(from);
+        } else {
+            out.push_str(to);
+        }
+        rest = &rest[i + from.len()..];
+    }
+    out.push_str(rest);
+    out
+}
+
 fn cleared(v: &Option<Option<String>>) -> Option<String> {
     v.as_ref().map(|v| v.clone().unwrap_or_default())
 }
@@ -122,6 +162,15 @@ impl JobFields {
     pub fn job_type(&self) -> Result<Option<JobType>, ApiError> {
         choice("type", &self.job_type, JobType::parse, &JobType::expected())
     }
+
+    /// The job.conf keys whose field here has another name (the unit in it), as (key, field).
+    pub const FIELD_NAMES: [(&str, &str); 5] = [
+        ("timeout", "timeout_ms"),
+        ("run_delay", "run_delay_ms"),
+        ("misfire_window", "misfire_window_ms"),
+        ("backoff_base", "backoff_base_ms"),
+        ("backoff_max", "backoff_max_ms"),
+    ];
 
     /// The application layer's patch.
     pub fn patch(&self) -> Result<JobPatch, ApiError> {
@@ -226,9 +275,9 @@ pub fn job_body(name: Option<&str>, p: &JobPatch) -> JsonMap<String, Json> {
 pub struct ProcessorFields {
     /// Its name (POST only).
     pub name: Option<String>,
-    /// Concurrent executions.
+    /// Concurrent executions, 1–1000.
     pub instances: Option<i64>,
-    /// Upper bound for self-tuning; `null` clears it.
+    /// Upper bound for self-tuning, at most 1000; `null` clears it.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<i64>)]
     pub max_instances: Option<Option<i64>>,
@@ -236,7 +285,8 @@ pub struct ProcessorFields {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<Vec<String>>)]
     pub nodes: Option<Option<Vec<String>>>,
-    /// The remote node's address (a remote processor); `null` makes it local.
+    /// The remote node's address, an IP address or a host name (a remote processor); `null`
+    /// makes it local.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<String>)]
     pub ip_address: Option<Option<String>>,
@@ -312,6 +362,9 @@ pub struct ObjectFields {
 }
 
 impl ObjectFields {
+    /// The job.conf keys whose field here has another name, as (key, field).
+    pub const FIELD_NAMES: [(&str, &str); 1] = [("time_to_live", "time_to_live_s")];
+
     /// The application layer's patch.
     pub fn patch(&self) -> Result<ObjectPatch, ApiError> {
         Ok(ObjectPatch {
@@ -473,6 +526,23 @@ pub struct SeriesQueryParams {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_error_about_a_job_conf_key_names_the_request_field() {
+        let names = &JobFields::FIELD_NAMES;
+        let e = ApiError::invalid("backoff_max", "5 is below backoff_base = 9 (job `x`)");
+        let e = in_request_terms(e, names);
+        assert_eq!(e.body.field.as_deref(), Some("backoff_max_ms"));
+        assert_eq!(e.body.reason, "5 is below backoff_base_ms = 9 (job `x`)");
+        assert_eq!(e.body.error, format!("backoff_max_ms: {}", e.body.reason));
+        for (key, field) in JobFields::FIELD_NAMES {
+            let e = in_request_terms(ApiError::invalid(key, "must be at least 0"), names);
+            assert_eq!(e.body.field.as_deref(), Some(field));
+        }
+        let e = in_request_terms(ApiError::invalid("timezone", "timeout_x"), names);
+        assert_eq!(e.body.field.as_deref(), Some("timezone"));
+        assert_eq!(e.body.reason, "timeout_x");
+    }
 
     #[test]
     fn a_patch_sent_as_a_body_reads_back_as_the_same_patch() {

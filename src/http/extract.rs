@@ -148,17 +148,35 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })?;
     let text = if text.trim().is_empty() { "{}" } else { text };
     no_duplicate_keys(text)?;
-    let mut de = serde_json::Deserializer::from_str(text);
-    let value = serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let syntax = matches!(
-            e.inner().classify(),
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof
-        );
-        field_error(&e.path().to_string(), e.inner(), syntax)
-    })?;
-    de.end()
+    let mut json: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| ApiError::bad_request(None, format!("not valid JSON: {e}")))?;
-    Ok(value)
+    integral_numbers(&mut json);
+    serde_path_to_error::deserialize(json)
+        .map_err(|e| field_error(&e.path().to_string(), e.inner(), false))
+}
+
+/// JSON has one number type: `8.0` is the integer 8 (as JSON Schema and the OpenAPI document
+/// say), so a number without a fraction reads as an integer where one is expected. Free-form
+/// JSON a job receives (`payload`, `params`) is kept as sent.
+fn integral_numbers(v: &mut serde_json::Value) {
+    use serde_json::Value;
+    match v {
+        Value::Number(n) if n.is_f64() => {
+            let f = n.as_f64().unwrap_or(f64::NAN);
+            // Beyond ±2^63 an f64 cannot be an i64; NaN and infinities are not JSON numbers.
+            if f.fract() == 0.0
+                && (-9.223_372_036_854_776e18..9.223_372_036_854_776e18).contains(&f)
+            {
+                *v = Value::from(f as i64);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers),
+        Value::Object(map) => map
+            .iter_mut()
+            .filter(|(k, _)| !matches!(k.as_str(), "payload" | "params"))
+            .for_each(|(_, v)| integral_numbers(v)),
+        _ => {}
+    }
 }
 
 impl<T: DeserializeOwned + 'static> FromRequest for Body<T> {
@@ -254,6 +272,10 @@ mod tests {
         assert_eq!(e.body.field.as_deref(), Some("inner.m"));
         let e = parse_json::<Sample>(br#"{"priority": 1"#).unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
+        let s = parse_json::<Sample>(br#"{"priority": 8.0}"#).unwrap();
+        assert_eq!(s.priority, Some(8), "an integral number is an integer");
+        let e = parse_json::<Sample>(br#"{"priority": 8.5}"#).unwrap_err();
+        assert_eq!(e.body.field.as_deref(), Some("priority"));
         let e = parse_json::<Sample>(b"{\"priority\": \xff}").unwrap_err();
         assert!(e.body.reason.contains("UTF-8"), "{}", e.body.reason);
         assert!(parse_json::<Sample>(b"").is_ok());

@@ -9,7 +9,9 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::ApiState;
 use super::auth::Principal;
-use super::bodies::{BatchBody, JobFields, JobsQuery, NextQuery, PinBody, TriggerBody};
+use super::bodies::{
+    BatchBody, JobFields, JobsQuery, NextQuery, PinBody, TriggerBody, in_request_terms,
+};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Query};
 use super::rules::{require_for, require_for_processor};
@@ -107,7 +109,8 @@ async fn create_job(
             require_for_processor(&who, ops, &processor)?;
             Ok(ops.add_job(&name, job_type, &processor, &patch)?)
         })
-        .await?;
+        .await
+        .map_err(|e| in_request_terms(e, &JobFields::FIELD_NAMES))?;
     Ok(HttpResponse::Created().json(saved))
 }
 
@@ -164,7 +167,8 @@ async fn patch_job(
             }
             Ok(ops.edit_job(&name, &patch)?)
         })
-        .await?;
+        .await
+        .map_err(|e| in_request_terms(e, &JobFields::FIELD_NAMES))?;
     Ok(web::Json(saved))
 }
 

@@ -7,7 +7,9 @@ use utoipa_actix_web::service_config::ServiceConfig;
 
 use super::ApiState;
 use super::auth::Principal;
-use super::bodies::{DecisionsQuery, ObjectFields, ProcessorFields, SeriesQueryParams};
+use super::bodies::{
+    DecisionsQuery, ObjectFields, ProcessorFields, SeriesQueryParams, in_request_terms,
+};
 use super::error::{ApiError, ErrorBody};
 use super::extract::{Body, Query};
 use crate::model::Role;
@@ -150,7 +152,8 @@ async fn create_object(
         .write(&who.user, move |ops| {
             Ok(ops.put_object(&name, &patch, false)?)
         })
-        .await?;
+        .await
+        .map_err(|e| in_request_terms(e, &ObjectFields::FIELD_NAMES))?;
     Ok(HttpResponse::Created().json(report))
 }
 
@@ -175,7 +178,8 @@ async fn patch_object(
         .write(&who.user, move |ops| {
             Ok(ops.put_object(&name, &patch, true)?)
         })
-        .await?;
+        .await
+        .map_err(|e| in_request_terms(e, &ObjectFields::FIELD_NAMES))?;
     Ok(HttpResponse::Ok().json(report))
 }
 

@@ -17,6 +17,7 @@ mod jobs;
 mod listing;
 mod metrics;
 mod node;
+pub mod openapi;
 mod rpc;
 pub mod rules;
 mod runs;
@@ -135,8 +136,8 @@ pub fn routes(cfg: &mut ServiceConfig) {
 }
 
 /// The OpenAPI 3.1 document of the API (what `/api/v1/openapi.json` serves and
-/// `openapi.json` at the crate root keeps).
-pub fn openapi() -> utoipa::openapi::OpenApi {
+/// `src/http/openapi.json` keeps): the routes' annotations, completed by [`openapi::conform`].
+pub fn openapi() -> serde_json::Value {
     let mut doc = App::new()
         .into_utoipa_app()
         .openapi(ApiDoc::openapi())
@@ -144,6 +145,8 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
         .split_for_parts()
         .1;
     describe_responses(&mut doc);
+    let mut doc = serde_json::to_value(&doc).unwrap_or_default();
+    openapi::conform(&mut doc);
     doc
 }
 
@@ -179,8 +182,7 @@ fn describe_responses(doc: &mut utoipa::openapi::OpenApi) {
 
 /// The document as the committed file holds it: pretty JSON and a final newline.
 pub fn openapi_json() -> String {
-    let mut text = openapi()
-        .to_pretty_json()
+    let mut text = serde_json::to_string_pretty(&openapi())
         .unwrap_or_else(|e| format!("{{\"error\": \"{e}\"}}"));
     text.push('\n');
     text
@@ -222,5 +224,7 @@ pub fn app_with(
         .app_data(web::PayloadConfig::new(BODY_LIMIT))
         .configure(routes)
         .split_for_parts();
-    app.configure(extra).wrap(from_fn(auth::guard))
+    app.configure(extra)
+        .default_service(web::to(openapi::no_route))
+        .wrap(from_fn(auth::guard))
 }

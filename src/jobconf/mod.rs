@@ -90,14 +90,14 @@ pub struct CatalogFile {
 /// A processor: threads on this node, or a remote node reached over its API.
 #[derive(Clone, PartialEq)]
 pub struct ProcessorDef {
-    /// Concurrent executions. Default 1.
+    /// Concurrent executions, 1–[`MAX_INSTANCES`]. Default 1.
     pub instances: i64,
-    /// Upper bound for the self-tuning policy; `None` = `instances`.
+    /// Upper bound for the self-tuning policy, at most [`MAX_INSTANCES`]; `None` = `instances`.
     pub max_instances: Option<i64>,
     /// The nodes that may run it, by name (sorted); empty: any node sharing the catalog. A
     /// node starts only the processors it may run, and schedules and claims only their jobs.
     pub nodes: Vec<String>,
-    /// Set for a remote processor (another node).
+    /// Set for a remote processor (another node): an IP address or a host name.
     pub ip_address: Option<String>,
     /// The remote node's API port.
     pub port: Option<i64>,
@@ -305,6 +305,14 @@ pub struct JobDef {
 /// The largest accepted `stretch_max`.
 pub const STRETCH_MAX_LIMIT: i64 = 64;
 
+/// The most concurrent executions a processor may have (`instances`, `max_instances`): each
+/// is a task and a connection's worth of memory; a billion would exhaust the node long before
+/// the self-tuning policy could hold it back.
+pub const MAX_INSTANCES: i64 = 1000;
+
+/// The longest catalog name.
+pub const MAX_NAME_LEN: usize = 100;
+
 impl JobDef {
     /// A job of `job_type` on `processor` with every other field at its default.
     pub fn new(job_type: JobType, processor: impl Into<String>) -> Self {
@@ -413,10 +421,15 @@ impl Problems {
     }
 }
 
-/// Checks a name used as a catalog key: 1–100 characters of letters, digits, `_`, `-`, `.`.
+/// Checks a name used as a catalog key: 1–[`MAX_NAME_LEN`] characters of letters, digits,
+/// `_`, `-`, `.`, the first a letter, a digit or `_` — so no name is `.` or `..` (a path
+/// segment of the API) nor reads as a command-line flag (`-x`). Every face reaches it through
+/// `ops`; the OpenAPI document states it as [`NAME_PATTERN`].
 pub fn check_name(name: &str) -> Result<(), String> {
-    if name.is_empty() || name.len() > 100 {
-        return Err(format!("name `{name}` must be 1–100 characters long"));
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(format!(
+            "name `{name}` must be 1–{MAX_NAME_LEN} characters long"
+        ));
     }
     if !name
         .chars()
@@ -426,7 +439,40 @@ pub fn check_name(name: &str) -> Result<(), String> {
             "name `{name}` may only contain letters, digits, `_`, `-` and `.`"
         ));
     }
+    if !name.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '_') {
+        return Err(format!(
+            "name `{name}` must begin with a letter, a digit or `_`"
+        ));
+    }
     Ok(())
+}
+
+/// [`check_name`] as a regular expression (for the OpenAPI document).
+pub const NAME_PATTERN: &str = "^[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}$";
+
+/// Whether `host` is an IP address (an IPv6 one may be in brackets) or a host name (RFC 1123:
+/// dot-separated labels of 1–63 letters, digits and `-`, not beginning or ending with `-`;
+/// 253 characters at most — and `_`, which RFC 1123 leaves out but container and service
+/// names carry and resolvers answer).
+pub fn is_host(host: &str) -> bool {
+    let unbracketed = host
+        .strip_prefix('[')
+        .and_then(|h| h.strip_suffix(']'))
+        .unwrap_or(host);
+    if unbracketed.parse::<std::net::IpAddr>().is_ok() {
+        return true;
+    }
+    let name = host.strip_suffix('.').unwrap_or(host);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            (1..=63).contains(&label.len())
+                && label
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        })
 }
 
 /// Every semantic problem in `file`, a whole catalog: references, ranges, schedules and
@@ -478,22 +524,39 @@ pub fn validate_in(file: &CatalogFile, scope: Scope) -> Vec<Problem> {
 
 fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
     let s = Section::Processor;
-    if proc.instances < 1 {
+    if !(1..=MAX_INSTANCES).contains(&proc.instances) {
         p.push(
             s,
             name,
             "instances",
-            format!("must be at least 1, got {}", proc.instances),
+            format!("must be 1–{MAX_INSTANCES}, got {}", proc.instances),
         );
     }
-    if let Some(max) = proc.max_instances
-        && max < proc.instances
+    if let Some(max) = proc.max_instances {
+        if max > MAX_INSTANCES {
+            p.push(
+                s,
+                name,
+                "max_instances",
+                format!("must be at most {MAX_INSTANCES}, got {max}"),
+            );
+        } else if max < proc.instances {
+            p.push(
+                s,
+                name,
+                "max_instances",
+                format!("{max} is below instances = {}", proc.instances),
+            );
+        }
+    }
+    if let Some(host) = &proc.ip_address
+        && !is_host(host)
     {
         p.push(
             s,
             name,
-            "max_instances",
-            format!("{max} is below instances = {}", proc.instances),
+            "ip_address",
+            format!("`{host}` is neither an IP address nor a host name"),
         );
     }
     for (i, node) in proc.nodes.iter().enumerate() {
@@ -943,4 +1006,47 @@ fn nested_cycle(file: &CatalogFile, start: &str) -> Option<Vec<String>> {
         false
     }
     walk(file, start, &mut path, &mut seen).then_some(path)
+}
+
+#[cfg(test)]
+mod name_and_host_tests {
+    use super::*;
+
+    #[test]
+    fn names_that_are_path_segments_or_flags_are_refused() {
+        for bad in [".", "..", "-x", ".hidden", "-", ""] {
+            assert!(check_name(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in ["a", "_x", "etl.nightly", "0-day", "x..y"] {
+            assert!(check_name(good).is_ok(), "{good:?} refused");
+        }
+    }
+
+    #[test]
+    fn a_remote_address_is_an_ip_or_a_host_name() {
+        for good in [
+            "127.0.0.1",
+            "::1",
+            "[::1]",
+            "node-b",
+            "node_b",
+            "jobs.example.org",
+            "a.b.",
+        ] {
+            assert!(is_host(good), "{good} refused");
+        }
+        for bad in [
+            "",
+            "a b",
+            "-x",
+            "x-",
+            "a..b",
+            "http://x",
+            "x:80",
+            "é.example",
+            &"a".repeat(64),
+        ] {
+            assert!(!is_host(bad), "{bad} accepted");
+        }
+    }
 }

@@ -409,6 +409,8 @@ impl Ops {
         processor: &str,
         patch: &JobPatch,
     ) -> Result<Saved, OpError> {
+        // Here, not only in the catalog's validation, so that the refusal names the field.
+        crate::jobconf::check_name(name).map_err(|reason| OpError::invalid("name", reason))?;
         let mut file = self
             .catalog
             .export()

@@ -80,7 +80,7 @@ fn cases() -> Vec<Case> {
         // Creating jobs: wrong types, missing and unknown fields, bad values, bad references.
         case("POST", jobs, job(json!({"name": 5})), 422, Some("name")),
         case("POST", jobs, job(json!({"priority": "high"})), 422, Some("priority")),
-        case("POST", jobs, job(json!({"timeout_ms": -5})), 422, Some("timeout")),
+        case("POST", jobs, job(json!({"timeout_ms": -5})), 422, Some("timeout_ms")),
         case("POST", jobs, job(json!({"colour": "red"})), 422, Some("colour")),
         case("POST", jobs, job(json!({"name": huge})), 422, Some("name")),
         case("POST", jobs, job(json!({"name": "has space"})), 422, Some("name")),
@@ -108,7 +108,14 @@ fn cases() -> Vec<Case> {
         case("POST", jobs, job(json!({"misfire_policy": "sometimes"})), 422, Some("misfire_policy")),
         case("POST", jobs, job(json!({"overlap_policy": "never"})), 422, Some("overlap_policy")),
         case("POST", jobs, job(json!({"max_attempts": 0})), 422, Some("max_attempts")),
-        case("POST", jobs, job(json!({"backoff_base_ms": -1})), 422, Some("backoff_base")),
+        case("POST", jobs, job(json!({"backoff_base_ms": -1})), 422, Some("backoff_base_ms")),
+        case("POST", jobs, job(json!({"backoff_base_ms": 10, "backoff_max_ms": 5})), 422, Some("backoff_max_ms")),
+        case("POST", jobs, job(json!({"misfire_window_ms": -1})), 422, Some("misfire_window_ms")),
+        // Names that are path segments (`.`, `..`) or read as a flag (`-x`).
+        case("POST", jobs, job(json!({"name": "."})), 422, Some("name")),
+        case("POST", jobs, job(json!({"name": ".."})), 422, Some("name")),
+        case("POST", jobs, job(json!({"name": "-x"})), 422, Some("name")),
+        case("POST", jobs, job(json!({"name": ".hidden"})), 422, Some("name")),
         case("POST", jobs, job(json!({"priority": 1e30})), 422, Some("priority")),
         case("POST", jobs, job(json!({"priority": 9_223_372_036_854_775_808_u64})), 422, Some("priority")),
         case("POST", jobs, job(json!({"required": "yes"})), 422, Some("required")),
@@ -144,10 +151,11 @@ fn cases() -> Vec<Case> {
         case("PATCH", ds, json!({"type": "bogus"}), 422, Some("type")),
         case("PATCH", "/api/v1/jobs/missing", json!({"priority": 1}), 404, None),
         case("PATCH", &format!("/api/v1/jobs/{}", "y".repeat(5000)), json!({"priority": 1}), 404, None),
-        case("PATCH", ds, json!({"timeout_ms": -1}), 422, Some("timeout")),
+        case("PATCH", ds, json!({"timeout_ms": -1}), 422, Some("timeout_ms")),
         case("PATCH", ds, json!({"max_overlap": -1}), 422, Some("max_overlap")),
         case("PATCH", ds, json!({"max_catchup": -1}), 422, Some("max_catchup")),
-        case("PATCH", ds, json!({"run_delay_ms": -1}), 422, Some("run_delay")),
+        case("PATCH", ds, json!({"run_delay_ms": -1}), 422, Some("run_delay_ms")),
+        case("PATCH", ds, json!({"backoff_max_ms": -1}), 422, Some("backoff_max_ms")),
         case("PATCH", ds, json!({"objects": [1]}), 422, Some("objects[0]")),
         raw("PATCH", ds, JSON, br#"{"priority": }"#, 400),
         // Pins, next fire times, enabling.
@@ -199,6 +207,11 @@ fn cases() -> Vec<Case> {
         // Processors and objects.
         case("POST", "/api/v1/processors", json!({"name": "p", "instances": 0}), 422, Some("instances")),
         case("POST", "/api/v1/processors", json!({"name": "p", "instances": "two"}), 422, Some("instances")),
+        case("POST", "/api/v1/processors", json!({"name": "p", "instances": 1_000_000_000}), 422, Some("instances")),
+        case("POST", "/api/v1/processors", json!({"name": "p", "max_instances": 1_000_000}), 422, Some("max_instances")),
+        case("POST", "/api/v1/processors", json!({"name": "p", "ip_address": "not a host!"}), 422, Some("ip_address")),
+        case("POST", "/api/v1/processors", json!({"name": "p", "ip_address": "http://10.0.0.1/"}), 422, Some("ip_address")),
+        case("POST", "/api/v1/processors", json!({"name": "-x"}), 422, Some("name")),
         case("POST", "/api/v1/processors", json!({"name": "p", "ip_address": "127.0.0.1", "port": 70000}), 422, Some("port")),
         case("POST", "/api/v1/processors", json!({"instances": 1}), 422, Some("name")),
         case("POST", "/api/v1/processors", json!({"name": "main"}), 409, None),
@@ -208,7 +221,8 @@ fn cases() -> Vec<Case> {
         raw("DELETE", "/api/v1/processors/main", JSON, b"", 409),
         raw("DELETE", "/api/v1/processors/missing", JSON, b"", 404),
         case("POST", "/api/v1/objects", json!({"name": "o", "type": "blob"}), 422, Some("type")),
-        case("POST", "/api/v1/objects", json!({"name": "o", "time_to_live_s": -1}), 422, Some("time_to_live")),
+        case("POST", "/api/v1/objects", json!({"name": "o", "time_to_live_s": -1}), 422, Some("time_to_live_s")),
+        case("POST", "/api/v1/objects", json!({"name": ".."}), 422, Some("name")),
         case("POST", "/api/v1/objects", json!({"name": "o o"}), 422, Some("name")),
         raw("DELETE", "/api/v1/objects/missing", JSON, b"", 404),
         case("PATCH", "/api/v1/objects/missing", json!({"allow_prune": true}), 404, None),
@@ -231,9 +245,9 @@ fn cases() -> Vec<Case> {
         get("/api/v1/decisions?all_nodes=perhaps", 422, Some("all_nodes")),
         // Routes and methods that do not exist.
         get("/api/v1/nope", 404, None),
-        // Each route is a resource of its own method: another method finds no route.
-        raw("PUT", "/api/v1/jobs", JSON, b"{}", 404),
-        raw("DELETE", "/api/v1/runs", JSON, b"", 404),
+        // A documented path and another method: 405 (with `Allow`, tests/it/openapi.rs).
+        raw("PUT", "/api/v1/jobs", JSON, b"{}", 405),
+        raw("DELETE", "/api/v1/runs", JSON, b"", 405),
     ]
 }
 
@@ -302,8 +316,13 @@ fn malformed_requests_are_4xx_naming_the_problem_and_change_nothing() {
             ));
         }
         if let Some(field) = c.field {
+            // The body's `field` names it (a path below it may follow: `objects[0]`), in the
+            // request's terms (`timeout_ms`, not job.conf's `timeout`).
             let got = body["field"].as_str().unwrap_or_default();
-            if !got.starts_with(field) && !error.contains(field) {
+            let named = got == field
+                || got.starts_with(&format!("{field}["))
+                || got.starts_with(&format!("{field}."));
+            if !named {
                 wrong.push(format!("{what}: expected field {field}, got {}", r.body));
             }
         }

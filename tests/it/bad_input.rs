@@ -85,6 +85,16 @@ const FILES: &[(&str, &str)] = &[
     ),
     ("version_2", "version = 2\n[processor.p]\n"),
     ("name_with_space", "[processor.\"my proc\"]\n"),
+    ("name_dot_dot", "[processor.\"..\"]\n"),
+    ("name_dash_x", "[processor.-x]\n"),
+    (
+        "instances_billion",
+        "[processor.p]\ninstances = 1000000000\n",
+    ),
+    (
+        "ip_not_a_host",
+        "[processor.p]\nip_address = \"not a host!\"\n",
+    ),
     (
         "name_too_long",
         "[processor.pppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppppp]\n",
@@ -194,6 +204,54 @@ const CASES: &[Case] = &[
         "check: 101-character name",
         &["check", "{f:name_too_long}"],
         78,
+    ),
+    case("check: name `..`", &["check", "{f:name_dot_dot}"], 78),
+    case("check: name `-x`", &["check", "{f:name_dash_x}"], 78),
+    case(
+        "check: instances = 1000000000",
+        &["check", "{f:instances_billion}"],
+        78,
+    ),
+    case(
+        "import: ip_address not a host",
+        &["import", "{f:ip_not_a_host}"],
+        78,
+    ),
+    case(
+        "jobs add `..`",
+        &[
+            "jobs",
+            "add",
+            "..",
+            "--type",
+            "function",
+            "--processor",
+            "main",
+        ],
+        65,
+    ),
+    case(
+        "jobs add `.`",
+        &[
+            "jobs",
+            "add",
+            ".",
+            "--type",
+            "function",
+            "--processor",
+            "main",
+        ],
+        65,
+    ),
+    case(
+        "processors edit --instances 1000000000",
+        &["processors", "edit", "main", "--instances", "1000000000"],
+        65,
+    ),
+    case(
+        "processors add --ip-address not a host",
+        &["processors", "add", "far", "--ip-address", "not a host!"],
+        65,
     ),
     case(
         "check: rpc job on a local processor",

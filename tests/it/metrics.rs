@@ -10,6 +10,8 @@ crate::on_both_backends!(metrics_pass_promtool_and_count_runs_by_job_and_outcome
 fn metrics_pass_promtool_and_count_runs_by_job_and_outcome(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
+    // One job labelled by name: the runs of any other count as `(other)`.
+    ws.set_node_env("JOBVISOR__HTTP__METRICS_JOB_LABELS", "1");
     let node = ws.start_node("m1");
     let t = node.token.clone().unwrap();
     let job = json!({"name": "m\"x", "type": "function", "processor": "main",
@@ -63,6 +65,29 @@ fn metrics_pass_promtool_and_count_runs_by_job_and_outcome(ws: Workspace) {
     ] {
         assert!(r.body.contains(needle), "{needle} missing:\n{}", r.body);
     }
+    // Seconds with the fraction the monotonic clock measured: three echoes take well under a
+    // millisecond each, which whole milliseconds would sum to 0.
+    let sum: f64 = r
+        .body
+        .lines()
+        .find_map(|l| l.strip_prefix("jobvisor_run_duration_seconds_sum{job=\"echo\"} "))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no duration sum:\n{}", r.body));
+    assert!(sum > 0.0 && (sum * 1000.0).fract() != 0.0, "{sum}");
+    // A second job is past the label cap of 1.
+    let other = json!({"name": "echo2", "type": "function", "processor": "main",
+                       "payload": {"function": "debug.echo"}});
+    let made = api(&node.api, Some(&t), "POST", "/api/v1/jobs", Some(&other));
+    assert_eq!(made.status, 201, "{}", made.body);
+    let ran = api(&node.api, Some(&t), "POST", "/api/v1/jobs/echo2/runs", None);
+    assert_eq!(ran.status, 201, "{}", ran.body);
+    let r = wait_for(20.0, "echo2's run counted as (other)", || {
+        let r = api(&node.api, Some(&t), "GET", "/metrics", None);
+        r.body
+            .contains("jobvisor_runs_total{job=\"(other)\",status=\"succeeded\"} 1")
+            .then_some(r)
+    });
+    assert!(!r.body.contains("echo2"), "{}", r.body);
     // Group commit is the SQLite writer's: on PostgreSQL each verb is a transaction of its own.
     let batches = "jobvisor_writer_batch_operations_bucket{writer=\"catalog\",le=\"+Inf\"}";
     assert_eq!(r.body.contains(batches), ws.pg.is_none(), "{}", r.body);

@@ -155,8 +155,10 @@ impl Processor {
         if let Some(done) = self.running.remove(&run.run_id) {
             self.busy_ms += finished_at - done.started_ms.max(self.period_start);
             *self.elapsed_by_job.entry(run.job_id).or_default() += finished_at - done.started_ms;
+            let took = done.began.elapsed();
             self.sizer
-                .handle_completed(done.began.elapsed().as_micros().min(u64::MAX as u128) as u64);
+                .handle_completed(took.as_micros().min(u64::MAX as u128) as u64);
+            self.took.insert(run.run_id, took.as_secs_f64());
         }
         self.unrecorded.push((run, completion));
         self.flush(ctx);
@@ -215,6 +217,7 @@ impl Processor {
                     let wanted = told.wanted();
                     let mut ended = Vec::new();
                     for ((run, completion), result) in runs.iter().zip(completions.iter()).zip(results) {
+                        let took = act.took.remove(&run.run_id);
                         match result {
                             Recorded::Done(status, retry) => {
                                 if wanted && status.has_ended() {
@@ -228,7 +231,8 @@ impl Processor {
                                         outcome: &completion.outcome,
                                     });
                                 }
-                                counted.push((&*run.job_name, status.as_str(), completion.elapsed()));
+                                let seconds = took.unwrap_or(completion.elapsed() as f64 / 1000.0);
+                                counted.push((&*run.job_name, status.as_str(), seconds));
                                 tracing::debug!(processor = %act.cfg.name, run = run.run_id, job = %run.job_name, status = %status, ?retry, "run finished");
                             }
                             Recorded::Stale => {

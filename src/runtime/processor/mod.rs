@@ -253,6 +253,9 @@ pub struct Processor {
     marking_starts: bool,
     /// Completions waiting for the writer, and whether a batch of them is being written.
     unrecorded: Vec<(ClaimedRun, Completion)>,
+    /// How long each run of `unrecorded` executed, seconds on the monotonic clock (its
+    /// completion holds whole milliseconds of the wall clock), for `/metrics`.
+    took: HashMap<i64, f64>,
     recording: bool,
     record_failures: u32,
     claim_failures: u32,
@@ -312,6 +315,7 @@ impl Processor {
             unmarked_starts: Vec::new(),
             marking_starts: false,
             unrecorded: Vec::new(),
+            took: HashMap::new(),
             recording: false,
             record_failures: 0,
             claim_failures: 0,
