@@ -746,7 +746,7 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
             need_str("executor");
         }
     }
-    validate_open_params(p, name, pay);
+    validate_open_params(p, name, job);
 }
 
 /// The payload key that lists the fields a run's params may set in a job whose payload an
@@ -835,17 +835,19 @@ pub fn open_params(payload: &Json) -> Vec<&str> {
         .unwrap_or_default()
 }
 
-/// `payload.open_params`: a list of field names.
-fn validate_open_params(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
-    let Some(open) = pay.get(OPEN_PARAMS) else {
+/// `payload.open_params`: a list of field names, none of them the executor's own keys (a
+/// run may never choose an rpc job's method, a function, a url job's request).
+fn validate_open_params(p: &mut Problems, name: &str, job: &JobDef) {
+    let Some(open) = job.payload.get(OPEN_PARAMS) else {
         return;
     };
-    let names_ok = open.as_array().is_some_and(|names| {
+    let names: Option<Vec<&str>> = open.as_array().and_then(|names| {
         names
             .iter()
-            .all(|n| n.as_str().is_some_and(|n| !n.trim().is_empty()))
+            .map(|n| n.as_str().filter(|n| !n.trim().is_empty()))
+            .collect()
     });
-    if !names_ok {
+    let Some(names) = names else {
         p.push(
             Section::Job,
             name,
@@ -853,6 +855,25 @@ fn validate_open_params(p: &mut Problems, name: &str, pay: &JsonMap<String, Json
             format!(
                 "payload.open_params must be a list of the field names a run's params may set, \
                  got {open}"
+            ),
+        );
+        return;
+    };
+    let own: &[&str] = match job.job_type {
+        JobType::Rpc => &["method"],
+        JobType::Function => &["function"],
+        JobType::Url => URL_KEYS,
+        _ => &[],
+    };
+    if let Some(own) = names.iter().find(|n| own.contains(n) || **n == OPEN_PARAMS) {
+        p.push(
+            Section::Job,
+            name,
+            "payload",
+            format!(
+                "payload.open_params may not list `{own}`: what a {} job does is its \
+                 payload's, never a run's",
+                job.job_type
             ),
         );
     }
