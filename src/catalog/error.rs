@@ -49,6 +49,15 @@ pub enum CatalogError {
     /// The operation is refused in the current state.
     #[error("{0}")]
     Refused(String),
+    /// A value given with the request cannot be taken (a run's params that would override
+    /// what a job's payload fixes).
+    #[error("{field}: {reason}")]
+    Invalid {
+        /// What it is, as the request names it (`params.job`).
+        field: String,
+        /// Why not.
+        reason: String,
+    },
     /// A write transaction failed as a whole (it could not begin or commit): nothing of it
     /// was kept. A storage failure, not a refusal of what was asked.
     #[error("{0}")]

@@ -135,7 +135,7 @@ pub fn enqueue(conn: &Connection, run: &NewRun, now: i64) -> Result<Option<i64>,
 }
 
 /// A job as an on-demand run needs it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct TriggerTarget {
     /// `job_id`.
     pub job_id: i64,
@@ -145,9 +145,25 @@ pub struct TriggerTarget {
     pub priority: i64,
     /// A workflow: each run starts as a tree at once (`tree::start_workflow`).
     pub workflow: bool,
+    /// The payload of a job an admin fixed (`jobconf::fixed_payload_keys`) and its executor's
+    /// own keys: a run's params may fill only its `open_params`.
+    pub fixed: Option<(Json, &'static [&'static str])>,
 }
 
 impl TriggerTarget {
+    /// Refuses params that would override what the job's payload fixes, naming the field
+    /// (the executor holds the same rule for runs queued otherwise: `executor::fixed_input`).
+    pub fn check_params(&self, params: Option<&str>) -> Result<(), CatalogError> {
+        let (Some((payload, own_keys)), Some(params)) = (&self.fixed, params) else {
+            return Ok(());
+        };
+        let params: Json = serde_json::from_str(params).unwrap_or(Json::Null);
+        match crate::jobconf::run_params_problem(payload, own_keys, &params) {
+            Some((field, reason)) => Err(CatalogError::Invalid { field, reason }),
+            None => Ok(()),
+        }
+    }
+
     /// An on-demand run of the job with `params`, due `now`.
     pub fn run_now(&self, params: Option<String>, now: i64) -> NewRun {
         NewRun {
@@ -166,15 +182,24 @@ impl TriggerTarget {
 /// Looks up a job for an on-demand run.
 pub fn job_for_trigger(mut c: impl Sql, name: &str) -> Result<TriggerTarget, CatalogError> {
     const SELECT: Query = Query::same(
-        "SELECT j.job_id, j.processor_id, j.priority, t.job_type = 'workflow'
-         FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_name = ?1",
+        "SELECT j.job_id, j.processor_id, j.priority, t.job_type, j.job_payload,
+                p.ip_address IS NOT NULL
+         FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id
+         JOIN job_processor p ON p.processor_id = j.processor_id
+         WHERE j.job_name = ?1",
     );
     c.row(&SELECT, &[name.into()], |r| {
+        let job_type = r.text(3)?;
+        let job_type = JobType::parse(&job_type)
+            .ok_or_else(|| CatalogError::Corrupt(format!("job type `{job_type}`")))?;
+        let payload: Json = serde_json::from_str(&r.text(4)?).unwrap_or(Json::Null);
+        let fixed = crate::jobconf::fixed_payload_keys(job_type, r.flag(5)?, &payload);
         Ok(TriggerTarget {
             job_id: r.int(0)?,
             processor_id: r.int(1)?,
             priority: r.int(2)?,
-            workflow: r.flag(3)?,
+            workflow: job_type == JobType::Workflow,
+            fixed: fixed.map(|keys| (payload, keys)),
         })
     })?
     .ok_or_else(|| CatalogError::NotFound {

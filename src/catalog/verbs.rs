@@ -100,6 +100,9 @@ pub(crate) fn trigger(
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
     let target = queue::job_for_trigger(c, job)?;
+    for p in params {
+        target.check_params(p.as_deref())?;
+    }
     let (processor_id, priority) = (target.processor_id, target.priority);
     let mut run_ids = Vec::with_capacity(params.len());
     let mut also_queued = Vec::new();

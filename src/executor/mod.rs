@@ -163,13 +163,15 @@ pub use crate::jobconf::OPEN_PARAMS;
 /// never overrides what the payload fixes, whoever triggered it (an operator may trigger an
 /// admin's job, and a workflow passes its own parameters and `inputs` to its steps).
 pub fn fixed_input(run: &ClaimedRun, own_keys: &[&str]) -> Result<Json, String> {
-    let payload = run.payload.as_object();
-    let open: Vec<&str> = payload
-        .and_then(|m| m.get(OPEN_PARAMS))
-        .and_then(Json::as_array)
-        .map(|names| names.iter().filter_map(Json::as_str).collect())
-        .unwrap_or_default();
-    let mut input: JsonMap<String, Json> = payload
+    let params = run.params.clone().unwrap_or(Json::Null);
+    if let Some((field, reason)) =
+        crate::jobconf::run_params_problem(&run.payload, own_keys, &params)
+    {
+        return Err(format!("{field}: {reason}"));
+    }
+    let mut input: JsonMap<String, Json> = run
+        .payload
+        .as_object()
         .map(|m| {
             m.iter()
                 .filter(|(k, _)| !own_keys.contains(&k.as_str()) && k.as_str() != OPEN_PARAMS)
@@ -177,53 +179,10 @@ pub fn fixed_input(run: &ClaimedRun, own_keys: &[&str]) -> Result<Json, String> 
                 .collect()
         })
         .unwrap_or_default();
-    let params = match &run.params {
-        None | Some(Json::Null) => return Ok(Json::Object(input)),
-        Some(Json::Object(params)) => params,
-        Some(other) => {
-            return Err(format!(
-                "params must be an object of named fields, got {}",
-                kind_of(other)
-            ));
-        }
-    };
-    let listed = if open.is_empty() {
-        "none".to_string()
-    } else {
-        open.iter()
-            .map(|n| format!("`{n}`"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    for (k, v) in params {
-        if open.contains(&k.as_str()) {
-            input.insert(k.clone(), v.clone());
-        } else if input.contains_key(k) || own_keys.contains(&k.as_str()) {
-            return Err(format!(
-                "params.{k}: the job's payload fixes `{k}` and a run may not override it; a \
-                 run's params may set only the fields payload.open_params lists ({listed})"
-            ));
-        } else {
-            return Err(format!(
-                "params.{k}: not an open field of the job's payload; a run's params may set \
-                 only the fields payload.open_params lists ({listed}): an admin adds `{k}` \
-                 there to allow it"
-            ));
-        }
+    if let Json::Object(params) = params {
+        input.extend(params);
     }
     Ok(Json::Object(input))
-}
-
-/// What kind of JSON value `v` is, for error messages.
-fn kind_of(v: &Json) -> &'static str {
-    match v {
-        Json::Null => "null",
-        Json::Bool(_) => "a boolean",
-        Json::Number(_) => "a number",
-        Json::String(_) => "a string",
-        Json::Array(_) => "an array",
-        Json::Object(_) => "an object",
-    }
 }
 
 /// Executes `run` with the executor of its job type; `cancel` turning true asks it to stop.

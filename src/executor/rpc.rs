@@ -453,7 +453,7 @@ mod tests {
         assert!(
             call_of(&run)
                 .unwrap_err()
-                .starts_with("params must be an object")
+                .starts_with("params: must be an object")
         );
     }
 }

@@ -45,7 +45,7 @@ pub async fn run(run: &ClaimedRun, env: &ExecEnv, mut cancel: watch::Receiver<bo
         Some(Json::String(s)) => s.clone(),
         Some(other) => other.to_string(),
         None if p.get("send_input").and_then(Json::as_bool).unwrap_or(false) => {
-            match fixed_input(run, &["url", "method", "headers", "body", "send_input"]) {
+            match fixed_input(run, crate::jobconf::URL_KEYS) {
                 Ok(input) => input.to_string(),
                 Err(e) => return ExecResult::Err(e),
             }

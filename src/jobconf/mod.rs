@@ -841,7 +841,7 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
             need_str("executor");
         }
     }
-    validate_open_params(p, name, pay);
+    validate_open_params(p, name, job);
 }
 
 /// The payload key that lists the fields a run's params may set in a job whose payload an
@@ -849,17 +849,100 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
 /// `executor::fixed_input`): `open_params = ["day", "format"]`.
 pub const OPEN_PARAMS: &str = "open_params";
 
-/// `payload.open_params`: a list of field names.
-fn validate_open_params(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
-    let Some(open) = pay.get(OPEN_PARAMS) else {
+/// A url job's own payload keys: its request (what a run's params never reach).
+pub const URL_KEYS: &[&str] = &["url", "method", "headers", "body", "send_input"];
+
+/// The payload keys of a job whose payload an admin fixed — a run's params fill only its
+/// `open_params` there (`executor::fixed_input`) —, or `None` when a run's params are the
+/// job's own input: an rpc job (`method`), a function job on a remote processor (`function`),
+/// a url job that sends its input as its body (its request). Command and sql jobs take params
+/// apart from their payload (`JOBVISOR_PARAMS`, bound values); local functions and custom
+/// executors are not admin-only.
+pub fn fixed_payload_keys(
+    job_type: JobType,
+    remote: bool,
+    payload: &Json,
+) -> Option<&'static [&'static str]> {
+    match job_type {
+        JobType::Rpc => Some(&["method"]),
+        JobType::Function if remote => Some(&["function"]),
+        JobType::Url
+            if payload.get("body").is_none()
+                && payload.get("send_input").and_then(Json::as_bool) == Some(true) =>
+        {
+            Some(URL_KEYS)
+        }
+        _ => None,
+    }
+}
+
+/// Why a run's `params` may not run a job whose payload fixes all but its `open_params`
+/// (`own_keys` are the executor's: never open): `(field, reason)`, the field as
+/// `params.<name>`.
+pub fn run_params_problem(
+    payload: &Json,
+    own_keys: &[&str],
+    params: &Json,
+) -> Option<(String, String)> {
+    let params = match params {
+        Json::Null => return None,
+        Json::Object(params) => params,
+        _ => {
+            return Some(("params".into(), "must be an object of named fields".into()));
+        }
+    };
+    let open = open_params(payload);
+    let listed = if open.is_empty() {
+        "none".to_string()
+    } else {
+        open.iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let fixed = |k: &str| own_keys.contains(&k) || payload.get(k).is_some();
+    params
+        .keys()
+        .find(|k| !open.contains(&k.as_str()) || own_keys.contains(&k.as_str()))
+        .map(|k| {
+            let reason = if fixed(k) {
+                format!(
+                    "the job's payload fixes `{k}` and a run may not override it; a run's \
+                     params may set only the fields payload.open_params lists ({listed})"
+                )
+            } else {
+                format!(
+                    "not an open field of the job's payload; a run's params may set only the \
+                     fields payload.open_params lists ({listed}): an admin adds `{k}` there to \
+                     allow it"
+                )
+            };
+            (format!("params.{k}"), reason)
+        })
+}
+
+/// The names `payload.open_params` lists.
+pub fn open_params(payload: &Json) -> Vec<&str> {
+    payload
+        .get(OPEN_PARAMS)
+        .and_then(Json::as_array)
+        .map(|names| names.iter().filter_map(Json::as_str).collect())
+        .unwrap_or_default()
+}
+
+/// `payload.open_params`: a list of field names, none of them the executor's own keys (a
+/// run may never choose an rpc job's method, a function, a url job's request).
+fn validate_open_params(p: &mut Problems, name: &str, job: &JobDef) {
+    let Some(open) = job.payload.get(OPEN_PARAMS) else {
         return;
     };
-    let names_ok = open.as_array().is_some_and(|names| {
+    let names: Option<Vec<&str>> = open.as_array().and_then(|names| {
         names
             .iter()
-            .all(|n| n.as_str().is_some_and(|n| !n.trim().is_empty()))
+            .map(|n| n.as_str().filter(|n| !n.trim().is_empty()))
+            .collect()
     });
-    if !names_ok {
+    let Some(names) = names else {
         p.push(
             Section::Job,
             name,
@@ -867,6 +950,25 @@ fn validate_open_params(p: &mut Problems, name: &str, pay: &JsonMap<String, Json
             format!(
                 "payload.open_params must be a list of the field names a run's params may set, \
                  got {open}"
+            ),
+        );
+        return;
+    };
+    let own: &[&str] = match job.job_type {
+        JobType::Rpc => &["method"],
+        JobType::Function => &["function"],
+        JobType::Url => URL_KEYS,
+        _ => &[],
+    };
+    if let Some(own) = names.iter().find(|n| own.contains(n) || **n == OPEN_PARAMS) {
+        p.push(
+            Section::Job,
+            name,
+            "payload",
+            format!(
+                "payload.open_params may not list `{own}`: what a {} job does is its \
+                 payload's, never a run's",
+                job.job_type
             ),
         );
     }

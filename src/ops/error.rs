@@ -76,6 +76,10 @@ impl From<CatalogError> for OpError {
                 OpError::Conflict(reason)
             }
             CatalogError::Unavailable(reason) => OpError::Unavailable(reason),
+            CatalogError::Invalid { field, reason } => OpError::Invalid {
+                field: Some(field),
+                reason,
+            },
             other => OpError::Catalog(other),
         }
     }
@@ -112,6 +116,7 @@ pub fn catalog_kind(e: &CatalogError) -> Kind {
         | CatalogError::Schema { .. }
         | CatalogError::Migration(_) => Kind::Config,
         CatalogError::NotFound { .. } => Kind::NotFound,
+        CatalogError::Invalid { .. } => Kind::Invalid,
         CatalogError::Conflict(_) | CatalogError::Refused(_) => Kind::Conflict,
         CatalogError::Failed(_) => Kind::Storage,
         CatalogError::Unavailable(_) | CatalogError::Fenced { .. } => Kind::Unavailable,

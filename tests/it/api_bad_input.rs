@@ -128,6 +128,8 @@ fn cases() -> Vec<Case> {
         case("POST", jobs, job(json!({"type": "url", "payload": {"url": "not a url"}})), 422, Some("payload")),
         case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": "day"}})), 422, Some("payload")),
         case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": [1]}})), 422, Some("payload")),
+        case("POST", jobs, job(json!({"payload": {"function": "debug.echo", "open_params": ["function"]}})), 422, Some("payload")),
+        case("POST", jobs, job(json!({"type": "url", "payload": {"url": "http://127.0.0.1:1/", "send_input": true, "open_params": ["url"]}})), 422, Some("payload")),
         raw("POST", jobs, JSON, br#"{"name":"#, 400),
         raw("POST", jobs, JSON, b"{\"name\": \"\xff\xfe\"}", 400),
         raw("POST", jobs, JSON, br#"{} trailing"#, 400),

@@ -463,6 +463,9 @@ fn an_operator_cannot_steer_an_admins_rpc_job_through_its_params(ws: Workspace) 
         &format!(
             r#"version = 1
 
+[processor.main]
+instances = 1
+
 [processor.nodeb]
 ip_address = "{host}"
 port = {port}
@@ -478,6 +481,12 @@ payload = {{ method = "job.run", job = "bjob" }}
 type = "rpc"
 processor = "nodeb"
 payload = {{ method = "job.run", job = "bjob", open_params = ["params"] }}
+
+# A workflow passes its params to its steps: the step's executor holds the same rule.
+[job.via_workflow]
+type = "workflow"
+processor = "main"
+payload.steps = [{{ name = "call", job = "run_b" }}]
 "#
         ),
     );
@@ -485,19 +494,48 @@ payload = {{ method = "job.run", job = "bjob", open_params = ["params"] }}
     let a = wa.start_node("a");
     let operator = operator_token(&wa, "otto");
 
-    // The payload's `job` is the admin's: the run fails naming the field, B runs nothing.
-    for (job, params) in [
-        ("run_b", json!({"job": "bsecret"})),
-        ("run_b", json!({"method": "node.pause"})),
-        ("run_b", json!({"params": {"x": 1}})),
-        ("run_b_open", json!({"job": "bsecret", "params": {}})),
+    // The payload's `job` is the admin's: the trigger is refused naming the field (422 over
+    // REST, -32602 over JSON-RPC), nothing is queued, B runs nothing.
+    for (job, params, field) in [
+        ("run_b", json!({"job": "bsecret"}), "params.job"),
+        ("run_b", json!({"method": "node.pause"}), "params.method"),
+        ("run_b", json!({"params": {"x": 1}}), "params.params"),
+        (
+            "run_b_open",
+            json!({"job": "bsecret", "params": {}}),
+            "params.job",
+        ),
     ] {
-        let run = ended(&a, &operator, trigger(&a, &operator, job, params.clone()));
-        assert_eq!(run["status"], "failed", "{job} {params}: {run}");
-        let error = run["error"].as_str().unwrap();
-        assert!(error.starts_with("params."), "{error}");
-        eprintln!("{job} with {params}: {error}");
+        let r = api(
+            &a.api,
+            Some(&operator),
+            "POST",
+            &format!("/api/v1/jobs/{job}/runs"),
+            Some(&json!({ "params": params })),
+        );
+        assert_eq!(r.status, 422, "{job} {params}: {}", r.body);
+        assert_eq!(r.json()["field"], field, "{}", r.body);
+        eprintln!("{job} with {params}: {}", r.json()["reason"]);
+        let call = json!({"jsonrpc": "2.0", "method": "job.run",
+                          "params": {"job": job, "params": params}, "id": 1});
+        let r = api(&a.api, Some(&operator), "POST", "/rpc", Some(&call));
+        assert_eq!(r.status, 422, "{}", r.body);
+        assert_eq!(r.json()["error"]["data"]["field"], field, "{}", r.body);
     }
+    assert!(wa.runs_of("run_b").is_empty() && wa.runs_of("run_b_open").is_empty());
+    let run = ended(
+        &a,
+        &operator,
+        trigger(&a, &operator, "via_workflow", json!({"job": "bsecret"})),
+    );
+    assert_eq!(run["status"], "failed", "{run}");
+    let step = &wa.runs_of("run_b")[0];
+    assert_eq!(step.status, "failed", "{step:?}");
+    let error = step.error.as_deref().unwrap();
+    assert!(
+        error.starts_with("params.job: the job's payload fixes `job`"),
+        "{error}"
+    );
     assert!(wb.runs_of("bsecret").is_empty());
     assert!(wb.runs_of("bjob").is_empty());
     assert_eq!(

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use crate::remote::{ended, operator_token, trigger};
-use crate::support::{Node, Workspace};
+use crate::support::{Node, Workspace, api};
 
 crate::on_both_backends!(a_runs_params_never_change_what_a_command_sql_or_url_job_fixes,);
 
@@ -152,17 +152,24 @@ payload = {{ url = "http://127.0.0.1:{port}/deploy", method = "POST", send_input
                "headers": {"X-Evil": "1"}}),
     );
     assert_eq!(run["status"], "succeeded", "{run}");
-    // With send_input, they fill only the fields the payload declares open.
-    for params in [
-        json!({"env": "prod"}),
-        json!({"url": "http://127.0.0.1:1/evil"}),
-        json!({"day": "mon", "who": "otto"}),
+    // With send_input, they fill only the fields the payload declares open: a trigger that
+    // names another is refused naming it, and nothing is queued.
+    for (params, field) in [
+        (json!({"env": "prod"}), "params.env"),
+        (json!({"url": "http://127.0.0.1:1/evil"}), "params.url"),
+        (json!({"day": "mon", "who": "otto"}), "params.who"),
     ] {
-        let run = run_with(&node, &operator, "deploy", params.clone());
-        assert_eq!(run["status"], "failed", "{params}: {run}");
-        let error = run["error"].as_str().unwrap();
-        assert!(error.starts_with("params."), "{error}");
+        let r = api(
+            &node.api,
+            Some(&operator),
+            "POST",
+            "/api/v1/jobs/deploy/runs",
+            Some(&json!({ "params": params })),
+        );
+        assert_eq!(r.status, 422, "{params}: {}", r.body);
+        assert_eq!(r.json()["field"], field, "{}", r.body);
     }
+    assert!(ws.runs_of("deploy").is_empty());
     let run = run_with(&node, &operator, "deploy", json!({"day": "mon"}));
     assert_eq!(run["status"], "succeeded", "{run}");
     let seen = seen.lock().unwrap().clone();

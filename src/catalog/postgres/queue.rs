@@ -712,6 +712,9 @@ fn trigger_tx(
     actor: &str,
 ) -> Result<Triggered, CatalogError> {
     let target = job_for_trigger(&mut *tx, job)?;
+    for p in params {
+        target.check_params(p.as_deref())?;
+    }
     let runs: Vec<NewRun> = params
         .iter()
         .map(|p| target.run_now(p.clone(), now))
