@@ -410,6 +410,7 @@ mod tests {
     #[test]
     fn an_exit_there_when_the_timeout_fires_wins_over_the_timeout() {
         let dir = tempfile::tempdir().unwrap();
+        let mut staged_rounds = 0;
         for round in 0..12 {
             let pid_file = dir.path().join(format!("pid{round}"));
             let run = ClaimedRun {
@@ -437,7 +438,7 @@ mod tests {
                 .enable_all()
                 .build()
                 .unwrap();
-            let (result, timed_out) = rt.block_on(async move {
+            let (result, timed_out, staged) = rt.block_on(async move {
                 let (tx, rx) = watch::channel(false);
                 let limits = ExecLimits::default();
                 let timeout = Duration::from_millis(run.timeout as u64);
@@ -446,7 +447,12 @@ mod tests {
                     with_timeout(run.timeout, work, &tx).await
                 });
                 // Until the command has started (and with it the timer).
+                let spawned = Instant::now();
                 let pid = loop {
+                    assert!(
+                        spawned.elapsed() < Duration::from_secs(30),
+                        "round {round}: the command never wrote its pid"
+                    );
                     tokio::task::yield_now().await;
                     let text = std::fs::read_to_string(&pid_file).unwrap_or_default();
                     if let Ok(pid) = text.trim().parse::<u32>() {
@@ -455,24 +461,36 @@ mod tests {
                 };
                 // The stop: nothing of this runtime runs until the command has exited and its
                 // timeout has passed (its timer started before the command did).
+                // Bounded: should another reaper in this test process take the zombie (its pid
+                // then gone or another process's), this round stages nothing and says so.
                 let began = Instant::now();
                 let stat = format!("/proc/{pid}/stat");
-                loop {
-                    let text = std::fs::read_to_string(&stat).unwrap();
+                let staged = loop {
+                    let Ok(text) = std::fs::read_to_string(&stat) else {
+                        break false;
+                    };
                     let state = text.rsplit_once(") ").map(|(_, rest)| &rest[..1]);
+                    if !text.contains("(sh)") || began.elapsed() > Duration::from_secs(10) {
+                        break false;
+                    }
                     if state == Some("Z") && began.elapsed() > timeout {
-                        break;
+                        break true;
                     }
                     std::thread::sleep(Duration::from_millis(1));
-                }
+                };
                 let (result, _, timed_out) = exec.await.unwrap();
-                (result, timed_out)
+                (result, timed_out, staged)
             });
+            if !staged {
+                continue;
+            }
+            staged_rounds += 1;
             assert!(
                 matches!(&result, ExecResult::Ok(v) if v["exit_code"] == 0),
                 "round {round}: {result:?}"
             );
             assert!(!timed_out, "round {round}");
         }
+        assert!(staged_rounds >= 6, "only {staged_rounds} of 12 rounds staged the race");
     }
 }
