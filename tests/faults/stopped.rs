@@ -55,7 +55,7 @@ payload = {{ argv = ["sh", "-c", "echo $JOBVISOR_RUN_ID >> '{started}'; sleep 0.
         let by_status = statuses(&db, "quick");
         let ended: i64 = by_status
             .iter()
-            .filter(|(s, _)| *s != "queued" && *s != "running")
+            .filter(|(s, _)| !matches!(s.as_str(), "queued" | "claimed" | "running"))
             .map(|(_, n)| n)
             .sum();
         (ended == RUNS).then_some(by_status)
