@@ -121,6 +121,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_work_sharing.sql",
         sql: include_str!("../../migrations/0020_work_sharing.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_next_run_per_node.sql",
+        sql: include_str!("../../migrations/0021_next_run_per_node.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (
