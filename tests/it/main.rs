@@ -11,6 +11,7 @@ mod engine;
 mod fleet;
 mod inbox;
 mod metrics;
+mod next_run;
 mod openapi;
 mod operator;
 mod postgres;
