@@ -8,7 +8,7 @@
 //! writes: `ARCHITECTURE.md`, "The hot path").
 
 use super::activation::{DecisionRow, decision_row};
-use super::definitions::{SELECT_JOB_WITH_ID, jobs_of};
+use super::definitions::{NEXT_RUN, SELECT_JOB_WITH_ID, jobs_of};
 use super::sql::{Query, Sql, Tx, Val};
 use super::{Catalog, CatalogError, JobRecord};
 
@@ -28,20 +28,21 @@ pub enum JobOrder {
 
 impl JobOrder {
     /// The `ORDER BY` of the order, ascending or reversed; always total (ends on the name).
-    fn clause(self, reversed: bool) -> &'static str {
+    fn clause(self, reversed: bool) -> String {
+        let next = NEXT_RUN;
         match (self, reversed) {
-            (JobOrder::Name, false) => "j.job_name",
-            (JobOrder::Name, true) => "j.job_name DESC",
-            (JobOrder::Priority, false) => "j.priority DESC, j.job_name",
-            (JobOrder::Priority, true) => "j.priority, j.job_name",
+            (JobOrder::Name, false) => "j.job_name".into(),
+            (JobOrder::Name, true) => "j.job_name DESC".into(),
+            (JobOrder::Priority, false) => "j.priority DESC, j.job_name".into(),
+            (JobOrder::Priority, true) => "j.priority, j.job_name".into(),
             (JobOrder::LastEnd, false) => {
-                "j.last_date_end IS NULL, j.last_date_end DESC, j.job_name"
+                "j.last_date_end IS NULL, j.last_date_end DESC, j.job_name".into()
             }
-            (JobOrder::LastEnd, true) => "j.last_date_end IS NOT NULL, j.last_date_end, j.job_name",
-            (JobOrder::NextRun, false) => "j.next_run_at IS NULL, j.next_run_at, j.job_name",
-            (JobOrder::NextRun, true) => {
-                "j.next_run_at IS NOT NULL, j.next_run_at DESC, j.job_name"
+            (JobOrder::LastEnd, true) => {
+                "j.last_date_end IS NOT NULL, j.last_date_end, j.job_name".into()
             }
+            (JobOrder::NextRun, false) => format!("{next} IS NULL, {next}, j.job_name"),
+            (JobOrder::NextRun, true) => format!("{next} IS NOT NULL, {next} DESC, j.job_name"),
         }
     }
 }

@@ -200,7 +200,8 @@ pub(super) const UPSERT_GROUP: &str =
         maintenance = excluded.maintenance, description = excluded.description,
         status = excluded.status";
 
-// A changed definition clears `next_run_at`, so the scheduler recomputes it from the new fields.
+// A changed definition bumps the generation: every node's scheduler reloads it and records the
+// job's next run from the new fields (`job_activation.next_run_at`).
 pub(super) const UPSERT_JOB: &str = "INSERT INTO job
     (job_name, processor_id, job_group_id, job_type_id, job_payload, description, priority,
      timeout, run_always, run_delay, run_every, run_on_the, run_at, run_date, cron, timezone,
@@ -225,7 +226,7 @@ pub(super) const UPSERT_JOB: &str = "INSERT INTO job
         max_overlap = excluded.max_overlap, max_attempts = excluded.max_attempts,
         backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
         required = excluded.required, status = excluded.status,
-        stretch_max = excluded.stretch_max, next_run_at = NULL";
+        stretch_max = excluded.stretch_max";
 pub(super) const SELECT_JOB_ID: &str = "SELECT job_id FROM job WHERE job_name = ?1";
 pub(super) const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
 pub(super) const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
@@ -297,7 +298,9 @@ macro_rules! select_jobs {
                 "(SELECT group_concat(o.object_name, char(31)) FROM job_object jo
         JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
     j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
-    j.last_response, j.next_run_at, j.stretch_max",
+    j.last_response, ",
+                next_run!(),
+                ", j.stretch_max",
                 job_joins!(),
                 $tail
             ),
@@ -306,7 +309,9 @@ macro_rules! select_jobs {
                 "(SELECT string_agg(o.object_name, chr(31)) FROM job_object jo
         JOIN object o ON o.object_id = jo.object_id WHERE jo.job_id = j.job_id),
     j.job_id, pr.in_progress, pr.last_date_begin, pr.last_date_end, pr.last_elapse,
-    pr.last_response, j.next_run_at, j.stretch_max",
+    pr.last_response, ",
+                next_run!(),
+                ", j.stretch_max",
                 job_joins!(),
                 "
     JOIN job_progress pr ON pr.job_id = j.job_id",
@@ -315,6 +320,23 @@ macro_rules! select_jobs {
         )
     };
 }
+
+/// When job `j` runs next, the same on both backends: the earliest next run among the nodes
+/// that plan it — where it is active, on a node that holds its name and is not fenced (a node
+/// stopped or swept plans nothing). Each node records its own (`job_activation.next_run_at`,
+/// migration 22): nodes may plan one job differently (a stretch is per node), each writes only
+/// its own rows, and a node that deactivates the job or stops drops out of the minimum at
+/// once, before it has cleared anything. None for a disabled job.
+macro_rules! next_run {
+    () => {
+        "(SELECT min(na.next_run_at) FROM job_activation na JOIN node nn ON nn.node_id = na.node_id
+        WHERE na.job_id = j.job_id AND na.state = 'active' AND j.status = 1
+          AND nn.pid IS NOT NULL AND nn.fenced_at IS NULL)"
+    };
+}
+
+/// [`next_run!`], for the orders of a page of jobs.
+pub(super) const NEXT_RUN: &str = next_run!();
 
 /// The definition's columns of [`select_jobs`], the same on both backends.
 macro_rules! job_columns {

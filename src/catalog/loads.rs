@@ -5,6 +5,7 @@
 //! and reads no clock.
 
 use super::CatalogError;
+use super::slots::NextRun;
 use super::sql::{Fields, Query, Sql};
 use crate::schedule::{JobHistory, MisfirePolicy, OverlapPolicy, PlanPolicy, ScheduleSpec};
 
@@ -123,6 +124,21 @@ const SELECT_SCHEDULED_PG: &str = "SELECT j.job_id, j.job_name, j.processor_id, 
 /// as a call to that node).
 pub fn load_scheduled(mut c: impl Sql, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
     c.rows(&SELECT_SCHEDULED, &[node_id.into()], scheduled_row)
+}
+
+/// The next runs the catalog holds for `node_id` (`job_activation.next_run_at`), what its
+/// scheduler compares its planners with after a load: a job it no longer plans keeps no value.
+pub fn load_next_runs(mut c: impl Sql, node_id: i64) -> Result<Vec<NextRun>, CatalogError> {
+    const SELECT: Query = Query::same(
+        "SELECT job_id, next_run_at FROM job_activation
+         WHERE node_id = ?1 AND next_run_at IS NOT NULL",
+    );
+    c.rows(&SELECT, &[node_id.into()], |r| {
+        Ok(NextRun {
+            job_id: r.int(0)?,
+            at: r.opt_int(1)?,
+        })
+    })
 }
 
 /// A [`ScheduledJob`] from a row of [`SELECT_SCHEDULED`]' columns.

@@ -126,6 +126,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0021_claimed_state.sql",
         sql: include_str!("../../migrations/0021_claimed_state.sql"),
     },
+    Migration {
+        version: 22,
+        name: "0022_next_run_per_node.sql",
+        sql: include_str!("../../migrations/0022_next_run_per_node.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -20,6 +20,7 @@ use super::activation::{self, JobActivation};
 use super::damage::Damage;
 use super::loads::{self, LocalProcessor, ScheduledJob};
 use super::postgres::PgCatalog;
+use super::slots::NextRun;
 use super::upkeep::{self, PrunableObject};
 use super::{CatalogError, DbSettings};
 
@@ -190,6 +191,16 @@ impl Reader {
         }
         self.read("reading the scheduled jobs", |c| {
             loads::load_scheduled(c, node_id)
+        })
+    }
+
+    /// The next runs the catalog holds for `node_id`.
+    pub fn next_runs(&self, node_id: i64) -> Result<Vec<NextRun>, CatalogError> {
+        if let Some(pg) = &self.pg {
+            return pg.next_runs(node_id);
+        }
+        self.read("reading the next runs", |c| {
+            loads::load_next_runs(c, node_id)
         })
     }
 

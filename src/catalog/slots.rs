@@ -8,7 +8,7 @@ use rusqlite::Connection;
 
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{self, InFlight, NewRun};
-use crate::catalog::sql::Sql;
+use crate::catalog::sql::{Query, Sql};
 use crate::catalog::tree;
 use crate::model::RunStatus;
 use crate::schedule::{Decision, JobPlanner, slot_keys};
@@ -78,6 +78,46 @@ pub struct DueJob {
     pub priority: i64,
     /// Its planner (the pure core), which decides.
     pub planner: JobPlanner,
+    /// The next run the catalog holds for the job on the deciding node
+    /// (`job_activation.next_run_at`): the decide records the planner's new one when it
+    /// differs, and hands back what the catalog then holds.
+    pub shown: Option<i64>,
+}
+
+/// When a job runs next as one node plans it ([`JobPlanner::next_run`]), to record
+/// (`job_activation.next_run_at`; `None` clears it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NextRun {
+    /// The job.
+    pub job_id: i64,
+    /// Epoch ms, or none.
+    pub at: Option<i64>,
+}
+
+// Not in the generation triggers (a next run changes no plan), and only its node writes a row.
+// A value the row holds already is not written again (a load may have read the catalog before
+// a decision recorded it, and then holds it for a change): no page or row version for nothing.
+const SET_NEXT_RUN: Query = Query::same(
+    "UPDATE job_activation SET next_run_at = ?1
+    WHERE job_id = ?2 AND node_id = ?3 AND next_run_at IS DISTINCT FROM ?1",
+);
+
+/// Records the next runs `node_id` plans, in job order (the order of every activation write on
+/// PostgreSQL, so a node's own transactions never wait on each other in a cycle).
+pub(crate) fn record_next_runs(
+    mut c: impl Sql,
+    node_id: i64,
+    next: &[NextRun],
+) -> Result<(), CatalogError> {
+    let mut next = next.to_vec();
+    next.sort_by_key(|n| n.job_id);
+    for n in next {
+        c.exec(
+            &SET_NEXT_RUN,
+            &[n.at.into(), n.job_id.into(), node_id.into()],
+        )?;
+    }
+    Ok(())
 }
 
 /// What deciding the due jobs did, for the actor to carry on.
@@ -94,15 +134,17 @@ pub struct Decided {
 /// first is handed back to the planner; a re-lived slot takes the next free key of its second.
 pub(crate) fn decide_due(
     c: &Connection,
+    node_id: i64,
     due: Vec<DueJob>,
     now: i64,
 ) -> Result<Decided, CatalogError> {
-    decide_due_in(&mut &*c, due, now)
+    decide_due_in(&mut &*c, node_id, due, now)
 }
 
-/// [`decide_due`] over either backend's transaction.
+/// [`decide_due`] over either backend's transaction; `node_id` is the deciding node.
 pub(crate) fn decide_due_in(
     c: &mut impl SlotStore,
+    node_id: i64,
     mut due: Vec<DueJob>,
     now: i64,
 ) -> Result<Decided, CatalogError> {
@@ -173,6 +215,18 @@ pub(crate) fn decide_due_in(
                 (None, RunStatus::Queued) => job.planner.handle_slot_taken(slot),
                 _ => {}
             }
+        }
+        // A planner that wants another poll now (a slot another node took, work an overlap
+        // held back) has its next run recorded by the decision that follows.
+        let next = job.planner.next_run(now);
+        let settled = job.planner.next_wake(now).is_none_or(|w| w > now);
+        if settled && next != job.shown {
+            let next_run = NextRun {
+                job_id: job.job_id,
+                at: next,
+            };
+            record_next_runs(&mut *c, node_id, &[next_run])?;
+            job.shown = next;
         }
     }
     Ok(Decided { jobs: due, fired })

@@ -14,7 +14,7 @@ use super::node::{self, NodeHolder, NodeLease, Swept};
 use super::postgres::queue::PgClaim;
 use super::queue::{self, Claim};
 use super::sharing::{self, GiveBack};
-use super::slots::{self, Decided, DueJob};
+use super::slots::{self, Decided, DueJob, NextRun};
 use super::sql::Sql;
 use super::tree::{self, Queued};
 use super::upkeep::{self, StatSample};
@@ -450,12 +450,38 @@ impl DbWriter {
 
     /// Lets each due job's planner decide against the catalog's counts and writes what it
     /// decided (see [`slots`]).
-    pub async fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
+    /// `node_id` is the deciding node, whose next run of each job is recorded when it changed.
+    pub async fn decide_due(
+        &self,
+        node_id: i64,
+        due: Vec<DueJob>,
+        now: i64,
+    ) -> Result<Decided, CatalogError> {
         if let Some(pg) = self.postgres() {
-            return pg.off_thread(move |pg| pg.decide_due(due, now)).await;
+            return pg
+                .off_thread(move |pg| pg.decide_due(node_id, due, now))
+                .await;
         }
         self.call("recording due slots", move |c| {
-            slots::decide_due(c, due, now)
+            slots::decide_due(c, node_id, due, now)
+        })
+        .await
+    }
+
+    /// Records when jobs run next as `node_id` plans them (`job_activation.next_run_at`), in
+    /// one transaction.
+    pub async fn record_next_runs(
+        &self,
+        node_id: i64,
+        next: Vec<NextRun>,
+    ) -> Result<(), CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.record_next_runs(node_id, next))
+                .await;
+        }
+        self.call("recording next runs", move |c| {
+            slots::record_next_runs(c, node_id, &next)
         })
         .await
     }

@@ -277,6 +277,7 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                 "STATUS",
                 "ACTIVATION",
                 "SCHEDULE",
+                "NEXT RUN",
                 "LAST END",
                 "WHY",
             ];
@@ -289,6 +290,7 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                     if j.enabled { "enabled" } else { "disabled" }.to_string(),
                     j.activation.label(),
                     j.schedule.clone(),
+                    render::time(j.next_run_at),
                     render::time(j.last_end),
                     render::abbreviate(j.backoff.as_deref().unwrap_or(&j.activation.reason), 60),
                 ]

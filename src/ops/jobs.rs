@@ -111,7 +111,9 @@ pub struct JobView {
     pub last_elapsed_ms: Option<i64>,
     /// The last run's result (JSON) or error (a string), abbreviated.
     pub last_response: Option<Json>,
-    /// The next scheduled slot, when the node computed it.
+    /// When the job runs next: the earliest next run among the running nodes where it is
+    /// active, as each node's scheduler planned it. None for a job on demand, disabled, active
+    /// on no running node, or a run_always job whose run is in flight.
     pub next_run_at: Option<Time>,
 }
 

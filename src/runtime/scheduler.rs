@@ -10,6 +10,12 @@
 //! choosing wake-up times: it drifted when a reload's snapshot raced the events, and it never
 //! saw other nodes' runs, which made slots `skipped` while nothing ran.
 //!
+//! When each job runs next ([`JobPlanner::next_run`]) is recorded for this node
+//! (`job_activation.next_run_at`) only when it changed: by the transaction that decides the due
+//! slots (the value moves when a slot is decided: no commit of its own), and after a load, and
+//! after a run_always job's run ended, in one batch; a load also clears the values of jobs this
+//! node no longer plans. A node at rest writes nothing for it.
+//!
 //! Invariant: no busy polling — between catalog edits and due times it does nothing but a
 //! two-query change check every `WATCH_INTERVAL` (and, for a run_always job waiting on a run
 //! in flight, one look at the catalog every `RECHECK_IN_FLIGHT`); a slot key becomes a row at
@@ -29,7 +35,7 @@ use super::processor::{Enqueued, Processor, RunEvent, RunEvents, Wake};
 use crate::catalog::CatalogError;
 use crate::catalog::loads::ScheduledJob;
 use crate::catalog::reader::{Changed, Reader, Watch};
-use crate::catalog::slots::{Decided, DueJob};
+use crate::catalog::slots::{Decided, DueJob, NextRun};
 use crate::catalog::writer::DbWriter;
 use crate::schedule::{CronCache, JobPlanner, Schedule};
 
@@ -46,6 +52,12 @@ const RECHECK_IN_FLIGHT: i64 = 5_000;
 /// the system (validating and compiling a cron expression allocates about 10 KB, most of it
 /// freed at once, and glibc keeps freed memory).
 const TRIM_AFTER_PARSING: usize = 100;
+
+/// A load's batch of next runs waits this long before it goes to the writer: a node that just
+/// loaded its jobs has slots to decide and runs to claim first (queued behind the batch's
+/// commit, the first run of a per-second job started up to 700 ms after its slot on a loaded
+/// machine); an operator reading the value waits no longer than a catalog check or two.
+const RECORD_AFTER_LOAD: Duration = Duration::from_millis(300);
 
 /// After a failed attempt to record due decisions, wait this long before the next.
 const RETRY_AFTER_ERROR: i64 = 1_000;
@@ -106,6 +118,8 @@ struct Entry {
     planner: JobPlanner,
     /// When its planner last decided against the catalog's counts.
     checked_at: i64,
+    /// Its next run as the catalog holds it for this node (`job_activation.next_run_at`).
+    shown: Option<i64>,
 }
 
 /// The Scheduler actor.
@@ -119,6 +133,9 @@ pub struct Scheduler {
     processors: HashMap<i64, Addr<Processor>>,
     timer: Option<SpawnHandle>,
     ticking: bool,
+    /// Runs that ended while due planners were away deciding, by job: the planners that come
+    /// back learn of them (else a run_always job forgot its run's end and ran again at once).
+    ended_while_deciding: Vec<(i64, i64)>,
     tick_again: bool,
     /// Counts installs: planners coming back from the writer replace only the same install's.
     installs: u64,
@@ -155,6 +172,7 @@ impl Scheduler {
             processors: HashMap::new(),
             timer: None,
             ticking: false,
+            ended_while_deciding: Vec::new(),
             tick_again: false,
             installs: 0,
             retry_at: i64::MIN,
@@ -176,18 +194,26 @@ impl Scheduler {
         let (reader, node) = (self.reader.clone(), self.node_id);
         // The watch keeps the generation it last saw, whatever this load read: a change
         // committed during the load shows at the next poll and loads again.
-        let load = actix_rt::task::spawn_blocking(move || reader.scheduled(node));
+        let load = actix_rt::task::spawn_blocking(move || {
+            Ok::<_, CatalogError>((reader.scheduled(node)?, reader.next_runs(node)?))
+        });
         ctx.spawn(load.into_actor(self).map(|joined, act, ctx| match joined {
-            Ok(Ok(jobs)) => {
-                act.install(jobs);
+            Ok(Ok((jobs, recorded))) => {
+                act.install(jobs, &recorded);
                 act.tick(ctx);
+                act.record_next_runs(recorded, ctx);
             }
             Ok(Err(e)) => tracing::error!("loading schedules: {e}"),
             Err(e) => tracing::error!("loading schedules panicked: {e}"),
         }));
     }
 
-    fn install(&mut self, jobs: Vec<ScheduledJob>) {
+    /// Plans `jobs`; `recorded` is what the catalog holds as their next runs on this node.
+    fn install(&mut self, jobs: Vec<ScheduledJob>, recorded: &[NextRun]) {
+        let shown: HashMap<i64, i64> = recorded
+            .iter()
+            .filter_map(|n| Some((n.job_id, n.at?)))
+            .collect();
         let mut entries = HashMap::with_capacity(jobs.len());
         let mut old = std::mem::take(&mut self.entries);
         let mut parsed = 0;
@@ -197,6 +223,7 @@ impl Scheduler {
             let previous = match old.remove(&job.job_id) {
                 Some(mut entry) if same_plan(&entry.job, &job) => {
                     entry.planner.set_stretch(job.stretch);
+                    entry.shown = shown.get(&job.job_id).copied();
                     entries.insert(job.job_id, Entry { job, ..entry });
                     continue;
                 }
@@ -226,6 +253,7 @@ impl Scheduler {
             entries.insert(
                 job.job_id,
                 Entry {
+                    shown: shown.get(&job.job_id).copied(),
                     job,
                     planner,
                     checked_at: i64::MIN,
@@ -245,6 +273,69 @@ impl Scheduler {
             "schedules loaded"
         );
         self.installs += 1;
+    }
+
+    /// After a load: records the next run of every planned job whose value changed, and
+    /// clears the values `recorded` holds for jobs this node no longer plans (disabled, on
+    /// demand, deactivated here), in one batch.
+    fn record_next_runs(&mut self, recorded: Vec<NextRun>, ctx: &mut Context<Self>) {
+        let now = self.clock.now_ms();
+        let planned: Vec<i64> = self.entries.keys().copied().collect();
+        let mut changed = self.next_run_changes(&planned, now);
+        changed.extend(
+            recorded
+                .into_iter()
+                .filter(|n| !self.entries.contains_key(&n.job_id))
+                .map(|n| NextRun {
+                    job_id: n.job_id,
+                    at: None,
+                }),
+        );
+        if !changed.is_empty() {
+            ctx.run_later(RECORD_AFTER_LOAD, move |act, ctx| {
+                act.write_next_runs(changed, ctx)
+            });
+        }
+    }
+
+    /// The next runs of jobs `ids` that differ from what the catalog holds; the entries take
+    /// them as held (the caller records them). A job due now is left out: the tick that
+    /// follows decides its slot, which moves its next run, and records it (a planner not yet
+    /// polled since a load would show a slot long past).
+    fn next_run_changes(&mut self, ids: &[i64], now: i64) -> Vec<NextRun> {
+        let mut changed = Vec::new();
+        for &job_id in ids {
+            let Some(entry) = self.entries.get(&job_id) else {
+                continue;
+            };
+            if self.wake_of(entry, now).is_some_and(|w| w <= now) {
+                continue;
+            }
+            let Some(entry) = self.entries.get_mut(&job_id) else {
+                continue;
+            };
+            let at = entry.planner.next_run(now);
+            if at != entry.shown {
+                entry.shown = at;
+                changed.push(NextRun { job_id, at });
+            }
+        }
+        changed
+    }
+
+    /// Records next runs in one transaction (nothing when none changed). A failed write is
+    /// logged: the catalog keeps the old values until the jobs' next decided slots record theirs.
+    fn write_next_runs(&mut self, changed: Vec<NextRun>, ctx: &mut Context<Self>) {
+        if changed.is_empty() {
+            return;
+        }
+        let (writer, node) = (self.writer.clone(), self.node_id);
+        let write = async move { writer.record_next_runs(node, changed).await };
+        ctx.spawn(write.into_actor(self).map(|result, _, _| {
+            if let Err(e) = result {
+                super::log_write_error("recording next runs", &e);
+            }
+        }));
     }
 
     /// Sends the due planners into the writer's transaction, which decides and records their
@@ -270,6 +361,7 @@ impl Scheduler {
                     processor_id: e.job.processor_id,
                     priority: e.job.priority,
                     planner: e.planner.clone(),
+                    shown: e.shown,
                 })
                 .collect()
         };
@@ -280,11 +372,12 @@ impl Scheduler {
         self.ticking = true;
         let installs = self.installs;
         let writer = self.writer.clone();
-        let decide = async move { writer.decide_due(due, now).await };
+        let node = self.node_id;
+        let decide = async move { writer.decide_due(node, due, now).await };
         ctx.spawn(decide.into_actor(self).map(move |result, act, ctx| {
             act.ticking = false;
             match result {
-                Ok(decided) => act.on_decided(decided, installs, now),
+                Ok(decided) => act.on_decided(decided, installs, now, ctx),
                 Err(e) => {
                     super::log_write_error("recording due slots", &e);
                     act.retry_at = now + RETRY_AFTER_ERROR;
@@ -300,14 +393,34 @@ impl Scheduler {
 
     /// Takes back the planners that decided in the writer, and wakes the processors that got
     /// runs (with the highest priority queued for each).
-    fn on_decided(&mut self, decided: Decided, installs: u64, now: i64) {
-        if installs == self.installs {
-            for due in decided.jobs {
-                if let Some(entry) = self.entries.get_mut(&due.job_id) {
-                    entry.planner = due.planner;
-                    entry.checked_at = now;
+    fn on_decided(&mut self, decided: Decided, installs: u64, now: i64, ctx: &mut Context<Self>) {
+        let mut replanned = Vec::new();
+        let ended = std::mem::take(&mut self.ended_while_deciding);
+        for due in decided.jobs {
+            let Some(entry) = self.entries.get_mut(&due.job_id) else {
+                continue;
+            };
+            // What the catalog holds now, whichever install decided.
+            entry.shown = due.shown;
+            if installs == self.installs {
+                entry.planner = due.planner;
+                entry.checked_at = now;
+                let mut replayed = false;
+                for (_, at) in ended.iter().filter(|(job, _)| *job == due.job_id) {
+                    entry.planner.handle_run_finished(*at);
+                    replayed = true;
                 }
+                if replayed {
+                    replanned.push(due.job_id);
+                }
+            } else {
+                // A load replaced the planner meanwhile: its next run may differ.
+                replanned.push(due.job_id);
             }
+        }
+        if !replanned.is_empty() {
+            let changed = self.next_run_changes(&replanned, now);
+            self.write_next_runs(changed, ctx);
         }
         let mut woken: HashMap<i64, i64> = HashMap::new();
         for (pid, priority) in decided.fired {
@@ -411,6 +524,7 @@ impl Supervised for Scheduler {
     fn restarting(&mut self, _: &mut Context<Self>) {
         tracing::warn!("scheduler restarting");
         self.ticking = false;
+        self.ended_while_deciding.clear();
     }
 }
 
@@ -483,6 +597,9 @@ impl Handler<RunEvents> for Scheduler {
         // Whether a job that just finished a run is due now (run_always, or a slot refused by
         // overlap), and whether any run of a planned job finished at all.
         let (mut due, mut any_finished) = (false, false);
+        // Jobs whose run ended: their next run may have become known (a run_always job's end
+        // plus its delay).
+        let mut ended = Vec::new();
         for event in msg.0 {
             let (job_id, at, finished) = match event {
                 RunEvent::Started(job, at) => (job, at, false),
@@ -493,12 +610,18 @@ impl Handler<RunEvents> for Scheduler {
             };
             if finished {
                 entry.planner.handle_run_finished(at);
+                if self.ticking {
+                    self.ended_while_deciding.push((job_id, at));
+                }
                 any_finished = true;
                 due |= entry.planner.next_wake(now).is_some_and(|w| w <= now);
+                ended.push(job_id);
             } else {
                 entry.planner.handle_run_started(at);
             }
         }
+        let changed = self.next_run_changes(&ended, now);
+        self.write_next_runs(changed, ctx);
         if any_finished && !self.ticking {
             if due {
                 self.tick(ctx);

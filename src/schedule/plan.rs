@@ -515,6 +515,23 @@ impl JobPlanner {
         }
     }
 
+    /// When the job runs next, as an operator reads it (`next_run_at`): the next slot that
+    /// fires — after the backoff, past the slots a stretch passes over — or, for a run_always
+    /// job, when it is next eligible (`None` while a run in flight holds it: not known yet).
+    /// `None` for an on-demand job and a schedule with no slot left (a past `run_date`).
+    /// Unlike [`next_wake`](Self::next_wake) it never answers "poll now" for a clock step: a
+    /// calendar job whose clock went back runs next at the first slot after `now_ms`.
+    pub fn next_run(&self, now_ms: i64) -> Option<i64> {
+        let next = match self.schedule.kind() {
+            Kind::OnDemand => return None,
+            Kind::Always { delay_ms } => return self.always_due(now_ms, *delay_ms),
+            _ if self.must_rebase(now_ms) => self.schedule.next_slot_after(now_ms),
+            _ => self.next_wake(now_ms),
+        };
+        // A stretched schedule passes over `pass` due slots before the next one fires.
+        (0..self.pass).try_fold(next?, |slot, _| self.schedule.next_slot_after(slot))
+    }
+
     /// The due decisions at `now_ms`, in slot order; they update the planner's history
     /// (fired slots count as queued runs until `handle_run_started`).
     pub fn poll_due(&mut self, now_ms: i64) -> Vec<Decision> {

@@ -2059,3 +2059,81 @@ fn schedules_of_one_cron_expression_share_its_compiled_form() {
     crons.retain_used();
     assert!(crons.is_empty());
 }
+
+// ---------------------------------------------------------------- next run (issue 27, point 3)
+
+/// `next_run_at` comes from the planner: a cron job's next slot, which moves on once the slot
+/// fires; none for an on-demand job; the first slot after now (not "poll now") when the clock
+/// stepped back.
+#[test]
+fn next_run_is_the_slot_that_fires_next_and_moves_on_when_it_fires() {
+    let now = utc_at("2026-02-01 10:30");
+    let mut p = JobPlanner::new(sched(spec_cron("0 * * * *"), utc()), PlanPolicy::default());
+    assert_eq!(p.next_run(now), Some(utc_at("2026-02-01 11:00")));
+    assert_eq!(p.poll_due(now), vec![]);
+    assert_eq!(p.next_run(now), Some(utc_at("2026-02-01 11:00")));
+    let eleven = utc_at("2026-02-01 11:00");
+    assert_eq!(p.poll_due(eleven).len(), 1);
+    assert_eq!(p.next_run(eleven), Some(utc_at("2026-02-01 12:00")));
+    // The clock steps back a day: the job runs at the first slot after the clock's reading.
+    let back = utc_at("2026-01-31 11:10");
+    assert_eq!(p.next_wake(back), Some(back), "a poll now, to re-base");
+    assert_eq!(p.next_run(back), Some(utc_at("2026-01-31 12:00")));
+
+    let on_demand = JobPlanner::new(sched(ScheduleSpec::default(), utc()), PlanPolicy::default());
+    assert_eq!(on_demand.next_run(now), None);
+}
+
+/// The next run of a stretched schedule is the slot that fires, not the ones it passes over;
+/// of a job backing off, the first slot its backoff lets fire.
+#[test]
+fn next_run_skips_the_slots_a_stretch_or_a_backoff_passes_over() {
+    let start = utc_at("2026-04-10 12:00");
+    let mut p = JobPlanner::new(sched(spec_every(1), utc()), PlanPolicy::default());
+    assert_eq!(p.poll_due(start), vec![]);
+    p.set_stretch(3);
+    let mut predicted = p.next_run(start);
+    for m in 1..=12 {
+        let now = start + m * MIN;
+        for d in p.poll_due(now) {
+            if let Decision::Fire { slot, .. } = d {
+                assert_eq!(
+                    Some(slot),
+                    predicted,
+                    "the slot shown is the one that fired"
+                );
+                p.handle_run_started(slot);
+                p.handle_run_finished(slot + 1000);
+            }
+        }
+        predicted = p.next_run(now);
+    }
+    assert_eq!(predicted, Some(start + 13 * MIN));
+
+    let mut p = JobPlanner::new(sched(spec_every(1), utc()), PlanPolicy::default());
+    assert_eq!(p.poll_due(start), vec![]);
+    // Three failures, the last at 12:00:30: no slot before 12:01:30 fires.
+    p.handle_failures(crate::schedule::FailureStreak {
+        failures: 3,
+        last_failure: Some(start + 30_000),
+    });
+    assert_eq!(p.next_run(start + 40_000), Some(start + 2 * MIN));
+}
+
+/// A run_always job's next run is when it is next eligible: unknown while its run is in
+/// flight, the run's end plus its delay once it ended.
+#[test]
+fn next_run_of_a_run_always_job_is_its_end_plus_its_delay() {
+    let start = utc_at("2026-04-10 12:00");
+    let spec = ScheduleSpec {
+        run_always: true,
+        run_delay: 10_000,
+        ..Default::default()
+    };
+    let mut p = JobPlanner::new(sched(spec, utc()), PlanPolicy::default());
+    assert_eq!(p.poll_due(start).len(), 1);
+    assert_eq!(p.next_run(start), None, "in flight: not known yet");
+    p.handle_run_started(start);
+    p.handle_run_finished(start + 2_000);
+    assert_eq!(p.next_run(start + 2_000), Some(start + 12_000));
+}

@@ -12,6 +12,7 @@ mod engine;
 mod fleet;
 mod inbox;
 mod metrics;
+mod next_run;
 mod openapi;
 mod operator;
 mod postgres;

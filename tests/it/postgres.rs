@@ -1045,6 +1045,7 @@ fn due_planners(cat: &PgCatalog, node_id: i64) -> Vec<jobvisor::catalog::slots::
                 processor_id: job.processor_id,
                 priority: job.priority,
                 planner,
+                shown: None,
             }
         })
         .collect()
@@ -1101,7 +1102,7 @@ fn pg_two_nodes_deciding_the_same_due_slots_queue_each_once() {
                 s.spawn(move || {
                     let due = due_planners(cat, l.node_id);
                     assert_eq!(due.len(), 2);
-                    cat.decide_due(due, now).unwrap().fired.len()
+                    cat.decide_due(l.node_id, due, now).unwrap().fired.len()
                 })
             })
             .collect();
@@ -1134,7 +1135,11 @@ fn pg_two_nodes_deciding_the_same_due_slots_queue_each_once() {
         .get(0);
     assert!(skipped.contains("slots"), "{skipped}");
     // Deciding again now fires nothing more: every slot is in the queue.
-    let again = nodes[1].decide_due(due_planners(&nodes[1], leases[1].node_id), now);
+    let again = nodes[1].decide_due(
+        leases[1].node_id,
+        due_planners(&nodes[1], leases[1].node_id),
+        now,
+    );
     assert!(again.unwrap().fired.is_empty());
 }
 

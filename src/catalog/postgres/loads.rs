@@ -1,12 +1,13 @@
 //! What a node loads from a PostgreSQL catalog to plan its work, by `catalog::loads`' and
 //! `catalog::runs`' own functions over a transaction: the catalog generation, the jobs it
-//! schedules (with their history across the fleet), the processors it starts, the objects
+//! schedules (with their history across the fleet) and the next runs it recorded, the processors it starts, the objects
 //! that get a writer, and the runs it executes that an operator asked to cancel.
 
 use super::PgCatalog;
 use crate::catalog::CatalogError;
 use crate::catalog::loads::{self, LocalProcessor, ScheduledJob, WrittenObject};
 use crate::catalog::runs;
+use crate::catalog::slots::NextRun;
 
 impl PgCatalog {
     /// The catalog generation (bumped by every change to a definition).
@@ -18,6 +19,11 @@ impl PgCatalog {
     /// on the node; each with its history across the fleet.
     pub fn scheduled(&self, node_id: i64) -> Result<Vec<ScheduledJob>, CatalogError> {
         self.transact(move |tx| loads::load_scheduled(tx, node_id))
+    }
+
+    /// The next runs the catalog holds for `node_id`.
+    pub fn next_runs(&self, node_id: i64) -> Result<Vec<NextRun>, CatalogError> {
+        self.transact(move |tx| loads::load_next_runs(tx, node_id))
     }
 
     /// The processors `node_id` starts: enabled, naming no nodes or naming it.

@@ -26,6 +26,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0003_claimed_state.sql",
         sql: include_str!("../../../migrations/postgres/0003_claimed_state.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_next_run_per_node.sql",
+        sql: include_str!("../../../migrations/postgres/0004_next_run_per_node.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).

@@ -2,14 +2,17 @@
 //! rules over a PostgreSQL transaction — so each slot fires once across the fleet (the unique `(job,
 //! scheduled_for)`: a slot another node took is handed back to the planner), a misfire is one
 //! row, and a job's overlap and failure backoff count the runs of every node; a workflow's
-//! slot starts its tree in the transaction that queues it.
+//! slot starts its tree in the transaction that queues it; and the recording of the next runs a
+//! node plans.
 
 use postgres::Transaction;
 
 use super::{PgCatalog, commit, query_one};
 use crate::catalog::CatalogError;
 use crate::catalog::queue::{InFlight, NewRun};
-use crate::catalog::slots::{Decided, DueJob, SlotStore, decide_due_in, start_slot_workflow};
+use crate::catalog::slots::{
+    Decided, DueJob, NextRun, SlotStore, decide_due_in, record_next_runs, start_slot_workflow,
+};
 
 const COUNT_RUNNING: &str = "SELECT count(*) FROM job_run WHERE job_id = $1
     AND (status = 'claimed' OR status = 'running')";
@@ -44,12 +47,22 @@ impl SlotStore for Transaction<'_> {
 impl PgCatalog {
     /// Decides the due jobs' slots in one transaction (see `catalog::slots::decide_due`);
     /// after a lost connection, again from the planners as they were given.
-    pub fn decide_due(&self, due: Vec<DueJob>, now: i64) -> Result<Decided, CatalogError> {
+    pub fn decide_due(
+        &self,
+        node_id: i64,
+        due: Vec<DueJob>,
+        now: i64,
+    ) -> Result<Decided, CatalogError> {
         self.call(move |client, _| {
             let mut tx: Transaction<'_> = client.transaction()?;
-            let decided = decide_due_in(&mut tx, due.clone(), now)?;
+            let decided = decide_due_in(&mut tx, node_id, due.clone(), now)?;
             commit(tx)?;
             Ok(decided)
         })
+    }
+
+    /// Records the next runs `node_id` plans (see `catalog::slots::record_next_runs`).
+    pub fn record_next_runs(&self, node_id: i64, next: Vec<NextRun>) -> Result<(), CatalogError> {
+        self.transact(move |tx| record_next_runs(tx, node_id, &next))
     }
 }
