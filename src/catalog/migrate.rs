@@ -121,6 +121,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0020_work_sharing.sql",
         sql: include_str!("../../migrations/0020_work_sharing.sql"),
     },
+    Migration {
+        version: 21,
+        name: "0021_token_expiry.sql",
+        sql: include_str!("../../migrations/0021_token_expiry.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -21,6 +21,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0002_job_run_lean_indexes.sql",
         sql: include_str!("../../../migrations/postgres/0002_job_run_lean_indexes.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_token_expiry.sql",
+        sql: include_str!("../../../migrations/postgres/0003_token_expiry.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).
