@@ -204,6 +204,15 @@ pub struct HttpSection {
     /// Host names the API answers to besides localhost, 127.0.0.1, [::1] and the bound
     /// address (a Host header naming another is refused: DNS rebinding). Default: [].
     pub allowed_hosts: Vec<String>,
+    /// A PEM file of the server's certificate chain (its own certificate first): with
+    /// `tls_key`, the API, UI, JSON-RPC and /metrics are served over HTTPS only. Reread, with
+    /// the key, on SIGHUP. Default: "" (plain HTTP).
+    pub tls_cert: String,
+    /// A PEM file of the certificate's private key (PKCS#8, PKCS#1 or SEC1). Default: "".
+    pub tls_key: String,
+    /// Milliseconds a request's whole body may take to arrive after its head; a body that
+    /// stalls beyond is answered 408 and its connection closed. Default: 30000.
+    pub body_timeout: u64,
 }
 
 impl Default for HttpSection {
@@ -211,7 +220,18 @@ impl Default for HttpSection {
         Self {
             bind: "127.0.0.1:7878".into(),
             allowed_hosts: Vec::new(),
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            body_timeout: 30_000,
         }
+    }
+}
+
+impl HttpSection {
+    /// The certificate and key files, when TLS is on.
+    pub fn tls(&self) -> Option<(&Path, &Path)> {
+        (!self.tls_cert.is_empty() && !self.tls_key.is_empty())
+            .then(|| (Path::new(&self.tls_cert), Path::new(&self.tls_key)))
     }
 }
 
@@ -537,6 +557,23 @@ impl NodeConfig {
             return Err(ConfigError::Invalid {
                 key: "http.bind",
                 reason: format!("`{}` is not an address:port", self.http.bind),
+            });
+        }
+        if self.http.tls_cert.is_empty() != self.http.tls_key.is_empty() {
+            let (key, missing) = if self.http.tls_cert.is_empty() {
+                ("http.tls_cert", "http.tls_key is set")
+            } else {
+                ("http.tls_key", "http.tls_cert is set")
+            };
+            return Err(ConfigError::Invalid {
+                key,
+                reason: format!("{missing}: TLS needs both the certificate and its key"),
+            });
+        }
+        if self.http.body_timeout < 100 {
+            return Err(ConfigError::Invalid {
+                key: "http.body_timeout",
+                reason: format!("must be at least 100 ms, got {}", self.http.body_timeout),
             });
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {

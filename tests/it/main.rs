@@ -20,6 +20,7 @@ mod rpc;
 mod runtime;
 mod slots;
 mod support;
+mod transport;
 mod tuning;
 mod ui;
 mod workflows;
