@@ -217,6 +217,15 @@ pub struct HttpSection {
     /// Failed logins one client address may make within a minute before the API answers it
     /// 429 for the rest of that minute. Default: 10.
     pub max_failed_logins: usize,
+    /// A PEM file of the server's certificate chain (its own certificate first): with
+    /// `tls_key`, the API, UI, JSON-RPC and /metrics are served over HTTPS only. Reread, with
+    /// the key, on SIGHUP. Default: "" (plain HTTP).
+    pub tls_cert: String,
+    /// A PEM file of the certificate's private key (PKCS#8, PKCS#1 or SEC1). Default: "".
+    pub tls_key: String,
+    /// Milliseconds a request's whole body may take to arrive after its head; a body that
+    /// stalls beyond is answered 408 and its connection closed. Default: 30000.
+    pub body_timeout: u64,
 }
 
 impl Default for HttpSection {
@@ -230,7 +239,18 @@ impl Default for HttpSection {
             // make config import what it configures).
             metrics_job_labels: 100,
             max_failed_logins: 10,
+            tls_cert: String::new(),
+            tls_key: String::new(),
+            body_timeout: 30_000,
         }
+    }
+}
+
+impl HttpSection {
+    /// The certificate and key files, when TLS is on.
+    pub fn tls(&self) -> Option<(&Path, &Path)> {
+        (!self.tls_cert.is_empty() && !self.tls_key.is_empty())
+            .then(|| (Path::new(&self.tls_cert), Path::new(&self.tls_key)))
     }
 }
 
@@ -573,6 +593,23 @@ impl NodeConfig {
             return Err(ConfigError::Invalid {
                 key: "http.rpc_batch_max",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if self.http.tls_cert.is_empty() != self.http.tls_key.is_empty() {
+            let (key, missing) = if self.http.tls_cert.is_empty() {
+                ("http.tls_cert", "http.tls_key is set")
+            } else {
+                ("http.tls_key", "http.tls_cert is set")
+            };
+            return Err(ConfigError::Invalid {
+                key,
+                reason: format!("{missing}: TLS needs both the certificate and its key"),
+            });
+        }
+        if self.http.body_timeout < 100 {
+            return Err(ConfigError::Invalid {
+                key: "http.body_timeout",
+                reason: format!("must be at least 100 ms, got {}", self.http.body_timeout),
             });
         }
         if let Err(e) = tracing_subscriber::EnvFilter::try_new(&self.log.level) {

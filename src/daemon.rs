@@ -3,12 +3,18 @@
 //! The API's address is bound before anything else happens, so a port in use (or a bad
 //! address) is one clear error, with nothing started and nothing written to the catalog.
 //!
+//! With `http.tls_cert` and `http.tls_key` the listener speaks HTTPS only; the pair is read
+//! before anything else (a bad file is one error naming it, exit 78) and reread on SIGHUP (a
+//! bad new pair is logged and the old one kept). A listener beyond loopback without TLS is
+//! warned about at start: passwords and tokens would cross the network in clear.
+//!
 //! Invariant: on SIGTERM or Ctrl-C the node stops claiming at once, lets running jobs finish
 //! within `node.shutdown_grace`, returns the rest to the queue, and exits 0; a second signal
 //! during that grace returns the running jobs to the queue at once.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::net::TcpListener;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::{HttpServer, web};
@@ -16,6 +22,8 @@ use tracing_subscriber::EnvFilter;
 
 use crate::catalog::Access;
 use crate::config::{LogFormat, NodeConfig};
+use crate::http::deadline::BodyTimeout;
+use crate::http::tls::{Certificates, TlsError};
 use crate::jobconf::SeedError;
 use crate::ops::error::catalog_kind;
 use crate::ops::{Caller, Kind, OpError, Ops};
@@ -72,6 +80,9 @@ pub enum DaemonError {
     /// The API's catalog connection could not be opened.
     #[error(transparent)]
     Ops(#[from] OpError),
+    /// The TLS certificate or key cannot be used.
+    #[error(transparent)]
+    Tls(#[from] TlsError),
 }
 
 impl DaemonError {
@@ -82,7 +93,8 @@ impl DaemonError {
             DaemonError::Bind { .. }
             | DaemonError::LogFilter { .. }
             | DaemonError::Fatal(_)
-            | DaemonError::Unprotected { .. } => Kind::Config,
+            | DaemonError::Unprotected { .. }
+            | DaemonError::Tls(_) => Kind::Config,
             DaemonError::Ops(e) => e.kind(),
             DaemonError::Engine(e) => match e {
                 EngineError::NodeHeld { .. } => Kind::Unavailable,
@@ -100,6 +112,14 @@ impl DaemonError {
 
 /// Runs a node until a signal stops it.
 pub fn run(cfg: NodeConfig) -> Result<(), DaemonError> {
+    let tls = match cfg.http.tls() {
+        Some((cert, key)) => {
+            let certs = Certificates::load(cert, key)?;
+            let config = certs.server_config()?;
+            Some(Tls { certs, config })
+        }
+        None => None,
+    };
     let listener = bind(&cfg.http.bind)?;
     let loopback = listener
         .local_addr()
@@ -111,8 +131,16 @@ pub fn run(cfg: NodeConfig) -> Result<(), DaemonError> {
         });
     }
     init_logging(&cfg)?;
+    if !loopback && tls.is_none() {
+        tracing::warn!(
+            "http.bind {} is not a loopback address and TLS is off: passwords and tokens \
+             cross the network in clear (set http.tls_cert and http.tls_key, or bind \
+             127.0.0.1 behind a TLS proxy)",
+            cfg.http.bind
+        );
+    }
     let system = actix_rt::System::new();
-    let result = system.block_on(serve(cfg, listener));
+    let result = system.block_on(serve(cfg, listener, tls));
     if matches!(result, Err(DaemonError::Fatal(_))) {
         // Dropping the System would drop the actors and close their catalog connections, and
         // the last one to close checkpoints the WAL into the file: a damaged catalog must keep
@@ -120,6 +148,12 @@ pub fn run(cfg: NodeConfig) -> Result<(), DaemonError> {
         std::mem::forget(system);
     }
     result
+}
+
+/// The listener's TLS: the pair it presents (reloaded on SIGHUP) and its rustls configuration.
+struct Tls {
+    certs: Arc<Certificates>,
+    config: rustls::ServerConfig,
 }
 
 fn bind(addr: &str) -> Result<TcpListener, DaemonError> {
@@ -211,14 +245,21 @@ fn init_logging(cfg: &NodeConfig) -> Result<(), DaemonError> {
     Ok(())
 }
 
-async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError> {
-    // Listen for signals before anything else: a SIGTERM right after start must still drain.
+async fn serve(
+    cfg: NodeConfig,
+    listener: TcpListener,
+    tls: Option<Tls>,
+) -> Result<(), DaemonError> {
+    // Listen for signals before anything else: a SIGTERM right after start must still drain,
+    // and a SIGHUP must reload, not kill, once the node has said it is up.
     let mut signals = Signals::new();
     crate::metrics::set_job_labels(cfg.http.metrics_job_labels);
+    let hangup = tls.as_ref().map(|_| hangup_signal());
     let engine = Engine::builder().config(cfg.clone()).start()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     let addrs: Vec<String> = listener
         .local_addr()
-        .map(|a| vec![format!("http://{a}")])
+        .map(|a| vec![format!("{scheme}://{a}")])
         .unwrap_or_default();
     let addr = cfg.http.bind.clone();
     let (ops, admin_token) = match api_ops(&cfg, &engine) {
@@ -235,12 +276,17 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     });
     // The web UI's sessions live as long as the process: one store for every worker.
     let ui = web::Data::new(crate::ui::Ui::default());
+    let body_timeout = web::Data::new(BodyTimeout(Duration::from_millis(cfg.http.body_timeout)));
     let server = HttpServer::new(move || {
         crate::http::app_with(state.clone(), crate::ui::configure(ui.clone()))
+            .app_data(body_timeout.clone())
     })
     .workers(1)
-    .disable_signals()
-    .listen(listener);
+    .disable_signals();
+    let (server, certs) = match tls {
+        Some(Tls { certs, config }) => (server.listen_rustls_0_23(listener, config), Some(certs)),
+        None => (server.listen(listener), None),
+    };
     let server = match server {
         Ok(server) => server.run(),
         Err(source) => {
@@ -250,6 +296,9 @@ async fn serve(cfg: NodeConfig, listener: TcpListener) -> Result<(), DaemonError
     };
     let handle = server.handle();
     actix_rt::spawn(server);
+    if let (Some(certs), Some(Some(hangup))) = (certs, hangup) {
+        actix_rt::spawn(reload_on_hangup(certs, hangup));
+    }
     actix_rt::spawn(release_freed_memory_now_and_then());
     // The banner is for whoever started the node; if they went away, the node goes on.
     let mut out = std::io::stdout().lock();
@@ -335,6 +384,25 @@ async fn release_freed_memory_now_and_then() {
 /// How often a running node returns freed memory to the system (a trim of a few-MB heap takes
 /// well under a millisecond).
 const TRIM_EVERY: Duration = Duration::from_secs(30);
+
+/// SIGHUP, registered (a node that serves TLS reloads its pair on it rather than dying).
+fn hangup_signal() -> Option<tokio::signal::unix::Signal> {
+    use tokio::signal::unix::{SignalKind, signal};
+    signal(SignalKind::hangup())
+        .inspect_err(|e| tracing::warn!("SIGHUP cannot be caught ({e}): no TLS reload"))
+        .ok()
+}
+
+/// Rereads the TLS certificate and key on every SIGHUP; a pair that fails to load is logged
+/// and the one in use kept. (Two small files read on the actix thread: microseconds.)
+async fn reload_on_hangup(certs: Arc<Certificates>, mut hangup: tokio::signal::unix::Signal) {
+    while hangup.recv().await.is_some() {
+        match certs.reload() {
+            Ok(()) => tracing::info!("SIGHUP: TLS certificate and key reloaded"),
+            Err(e) => tracing::error!("SIGHUP: {e}; still serving the previous certificate"),
+        }
+    }
+}
 
 /// SIGTERM and Ctrl-C, registered when created.
 struct Signals {

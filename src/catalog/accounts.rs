@@ -21,13 +21,15 @@ const UPDATE_PASSWORD: &str = "UPDATE users SET password_hash = ?2 WHERE user_na
 const SELECT_PASSWORD: &str =
     "SELECT password_hash, role FROM users WHERE user_name = ?1 AND status = 1";
 const SELECT_USER_ID: &str = "SELECT user_id FROM users WHERE user_name = ?1";
-const INSERT_TOKEN: &str = "INSERT INTO api_token (user_id, token_name, token_hash, created_at)
-    VALUES (?1, ?2, ?3, ?4) ON CONFLICT DO NOTHING RETURNING token_id";
-const SELECT_TOKENS: &str = "SELECT t.token_id, u.user_name, t.token_name, t.created_at
-    FROM api_token t JOIN users u ON u.user_id = t.user_id ORDER BY t.token_id";
+const INSERT_TOKEN: &str = "INSERT INTO api_token
+    (user_id, token_name, token_hash, created_at, expires_at)
+    VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT DO NOTHING RETURNING token_id";
+const SELECT_TOKENS: &str = "SELECT t.token_id, u.user_name, t.token_name, t.created_at,
+    t.expires_at FROM api_token t JOIN users u ON u.user_id = t.user_id ORDER BY t.token_id";
 const DELETE_TOKEN: &str = "DELETE FROM api_token WHERE token_id = ?1";
 const SELECT_PRINCIPAL: &str = "SELECT u.user_name, u.role FROM api_token t
-    JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ?1 AND u.status = 1";
+    JOIN users u ON u.user_id = t.user_id WHERE t.token_hash = ?1 AND u.status = 1
+    AND (t.expires_at IS NULL OR t.expires_at > ?2)";
 
 /// A user as listed (never its hash).
 #[derive(Debug, Clone, Serialize)]
@@ -55,6 +57,8 @@ pub struct TokenRow {
     pub name: String,
     /// Epoch ms.
     pub created_at: i64,
+    /// Epoch ms from which it is refused; `None`: never.
+    pub expires_at: Option<i64>,
 }
 
 impl Catalog {
@@ -148,12 +152,14 @@ impl Catalog {
         })
     }
 
-    /// Stores a token's hash for `user` under `token_name`; returns its id.
+    /// Stores a token's hash for `user` under `token_name`, refused from `expires_at` (epoch
+    /// ms) on when one is given; returns its id.
     pub fn add_token(
         &mut self,
         user: &str,
         token_name: &str,
         token_hash: &str,
+        expires_at: Option<i64>,
         actor: &str,
     ) -> Result<i64, CatalogError> {
         let (user, token_name, hash, actor) = (
@@ -162,7 +168,7 @@ impl Catalog {
             token_hash.to_string(),
             actor.to_string(),
         );
-        self.writing(move |tx| insert_token(tx, &user, &token_name, &hash, &actor))
+        self.writing(move |tx| insert_token(tx, &user, &token_name, &hash, expires_at, &actor))
     }
 
     /// Creates the first user, `admin`, with a token, in one transaction, if the catalog has no
@@ -189,7 +195,7 @@ impl Catalog {
             {
                 return Ok(None);
             }
-            insert_token(tx, "admin", &token_name, &token_hash, &actor).map(Some)
+            insert_token(tx, "admin", &token_name, &token_hash, None, &actor).map(Some)
         })
     }
 
@@ -202,6 +208,7 @@ impl Catalog {
                     user: r.text(1)?,
                     name: r.text(2)?,
                     created_at: r.int(3)?,
+                    expires_at: r.opt_int(4)?,
                 })
             })
         })
@@ -218,16 +225,18 @@ impl Catalog {
         })
     }
 
-    /// The enabled user (name, role) whose token hashes to `token_hash`.
+    /// The enabled user (name, role) whose token hashes to `token_hash`, if that token has
+    /// not expired at `now` (epoch ms).
     pub fn principal_of_token(
         &self,
         token_hash: &str,
+        now: i64,
     ) -> Result<Option<(String, String)>, CatalogError> {
         let hash = token_hash.to_string();
         self.reading(move |tx| {
             tx.row(
                 &Query::same(SELECT_PRINCIPAL),
-                &[hash.as_str().into()],
+                &[hash.as_str().into(), now.into()],
                 |r| Ok((r.text(0)?, r.text(1)?)),
             )
         })
@@ -257,6 +266,7 @@ fn insert_token(
     user: &str,
     token_name: &str,
     hash: &str,
+    expires_at: Option<i64>,
     actor: &str,
 ) -> Result<i64, CatalogError> {
     let user_id = tx
@@ -267,13 +277,14 @@ fn insert_token(
         token_name.into(),
         hash.into(),
         now_ms().into(),
+        expires_at.into(),
     ];
     let Some(id) = tx.row(&Query::same(INSERT_TOKEN), &vals, |r| r.int(0))? else {
         return Err(CatalogError::Conflict(format!(
             "user `{user}` has a token named `{token_name}` already"
         )));
     };
-    let detail = serde_json::json!({ "token_id": id, "name": token_name });
+    let detail = serde_json::json!({ "token_id": id, "name": token_name, "expires_at": expires_at });
     audit_in(tx, now_ms(), actor, "token.create", user, Some(&detail))?;
     Ok(id)
 }

@@ -131,6 +131,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0022_next_run_per_node.sql",
         sql: include_str!("../../migrations/0022_next_run_per_node.sql"),
     },
+    Migration {
+        version: 23,
+        name: "0023_token_expiry.sql",
+        sql: include_str!("../../migrations/0023_token_expiry.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

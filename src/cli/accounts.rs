@@ -51,6 +51,10 @@ pub enum TokensCommand {
         /// A label, unique per user.
         #[arg(long, default_value = "cli")]
         name: String,
+        /// Its lifetime (90m, 12h, 30d): refused with 401 once it has passed. Default: it
+        /// never expires.
+        #[arg(long, value_name = "DURATION")]
+        expires: Option<String>,
     },
     /// Revoke a token by id (running nodes stop accepting it within 5 s).
     Revoke {
@@ -134,8 +138,9 @@ pub fn tokens(cli: &Cli, cmd: &TokensCommand) -> Result<(), Failure> {
             if cli.json {
                 render::json(&tokens);
             } else {
+                let now = crate::catalog::now_ms();
                 render::table(
-                    &["ID", "USER", "NAME", "CREATED"],
+                    &["ID", "USER", "NAME", "CREATED", "EXPIRES"],
                     tokens
                         .iter()
                         .map(|t| {
@@ -144,14 +149,25 @@ pub fn tokens(cli: &Cli, cmd: &TokensCommand) -> Result<(), Failure> {
                                 t.user.clone(),
                                 t.name.clone(),
                                 render::time(Some(t.created_at)),
+                                match t.expires_at {
+                                    None => "never".into(),
+                                    Some(at) if at.ms() <= now => {
+                                        format!("{} (expired)", render::time(Some(at)))
+                                    }
+                                    Some(at) => render::time(Some(at)),
+                                },
                             ]
                         })
                         .collect(),
                 );
             }
         }
-        TokensCommand::Create { user, name } => {
-            let token = writing(cli)?.create_token(user, name)?;
+        TokensCommand::Create {
+            user,
+            name,
+            expires,
+        } => {
+            let token = writing(cli)?.create_token(user, name, expires.as_deref())?;
             if cli.json {
                 render::json(&token);
             } else {
@@ -161,6 +177,9 @@ pub fn tokens(cli: &Cli, cmd: &TokensCommand) -> Result<(), Failure> {
                     token.id
                 );
                 println!("{}", token.token);
+                if let Some(at) = token.expires_at {
+                    println!("expires {}", render::time(Some(at)));
+                }
             }
         }
         TokensCommand::Revoke { id } => {

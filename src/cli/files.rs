@@ -232,6 +232,9 @@ pub(super) fn annotated_config(effective: &toml::Table) -> String {
                     shown.push_str("  # none: the catalog is the SQLite file of `path`")
                 }
             }
+            ("http", "tls_cert" | "tls_key", toml::Value::String(s)) if s.is_empty() => {
+                shown.push_str("  # none: plain HTTP")
+            }
             _ => {}
         }
         match (key, value) {

@@ -7,10 +7,12 @@
 //! cannot be served without being in the OpenAPI document (`tests/tidy.rs` refuses `.route(`
 //! here); the only routes outside it are the web UI's, added by [`app_with`] and listed in
 //! `crate::ui::ROUTES`; every request passes [`auth::guard`]; a handler never holds validation
-//! logic.
+//! logic; a request's body arrives within its deadline ([`deadline`]) or the request is
+//! refused and its connection closed.
 
 pub mod auth;
 pub mod bodies;
+pub mod deadline;
 pub mod error;
 pub mod extract;
 mod jobs;
@@ -21,6 +23,7 @@ pub mod openapi;
 mod rpc;
 pub mod rules;
 mod runs;
+pub mod tls;
 
 use std::sync::{Arc, Mutex};
 
@@ -188,7 +191,9 @@ pub fn openapi_json() -> String {
     text
 }
 
-/// The app: routes, their limits and error bodies, and the security guard around them.
+/// The app: routes, their limits and error bodies, the security guard around them, and
+/// around all the deadline on request bodies ([`deadline::guard`]; `jobvisor run` gives it
+/// `http.body_timeout` as a [`deadline::BodyTimeout`]).
 pub fn app(
     state: web::Data<ApiState>,
 ) -> App<
@@ -227,4 +232,5 @@ pub fn app_with(
     app.configure(extra)
         .default_service(web::to(openapi::no_route))
         .wrap(from_fn(auth::guard))
+        .wrap(from_fn(deadline::guard))
 }

@@ -74,6 +74,8 @@ pub struct TokenView {
     pub name: String,
     /// When it was created.
     pub created_at: Time,
+    /// From when it is refused; null: never.
+    pub expires_at: Option<Time>,
 }
 
 /// A token just created: the only time its text is shown.
@@ -85,6 +87,24 @@ pub struct NewToken {
     pub user: String,
     /// The bearer token.
     pub token: String,
+    /// From when it is refused; null: never.
+    pub expires_at: Option<Time>,
+}
+
+/// When a token made at `now` with a lifetime of `expires` (`90m`, `12h`, `30d`) expires; an
+/// error names `field`.
+pub fn expiry(field: &str, expires: &str, now: i64) -> Result<i64, OpError> {
+    match super::view::duration_ms(expires.trim()) {
+        Some(ms) if ms > 0 => Ok(now.saturating_add(ms)),
+        Some(_) => Err(OpError::invalid(
+            field,
+            "a token's lifetime must be longer than 0",
+        )),
+        None => Err(OpError::invalid(
+            field,
+            format!("expected a lifetime such as 90m, 12h or 30d, got `{expires}`"),
+        )),
+    }
 }
 
 /// How long a verified password is taken again without argon2.
@@ -307,19 +327,29 @@ impl Ops {
             .map_err(self.within(format!("setting the password of `{name}`")))
     }
 
-    /// Creates a token for `user`; its text is returned once and only its hash is stored.
-    pub fn create_token(&mut self, user: &str, token_name: &str) -> Result<NewToken, OpError> {
+    /// Creates a token for `user`, refused once `expires` (a lifetime: `12h`, `30d`) has
+    /// passed when one is given; its text is returned once and only its hash is stored.
+    pub fn create_token(
+        &mut self,
+        user: &str,
+        token_name: &str,
+        expires: Option<&str>,
+    ) -> Result<NewToken, OpError> {
         check_name(token_name).map_err(|reason| OpError::invalid("name", reason))?;
+        let expires_at = expires
+            .map(|e| expiry("expires", e, crate::catalog::now_ms()))
+            .transpose()?;
         let token = format!("jv_{}", random_hex()?);
         let actor = self.caller.actor.clone();
         let id = self
             .catalog
-            .add_token(user, token_name, &token_hash(&token), &actor)
+            .add_token(user, token_name, &token_hash(&token), expires_at, &actor)
             .map_err(self.within(format!("creating a token for `{user}`")))?;
         Ok(NewToken {
             id,
             user: user.to_string(),
             token,
+            expires_at: expires_at.map(Time),
         })
     }
 
@@ -336,6 +366,7 @@ impl Ops {
                 user: t.user,
                 name: t.name,
                 created_at: Time(t.created_at),
+                expires_at: t.expires_at.map(Time),
             })
             .collect())
     }
@@ -348,14 +379,15 @@ impl Ops {
             .map_err(self.within(format!("revoking token {id}")))
     }
 
-    /// The principal a bearer token stands for, if it is valid.
+    /// The principal a bearer token stands for, if it is valid (known, its user enabled, not
+    /// expired).
     pub fn principal_of_token(&self, token: &str) -> Result<Option<Principal>, OpError> {
         if !token.starts_with("jv_") || token.len() != 67 {
             return Ok(None);
         }
         let found = self
             .catalog
-            .principal_of_token(&token_hash(token))
+            .principal_of_token(&token_hash(token), crate::catalog::now_ms())
             .map_err(self.within("checking a token"))?;
         Ok(found.and_then(|(user, role)| {
             Some(Principal {
@@ -413,6 +445,7 @@ impl Ops {
         Ok(made.map(|id| NewToken {
             id,
             user: "admin".into(),
+            expires_at: None,
             token,
         }))
     }
@@ -459,6 +492,16 @@ mod tests {
         let seen = v.seen.lock().unwrap();
         assert_eq!(seen.len(), 1);
         assert!(seen.keys().all(|k| k.len() == 32));
+    }
+
+    #[test]
+    fn a_token_lifetime_is_a_positive_duration() {
+        assert_eq!(expiry("expires", "90s", 1_000).unwrap(), 91_000);
+        assert_eq!(expiry("expires", " 30d ", 0).unwrap(), 30 * 86_400_000);
+        for bad in ["0s", "", "soon", "-5m", "12", "3w"] {
+            let e = expiry("expires", bad, 0).unwrap_err().to_string();
+            assert!(e.contains("expires"), "{bad}: {e}");
+        }
     }
 
     #[test]

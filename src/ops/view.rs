@@ -61,24 +61,33 @@ pub fn json_of(text: Option<&str>) -> Option<Json> {
     text.map(|t| serde_json::from_str(t).unwrap_or_else(|_| Json::String(t.to_string())))
 }
 
+/// Milliseconds of a duration written as a whole number and a unit (`500ms`, `90s`, `15m`,
+/// `2h`, `30d`), saturating; `None` when `text` is not one.
+pub fn duration_ms(text: &str) -> Option<i64> {
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    if split == 0 {
+        return None;
+    }
+    let (n, unit) = text.split_at(split);
+    let unit_ms: i64 = match unit {
+        "ms" => 1,
+        "s" => 1000,
+        "m" | "min" => 60_000,
+        "h" => 3_600_000,
+        "d" => 86_400_000,
+        _ => return None,
+    };
+    Some(n.parse::<i64>().ok()?.saturating_mul(unit_ms))
+}
+
 /// An instant given as a duration back from `now` (`90s`, `15m`, `2h`, `1d`) or a time (RFC
 /// 3339, or `YYYY-MM-DD[ HH:MM[:SS]]` local); an error names `field`.
 pub fn parse_instant(field: &str, text: &str, now: i64) -> Result<i64, crate::ops::OpError> {
     let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    if split > 0 {
-        let (n, unit) = t.split_at(split);
-        let unit_ms = match unit {
-            "ms" => Some(1),
-            "s" => Some(1000),
-            "m" | "min" => Some(60_000),
-            "h" => Some(3_600_000),
-            "d" => Some(86_400_000),
-            _ => None,
-        };
-        if let (Ok(n), Some(ms)) = (n.parse::<i64>(), unit_ms) {
-            return Ok(now - n.saturating_mul(ms));
-        }
+    if let Some(ms) = duration_ms(t) {
+        return Ok(now - ms);
     }
     if let Ok(t) = chrono::DateTime::parse_from_rfc3339(t) {
         return Ok(t.timestamp_millis());

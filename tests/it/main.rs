@@ -23,6 +23,7 @@ mod run_params;
 mod runtime;
 mod slots;
 mod support;
+mod transport;
 mod tuning;
 mod ui;
 mod workflows;

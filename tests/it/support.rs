@@ -234,16 +234,27 @@ impl Workspace {
 
     /// Starts a node, or returns its output if it exits before printing its address.
     pub fn try_start_node(&self, name: &str) -> Result<Node, String> {
-        let child = self.spawn_node(name);
+        self.try_start_node_on(name, "127.0.0.1:0")
+    }
+
+    /// Starts a node listening on `bind`, or returns its output if it exits before printing
+    /// its address.
+    pub fn try_start_node_on(&self, name: &str, bind: &str) -> Result<Node, String> {
+        let child = self.spawn_node_on(name, bind);
         self.await_node(name, child)
     }
 
     /// Starts `jobvisor run` as node `name` without waiting for it (see [`Self::await_node`]).
     pub fn spawn_node(&self, name: &str) -> std::process::Child {
+        self.spawn_node_on(name, "127.0.0.1:0")
+    }
+
+    /// [`Self::spawn_node`] listening on `bind`.
+    pub fn spawn_node_on(&self, name: &str, bind: &str) -> std::process::Child {
         Command::new(env!("CARGO_BIN_EXE_jobvisor"))
             .arg("--db")
             .arg(self.db_arg())
-            .args(["run", "--bind", "127.0.0.1:0", "--node", name, "--data-dir"])
+            .args(["run", "--bind", bind, "--node", name, "--data-dir"])
             .arg(self.path("data"))
             .current_dir(self.dir.path())
             .env_remove("JOBVISOR_CONFIG")
@@ -648,7 +659,12 @@ pub fn http_raw(
     let _ = stream.write_all(body);
     let mut raw = Vec::new();
     let _ = stream.read_to_end(&mut raw);
-    let text = String::from_utf8_lossy(&raw).into_owned();
+    parse_response(&raw)
+}
+
+/// An HTTP/1.1 response as read whole from its connection.
+pub fn parse_response(raw: &[u8]) -> Response {
+    let text = String::from_utf8_lossy(raw).into_owned();
     let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
     let mut lines = head.lines();
     let status = lines

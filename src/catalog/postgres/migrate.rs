@@ -31,6 +31,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0004_next_run_per_node.sql",
         sql: include_str!("../../../migrations/postgres/0004_next_run_per_node.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_token_expiry.sql",
+        sql: include_str!("../../../migrations/postgres/0005_token_expiry.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).
