@@ -621,8 +621,9 @@ fn a_sql_job_against_the_catalog_is_refused() {
             "o.conf",
             &format!("[object.mine]\nconn_string = {}\n", Json::from(conn)),
         );
+        // In a file, an error at its line: a catalog file with errors (78), nothing changed.
         let out = ws.run(&["import", file.to_str().unwrap()]);
-        assert_eq!(out.status.code(), Some(65), "{conn}: {}", text(&out));
+        assert_eq!(out.status.code(), Some(78), "{conn}: {}", text(&out));
         assert!(stderr(&out).contains("conn_string"), "{}", text(&out));
     }
     let objects = json_of(&ws.run(&["objects", "list", "--json"]));
