@@ -318,6 +318,7 @@ async fn serve(
             ""
         }
     );
+    let admin_token_shown = admin_token.is_some();
     if let Some(token) = admin_token {
         // Shown once: only its hash is stored. On stdout, for whoever started the node; the
         // log (stderr) never carries it.
@@ -329,11 +330,15 @@ async fn serve(
     }
     let _ = writeln!(out, "  api:      {}", addrs.join(", "));
     let ui: Vec<String> = addrs.iter().map(|a| format!("{a}/ui/")).collect();
-    let _ = writeln!(
-        out,
-        "  web ui:   {} (sign in as a user with a password)",
-        ui.join(", ")
-    );
+    // A first start's `admin` has a token and no password: say how to give it one.
+    let sign_in = if admin_token_shown {
+        "sign in with a user's password; `admin` has none yet: set one with \
+         `jobvisor users passwd admin` (reads it from stdin), or add a user with \
+         `jobvisor users add NAME --role admin`"
+    } else {
+        "sign in with a user's password; `jobvisor users passwd NAME` sets one"
+    };
+    let _ = writeln!(out, "  web ui:   {} ({sign_in})", ui.join(", "));
     let _ = out.flush();
     drop(out);
     tokio::select! {

@@ -51,9 +51,9 @@ impl Catalog {
         file: &CatalogFile,
         actor: &str,
     ) -> Result<ImportReport, CatalogError> {
-        let file = file.clone();
+        let file = std::sync::Arc::new(file.clone());
         self.update(actor, "import", move |_| {
-            Ok::<_, CatalogError>(file.clone())
+            Ok::<_, CatalogError>(std::sync::Arc::clone(&file))
         })
     }
 
@@ -66,7 +66,7 @@ impl Catalog {
         &mut self,
         actor: &str,
         action: &str,
-        mut entries: impl FnMut(&CatalogFile) -> Result<CatalogFile, E> + Send + 'static,
+        mut entries: impl FnMut(&CatalogFile) -> Result<std::sync::Arc<CatalogFile>, E> + Send + 'static,
     ) -> Result<ImportReport, E>
     where
         E: From<CatalogError> + Send + 'static,

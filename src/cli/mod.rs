@@ -9,6 +9,7 @@
 mod accounts;
 mod args;
 mod commands;
+mod examples;
 mod files;
 mod remote;
 mod render;
@@ -16,8 +17,6 @@ mod runs;
 mod stats;
 
 use std::ffi::OsString;
-
-use clap::Parser as _;
 
 pub use args::{Cli, Command, Format, RunArgs};
 
@@ -129,7 +128,10 @@ pub fn main() -> i32 {
 pub fn main_with(argv: Vec<OsString>) -> i32 {
     limit_malloc_arenas();
     let json = argv.iter().any(|a| a == "--json");
-    let cli = match Cli::try_parse_from(&argv) {
+    let parsed = examples::command()
+        .try_get_matches_from(&argv)
+        .and_then(|m| <Cli as clap::FromArgMatches>::from_arg_matches(&m));
+    let cli = match parsed {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;

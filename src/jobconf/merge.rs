@@ -15,7 +15,7 @@ use serde::Serialize;
 use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Section, toml_format};
 
 /// The fields each entry of a file names: `(section, entry) → field names`.
-pub type Named = BTreeMap<(Section, String), BTreeSet<String>>;
+pub type Named = BTreeMap<(Section, String), BTreeSet<&'static str>>;
 
 const SCHEDULE_FIELDS: [&str; 8] = [
     "run_always",
@@ -53,7 +53,7 @@ pub struct EntryChange {
 }
 
 /// The fields an entry names; `None` when every field counts as named (no `Named` given).
-fn names_of(n: Option<&Named>, section: Section, name: &str) -> Option<BTreeSet<String>> {
+fn names_of(n: Option<&Named>, section: Section, name: &str) -> Option<BTreeSet<&'static str>> {
     n.map(|n| {
         n.get(&(section, name.to_string()))
             .cloned()
@@ -68,7 +68,7 @@ macro_rules! keep_unnamed {
     };
 }
 
-fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &BTreeSet<String>) {
+fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &BTreeSet<&'static str>) {
     keep_unnamed!(named, new, old, [
         "instances" => instances, "max_instances" => max_instances, "nodes" => nodes,
         "ip_address" => ip_address, "port" => port, "rpc_user" => rpc_user,
@@ -76,7 +76,7 @@ fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &BTreeSet<
     ]);
 }
 
-fn merge_object(old: &ObjectDef, new: &mut ObjectDef, named: &BTreeSet<String>) {
+fn merge_object(old: &ObjectDef, new: &mut ObjectDef, named: &BTreeSet<&'static str>) {
     keep_unnamed!(named, new, old, [
         "object_type" => object_type, "conn_string" => conn_string, "key_field" => key_field,
         "name_field" => name_field, "id_length" => id_length, "search_prefix" => search_prefix,
@@ -85,13 +85,13 @@ fn merge_object(old: &ObjectDef, new: &mut ObjectDef, named: &BTreeSet<String>) 
     ]);
 }
 
-fn merge_group(old: &GroupDef, new: &mut GroupDef, named: &BTreeSet<String>) {
+fn merge_group(old: &GroupDef, new: &mut GroupDef, named: &BTreeSet<&'static str>) {
     keep_unnamed!(named, new, old, [
         "maintenance" => maintenance, "description" => description, "enabled" => enabled,
     ]);
 }
 
-fn merge_job(old: &JobDef, new: &mut JobDef, named: &BTreeSet<String>) {
+fn merge_job(old: &JobDef, new: &mut JobDef, named: &BTreeSet<&'static str>) {
     keep_unnamed!(named, new, old, [
         "type" => job_type, "processor" => processor, "group" => group, "payload" => payload,
         "description" => description, "priority" => priority, "timeout" => timeout,
@@ -142,14 +142,17 @@ pub fn merge(before: &CatalogFile, file: &CatalogFile, named: Option<&Named>) ->
     out
 }
 
-/// `before` with `entries` laid over it: the catalog as it will be after the upsert.
-pub fn overlay(before: &CatalogFile, entries: &CatalogFile) -> CatalogFile {
-    let mut all = before.clone();
-    all.processors.extend(entries.processors.clone());
-    all.objects.extend(entries.objects.clone());
-    all.groups.extend(entries.groups.clone());
-    all.jobs.extend(entries.jobs.clone());
-    all
+/// Whether [`merge`] changes anything of `file` over `before`: only an entry that exists
+/// already, of a file that names its fields, keeps fields it does not name.
+pub fn changes_anything(before: &CatalogFile, file: &CatalogFile, named: Option<&Named>) -> bool {
+    named.is_some()
+        && (file
+            .processors
+            .keys()
+            .any(|k| before.processors.contains_key(k))
+            || file.objects.keys().any(|k| before.objects.contains_key(k))
+            || file.groups.keys().any(|k| before.groups.contains_key(k))
+            || file.jobs.keys().any(|k| before.jobs.contains_key(k)))
 }
 
 #[cfg(test)]

@@ -484,18 +484,93 @@ pub fn validate(file: &CatalogFile) -> Vec<Problem> {
 /// Every semantic problem in `file`; in [`Scope::Entries`], a reference to a name the file does
 /// not define is not one (the catalog it is imported into may define it).
 pub fn validate_in(file: &CatalogFile, scope: Scope) -> Vec<Problem> {
+    validate_layered(
+        Layered {
+            top: file,
+            base: None,
+        },
+        scope,
+    )
+}
+
+/// Every semantic problem of the catalog `entries` laid over `base` would make (an entry of
+/// `entries` replaces `base`'s of the same name), without building it: an import of 192,000
+/// jobs would copy them all for it.
+pub fn validate_over(base: &CatalogFile, entries: &CatalogFile) -> Vec<Problem> {
+    let layered = Layered {
+        top: entries,
+        base: Some(base),
+    };
+    validate_layered(layered, Scope::Whole)
+}
+
+/// A catalog seen as `top` laid over `base`: lookups find `top`'s entry first; listings give
+/// each name once, in name order.
+#[derive(Clone, Copy)]
+struct Layered<'a> {
+    top: &'a CatalogFile,
+    base: Option<&'a CatalogFile>,
+}
+
+/// One section's entries of `top` over `base`'s, by name.
+fn union<'a, T>(
+    top: &'a BTreeMap<String, T>,
+    base: Option<&'a BTreeMap<String, T>>,
+) -> Vec<(&'a String, &'a T)> {
+    let mut all: Vec<(&String, &T)> = top.iter().collect();
+    if let Some(base) = base {
+        all.extend(base.iter().filter(|(k, _)| !top.contains_key(*k)));
+        all.sort_by(|a, b| a.0.cmp(b.0));
+    }
+    all
+}
+
+impl<'a> Layered<'a> {
+    fn get<T>(
+        &self,
+        section: fn(&CatalogFile) -> &BTreeMap<String, T>,
+        name: &str,
+    ) -> Option<(&'a String, &'a T)> {
+        section(self.top)
+            .get_key_value(name)
+            .or_else(|| self.base.and_then(|b| section(b).get_key_value(name)))
+    }
+
+    fn processor(&self, name: &str) -> Option<&'a ProcessorDef> {
+        self.get(|f| &f.processors, name).map(|(_, v)| v)
+    }
+
+    fn object(&self, name: &str) -> Option<&'a ObjectDef> {
+        self.get(|f| &f.objects, name).map(|(_, v)| v)
+    }
+
+    fn has_group(&self, name: &str) -> bool {
+        self.get(|f| &f.groups, name).is_some()
+    }
+
+    /// The job and its name as the catalog holds it.
+    fn job(&self, name: &str) -> Option<(&'a String, &'a JobDef)> {
+        self.get(|f| &f.jobs, name)
+    }
+}
+
+fn validate_layered(file: Layered<'_>, scope: Scope) -> Vec<Problem> {
     let mut p = Problems {
         found: Vec::new(),
         scope,
     };
+    let processors = union(&file.top.processors, file.base.map(|b| &b.processors));
+    let objects = union(&file.top.objects, file.base.map(|b| &b.objects));
+    let groups = union(&file.top.groups, file.base.map(|b| &b.groups));
+    let jobs = union(&file.top.jobs, file.base.map(|b| &b.jobs));
     let names = [
         (
             Section::Processor,
-            file.processors.keys().collect::<Vec<_>>(),
+            processors.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
         ),
-        (Section::Object, file.objects.keys().collect()),
-        (Section::Group, file.groups.keys().collect()),
-        (Section::Job, file.jobs.keys().collect()),
+        (Section::Object, objects.iter().map(|(k, _)| *k).collect()),
+        (Section::Group, groups.iter().map(|(k, _)| *k).collect()),
+        (Section::Job, jobs.iter().map(|(k, _)| *k).collect()),
     ];
     for (section, keys) in names {
         for name in keys {
@@ -510,13 +585,13 @@ pub fn validate_in(file: &CatalogFile, scope: Scope) -> Vec<Problem> {
             }
         }
     }
-    for (name, proc) in &file.processors {
+    for (name, proc) in processors {
         validate_processor(&mut p, name, proc);
     }
-    for (name, obj) in &file.objects {
+    for (name, obj) in objects {
         validate_object(&mut p, name, obj);
     }
-    for (name, job) in &file.jobs {
+    for (name, job) in jobs {
         validate_job(&mut p, file, name, job);
     }
     p.found
@@ -637,9 +712,9 @@ fn validate_object(p: &mut Problems, name: &str, obj: &ObjectDef) {
     }
 }
 
-fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) {
+fn validate_job(p: &mut Problems, file: Layered<'_>, name: &str, job: &JobDef) {
     let s = Section::Job;
-    match file.processors.get(&job.processor) {
+    match file.processor(&job.processor) {
         None => p.unresolved(
             s,
             name,
@@ -676,7 +751,7 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
         Some(_) => {}
     }
     if let Some(group) = &job.group
-        && !file.groups.contains_key(group)
+        && !file.has_group(group)
     {
         p.unresolved(
             s,
@@ -687,7 +762,7 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
     }
     let mut seen = BTreeSet::new();
     for object in &job.objects {
-        if !file.objects.contains_key(object) {
+        if file.object(object).is_none() {
             p.unresolved(
                 s,
                 name,
@@ -759,7 +834,7 @@ fn validate_job(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) 
     validate_payload(p, file, name, job);
 }
 
-fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobDef) {
+fn validate_payload(p: &mut Problems, file: Layered<'_>, name: &str, job: &JobDef) {
     let pay = &job.payload;
     let mut need_str = |key: &str| -> Option<String> {
         match pay.get(key) {
@@ -794,7 +869,7 @@ fn validate_payload(p: &mut Problems, file: &CatalogFile, name: &str, job: &JobD
         JobType::Sql => {
             need_str("sql");
             if let Some(object) = need_str("object") {
-                match file.objects.get(&object) {
+                match file.object(&object) {
                     None => p.unresolved(
                         Section::Job,
                         name,
@@ -1008,12 +1083,7 @@ fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
     }
 }
 
-fn validate_workflow(
-    p: &mut Problems,
-    file: &CatalogFile,
-    name: &str,
-    pay: &JsonMap<String, Json>,
-) {
+fn validate_workflow(p: &mut Problems, file: Layered<'_>, name: &str, pay: &JsonMap<String, Json>) {
     let scope = p.scope;
     let mut located = |at: String, reason: String| {
         p.found.push(Problem {
@@ -1039,7 +1109,7 @@ fn validate_workflow(
                 format!("steps[{i}].job"),
                 format!("step `{}` runs the workflow itself", step.name),
             );
-        } else if !file.jobs.contains_key(&step.job) && scope == Scope::Whole {
+        } else if file.job(&step.job).is_none() && scope == Scope::Whole {
             located(
                 format!("steps[{i}].job"),
                 format!(
@@ -1064,9 +1134,9 @@ fn validate_workflow(
 
 /// A cycle of workflows through their steps' jobs that starts at `start` (a workflow whose
 /// step runs a workflow that runs it again would expand forever), if any.
-fn nested_cycle(file: &CatalogFile, start: &str) -> Option<Vec<String>> {
-    fn steps_of<'a>(file: &'a CatalogFile, job: &str) -> Vec<&'a str> {
-        let Some(def) = file.jobs.get(job) else {
+fn nested_cycle(file: Layered<'_>, start: &str) -> Option<Vec<String>> {
+    fn steps_of<'a>(file: Layered<'a>, job: &str) -> Vec<&'a str> {
+        let Some((_, def)) = file.job(job) else {
             return Vec::new();
         };
         if def.job_type != JobType::Workflow {
@@ -1076,7 +1146,7 @@ fn nested_cycle(file: &CatalogFile, start: &str) -> Option<Vec<String>> {
             .map(|spec| {
                 spec.steps
                     .iter()
-                    .filter_map(|s| file.jobs.get_key_value(&s.job).map(|(k, _)| k.as_str()))
+                    .filter_map(|s| file.job(&s.job).map(|(k, _)| k.as_str()))
                     .collect()
             })
             .unwrap_or_default()
@@ -1086,7 +1156,7 @@ fn nested_cycle(file: &CatalogFile, start: &str) -> Option<Vec<String>> {
     let mut path = vec![start.to_string()];
     let mut seen = BTreeSet::new();
     fn walk(
-        file: &CatalogFile,
+        file: Layered<'_>,
         start: &str,
         path: &mut Vec<String>,
         seen: &mut BTreeSet<String>,

@@ -68,7 +68,7 @@ pub fn parse_named_in(
         named
             .entry((*section, name.clone()))
             .or_default()
-            .insert((*field).to_string());
+            .insert(*field);
     }
     Ok((file, named))
 }

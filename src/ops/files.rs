@@ -47,7 +47,7 @@ pub fn parse_file(path: &Path, format: Format, scope: Scope) -> Result<Parsed, O
         path: path.to_path_buf(),
         reason: e.to_string(),
     })?;
-    parse_text_in(&path.display().to_string(), &text, format, scope)
+    parse_owned(&path.display().to_string(), text, format, scope)
 }
 
 /// Parses and validates the text of a file to import (`name` is what diagnostics call it):
@@ -63,6 +63,11 @@ pub fn parse_text_in(
     format: Format,
     scope: Scope,
 ) -> Result<Parsed, OpError> {
+    parse_owned(name, text.to_string(), format, scope)
+}
+
+/// [`parse_text_in`] keeping `text` (without a copy) to place an import's problems.
+fn parse_owned(name: &str, text: String, format: Format, scope: Scope) -> Result<Parsed, OpError> {
     let name = name.to_string();
     let diagnostics = |diagnostics| OpError::File {
         file: name.clone(),
@@ -70,21 +75,21 @@ pub fn parse_text_in(
     };
     match format {
         Format::Toml => {
-            let (file, named) = toml_format::parse_named_in(text, scope).map_err(diagnostics)?;
+            let (file, named) = toml_format::parse_named_in(&text, scope).map_err(diagnostics)?;
             Ok(Parsed {
                 name,
                 file: Arc::new(file),
-                source: Arc::new((text.to_string(), format)),
+                source: Arc::new((text, format)),
                 named: Some(named),
                 unmapped: Vec::new(),
             })
         }
         Format::Millix => {
-            let m = millix::parse_in(text, scope).map_err(diagnostics)?;
+            let m = millix::parse_in(&text, scope).map_err(diagnostics)?;
             Ok(Parsed {
                 name,
                 file: Arc::new(m.catalog),
-                source: Arc::new((text.to_string(), format)),
+                source: Arc::new((text, format)),
                 named: None,
                 unmapped: m.unmapped,
             })
@@ -178,8 +183,16 @@ impl Ops {
         let report = self
             .catalog
             .update(&self.caller.actor.clone(), "import", move |before| {
-                let file = keep_redacted_secrets(before, &parsed_file);
-                let entries = merge::merge(before, &file, named.as_ref());
+                // No copy of the file's entries unless something changes them (an import of
+                // 192,000 new jobs copied them twice).
+                let kept = keep_redacted_secrets(before, &parsed_file);
+                let file = kept.as_ref().unwrap_or(&*parsed_file);
+                let entries =
+                    if kept.is_some() || merge::changes_anything(before, file, named.as_ref()) {
+                        Arc::new(merge::merge(before, file, named.as_ref()))
+                    } else {
+                        Arc::clone(&parsed_file)
+                    };
                 // References resolve against the file and the catalog together: a problem
                 // is one the import would add, placed in the file at its line.
                 let fresh = fresh_problems(before, &entries, &place);
@@ -243,8 +256,7 @@ fn fresh_problems(
     place: &Place,
 ) -> Vec<jobconf::Problem> {
     let old: BTreeSet<_> = jobconf::validate(before).into_iter().collect();
-    let after = merge::overlay(before, entries);
-    let mut fresh: Vec<_> = jobconf::validate(&after)
+    let mut fresh: Vec<_> = jobconf::validate_over(before, entries)
         .into_iter()
         .filter(|p| !old.contains(p))
         .collect();
@@ -282,9 +294,22 @@ fn fresh_problems(
 }
 
 /// `file` with every secret written `***` (a redacted export) replaced by the stored one, so
-/// a catalog exported and imported back keeps its secrets. A `***` with no stored secret
+/// a catalog exported and imported back keeps its secrets; `None` when there is none to
+/// replace (`file` as it is). A `***` with no stored secret
 /// behind it stays, for [`new_problems`] to refuse.
-fn keep_redacted_secrets(before: &CatalogFile, file: &CatalogFile) -> CatalogFile {
+fn keep_redacted_secrets(before: &CatalogFile, file: &CatalogFile) -> Option<CatalogFile> {
+    let stored = |name: &String| {
+        before
+            .processors
+            .get(name)
+            .and_then(|old| old.rpc_password.clone())
+    };
+    let replaces = file.processors.iter().any(|(name, p)| {
+        p.rpc_password.as_deref() == Some(secret::REDACTED) && stored(name).is_some()
+    });
+    if !replaces {
+        return None;
+    }
     let mut file = file.clone();
     for (name, p) in file.processors.iter_mut() {
         if p.rpc_password.as_deref() == Some(secret::REDACTED)
@@ -296,5 +321,5 @@ fn keep_redacted_secrets(before: &CatalogFile, file: &CatalogFile) -> CatalogFil
             p.rpc_password = Some(stored);
         }
     }
-    file
+    Some(file)
 }

@@ -207,7 +207,7 @@ impl Ops {
                 let mut one = CatalogFile::default();
                 map_mut(&mut one).insert(name.clone(), def);
                 files::new_problems(before, &one, &place)?;
-                Ok(one)
+                Ok(std::sync::Arc::new(one))
             })
             .map_err(|e| match e {
                 OpError::Catalog(c) => within(c),

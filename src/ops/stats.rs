@@ -76,6 +76,19 @@ impl Ops {
                 format!("must be 1–{MAX_VALUES}, got {limit}"),
             ));
         }
+        // An unknown series is an error naming it, not an empty table; one the engine records
+        // but has not yet (a new catalog) is an empty table.
+        let recorded = match self.catalog.stat_unit(stat_type) {
+            Ok(_) => true,
+            Err(crate::catalog::CatalogError::NotFound { .. }) => false,
+            Err(e) => return Err(self.within("reading stats")(e)),
+        };
+        if !recorded && !engine_series(stat_type) {
+            return Err(OpError::NotFound {
+                kind: "stat series",
+                name: stat_type.to_string(),
+            });
+        }
         let node = (!all_nodes).then(|| self.caller.node.clone());
         let rows = self
             .catalog
@@ -83,4 +96,27 @@ impl Ops {
             .map_err(self.within("reading stats"))?;
         Ok(rows.into_iter().map(|p| StatView::of(p, None)).collect())
     }
+}
+
+/// The series a node records of its device, and the families it records per processor and per
+/// object: known before their first value.
+fn engine_series(stat_type: &str) -> bool {
+    const DEVICE: [&str; 10] = [
+        "device.cpu_used",
+        "device.memory_available",
+        "device.swap_used",
+        "device.disk_available",
+        "device.network_rx",
+        "device.network_tx",
+        "device.load_1",
+        "device.psi_cpu",
+        "device.psi_memory",
+        "device.psi_io",
+    ];
+    DEVICE.contains(&stat_type)
+        || ["job_processor.", "object."].iter().any(|family| {
+            stat_type
+                .strip_prefix(family)
+                .is_some_and(|rest| !rest.is_empty())
+        })
 }

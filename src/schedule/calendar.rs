@@ -87,9 +87,17 @@ pub(crate) fn check_cron(raw: &str, tz: Tz) -> Result<Cron, String> {
             "must have 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first), got {fields} in {raw:?}"
         ));
     }
-    let cron = cron_parser()
-        .parse(raw)
-        .map_err(|e| format!("is not a valid cron expression ({e}): {raw:?}"))?;
+    if let Some(problem) = out_of_range(raw) {
+        return Err(format!("{problem} in {raw:?}"));
+    }
+    let cron = cron_parser().parse(raw).map_err(|e| {
+        // croner's words ("Component error: Invalid number.") without its category.
+        let e = e.to_string();
+        let e = e
+            .trim_start_matches("Component error: ")
+            .trim_end_matches('.');
+        format!("is not a valid cron expression ({e}): {raw:?}")
+    })?;
     let start = tz.timestamp_millis_opt(VALIDATION_REFERENCE_MS).unwrap();
     let horizon = VALIDATION_REFERENCE_MS + CRON_HORIZON_YEARS * 366 * DAY_MS;
     match cron.find_next_occurrence(&start, false) {
@@ -98,6 +106,48 @@ pub(crate) fn check_cron(raw: &str, tz: Tz) -> Result<Cron, String> {
             "never fires within {CRON_HORIZON_YEARS} years of 2026-01-01 (a date that does not exist?): {raw:?}"
         )),
     }
+}
+
+/// The first number of a 5- or 6-field cron expression outside its field's range, in words
+/// naming the field ("day-of-month 32 is out of range 1–31"), or a step of 0: croner says only
+/// "Number out of bounds", naming neither the field nor the value.
+fn out_of_range(raw: &str) -> Option<String> {
+    const FIVE: [(&str, u32, u32); 5] = [
+        ("minute", 0, 59),
+        ("hour", 0, 23),
+        ("day-of-month", 1, 31),
+        ("month", 1, 12),
+        ("day-of-week", 0, 7),
+    ];
+    let fields: Vec<&str> = raw.split_whitespace().collect();
+    let ranges: Vec<(&str, u32, u32)> = match fields.len() {
+        5 => FIVE.to_vec(),
+        6 => std::iter::once(("second", 0, 59)).chain(FIVE).collect(),
+        _ => return None,
+    };
+    for (field, (name, min, max)) in fields.iter().zip(ranges) {
+        for item in field.split(',') {
+            let (base, step) = match item.split_once('/') {
+                Some((base, step)) => (base, Some(step)),
+                None => (item, None),
+            };
+            if step.and_then(|s| s.parse::<u32>().ok()) == Some(0) {
+                return Some(format!("{name} step 0 in `{item}` never advances"));
+            }
+            for bound in base.split('-') {
+                // `5#2` and `5L` (day-of-week): the number before the suffix; names and
+                // `*`, `?`, `L`, `W` have none to check here.
+                let digits: String = bound.chars().take_while(char::is_ascii_digit).collect();
+                let Ok(n) = digits.parse::<u32>() else {
+                    continue;
+                };
+                if n < min || n > max {
+                    return Some(format!("{name} {n} is out of range {min}–{max}"));
+                }
+            }
+        }
+    }
+    None
 }
 
 /// Compiled cron expressions shared by the schedules that use the same one (a scheduler keeps

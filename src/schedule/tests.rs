@@ -2137,3 +2137,55 @@ fn next_run_of_a_run_always_job_is_its_end_plus_its_delay() {
     p.handle_run_finished(start + 2_000);
     assert_eq!(p.next_run(start + 2_000), Some(start + 12_000));
 }
+
+/// Issue 27, point 16: a cron number out of its field's range read "is not a valid cron
+/// expression (Component error: Number out of bounds.)". The error names the field, the
+/// value and the range, for a file and for `--cron` alike (both validate through here).
+#[test]
+fn regression_a_cron_number_out_of_range_names_its_field_and_range() {
+    let error = |cron: &str| {
+        let spec = ScheduleSpec {
+            cron: Some(cron.into()),
+            ..ScheduleSpec::default()
+        };
+        let errors = spec.validate();
+        assert_eq!(errors.len(), 1, "{cron}: {errors:?}");
+        assert_eq!(errors[0].field, "cron");
+        errors[0].reason.clone()
+    };
+    for (cron, reason) in [
+        (
+            "0 0 32 * *",
+            "day-of-month 32 is out of range 1–31 in \"0 0 32 * *\"",
+        ),
+        (
+            "61 * * * *",
+            "minute 61 is out of range 0–59 in \"61 * * * *\"",
+        ),
+        ("0 24 * * *", "hour 24 is out of range 0–23"),
+        ("0 0 1 13 *", "month 13 is out of range 1–12"),
+        ("0 0 * * 8", "day-of-week 8 is out of range 0–7"),
+        ("0 0 * * 1-9", "day-of-week 9 is out of range 0–7"),
+        ("0 0 * * 9#2", "day-of-week 9 is out of range 0–7"),
+        ("60 0 0 * * *", "second 60 is out of range 0–59"),
+        ("*/0 * * * *", "minute step 0 in `*/0` never advances"),
+    ] {
+        let got = error(cron);
+        assert!(got.starts_with(reason), "{cron}: {got}");
+        assert!(!got.contains("Component error"), "{cron}: {got}");
+    }
+    // What is in range still parses, names and suffixes included.
+    for ok in [
+        "0 0 31 12 7",
+        "0 0 L * *",
+        "0 0 * * MON-FRI",
+        "0 0 * * 5#2",
+        "*/15 * * * *",
+    ] {
+        let spec = ScheduleSpec {
+            cron: Some(ok.into()),
+            ..ScheduleSpec::default()
+        };
+        assert_eq!(spec.validate(), Vec::new(), "{ok}");
+    }
+}

@@ -116,6 +116,14 @@ const FILES: &[(&str, &str)] = &[
         "[processor.p]\n[job.a]\ntype = \"function\"\nprocessor = \"p\"\ngroup = \"nope\"\npayload = { function = \"f\" }\n",
     ),
     (
+        "cron_day_32",
+        "[processor.p]\n[job.a]\ntype = \"function\"\nprocessor = \"p\"\ncron = \"0 0 32 * *\"\npayload = { function = \"f\" }\n",
+    ),
+    (
+        "jobs_only_unknown_group",
+        "[job.a]\ntype = \"function\"\nprocessor = \"main\"\ngroup = \"ghost\"\npayload = { function = \"f\" }\n",
+    ),
+    (
         "misfire_bogus",
         "[processor.p]\n[job.a]\ntype = \"function\"\nprocessor = \"p\"\nmisfire_policy = \"later\"\npayload = { function = \"f\" }\n",
     ),
@@ -307,6 +315,13 @@ const CASES: &[Case] = &[
     case(
         "import: workflow cycle",
         &["import", "{f:workflow_cycle}"],
+        78,
+    ),
+    case("check: cron day 32", &["check", "{f:cron_day_32}"], 78),
+    case("import: cron day 32", &["import", "{f:cron_day_32}"], 78),
+    case(
+        "import: jobs only, a group in neither file nor catalog",
+        &["import", "{f:jobs_only_unknown_group}"],
         78,
     ),
     case("import: missing file", &["import", "no-such.conf"], 66),
@@ -623,6 +638,24 @@ const CASES: &[Case] = &[
         ],
         65,
     ),
+    case(
+        "jobs add --cron day 32",
+        &[
+            "jobs",
+            "add",
+            "x",
+            "--type",
+            "function",
+            "--processor",
+            "main",
+            "--cron",
+            "0 0 32 * *",
+            "--payload",
+            "{\"function\":\"f\"}",
+        ],
+        65,
+    ),
+    case("stats: an unknown series", &["stats", "nope.series"], 65),
     case(
         "processors edit missing",
         &["processors", "edit", "ghost", "--instances", "2"],

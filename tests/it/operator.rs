@@ -1194,3 +1194,68 @@ fn regression_a_held_node_name_refusal_names_the_real_flag() {
     let help = ws.ok(&["run", "--help"]);
     assert!(!help.contains("--node-name"), "{help}");
 }
+
+/// Issue 27, point 16: a first start's banner said to sign in with a password, which the
+/// `admin` it creates does not have (it gets a token). The banner says how to give it one; the
+/// command it names works, and the banner of a later start no longer speaks of `admin`.
+#[test]
+fn regression_the_first_start_banner_says_how_admin_gets_a_password() {
+    use std::io::{BufRead, Write};
+    let ws = Workspace::new();
+    let banner = |ws: &Workspace| -> String {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+            .arg("--db")
+            .arg(ws.db())
+            .args(["run", "--bind", "127.0.0.1:0", "--node", "n1", "--data-dir"])
+            .arg(ws.path("data"))
+            .current_dir(ws.dir.path())
+            .env_remove("JOBVISOR_CONFIG")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut seen = String::new();
+        for line in std::io::BufReader::new(stdout).lines() {
+            let line = line.unwrap();
+            seen.push_str(&line);
+            seen.push('\n');
+            if line.trim_start().starts_with("web ui:") {
+                break;
+            }
+        }
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        assert_eq!(child.wait().unwrap().code(), Some(0), "{seen}");
+        seen
+    };
+    let first = banner(&ws);
+    assert!(
+        first.contains("token:")
+            && first.contains("`admin` has none yet")
+            && first.contains("jobvisor users passwd admin"),
+        "{first}"
+    );
+    let mut passwd = Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+        .arg("--db")
+        .arg(ws.db())
+        .args(["users", "passwd", "admin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    passwd
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"a long enough password\n")
+        .unwrap();
+    let out = passwd.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let again = banner(&ws);
+    assert!(
+        !again.contains("token:") && again.contains("`jobvisor users passwd NAME` sets one"),
+        "{again}"
+    );
+}

@@ -7,6 +7,8 @@
 //! nodes importing at once never diff against a catalog the other is changing; an error
 //! changes nothing.
 
+use std::sync::Arc;
+
 use postgres::{Client, Transaction};
 
 use super::{PgCatalog, commit};
@@ -37,7 +39,7 @@ fn update_in<E: From<CatalogError>>(
     client: &mut Client,
     actor: &str,
     action: &str,
-    entries: &mut dyn FnMut(&CatalogFile) -> Result<CatalogFile, E>,
+    entries: &mut dyn FnMut(&CatalogFile) -> Result<Arc<CatalogFile>, E>,
 ) -> Result<Result<ImportReport, E>, CatalogError> {
     let mut tx = client.transaction()?;
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&DEFINITIONS_LOCK])?;
@@ -99,9 +101,9 @@ impl PgCatalog {
 
     /// Stores `file`'s entries over the catalog (see `Catalog::import`).
     pub fn import(&self, file: &CatalogFile, actor: &str) -> Result<ImportReport, CatalogError> {
-        let file = file.clone();
+        let file = Arc::new(file.clone());
         self.update(actor, "import", move |_| {
-            Ok::<_, CatalogError>(file.clone())
+            Ok::<_, CatalogError>(Arc::clone(&file))
         })
     }
 
@@ -113,7 +115,7 @@ impl PgCatalog {
         &self,
         actor: &str,
         action: &str,
-        mut entries: impl FnMut(&CatalogFile) -> Result<CatalogFile, E> + Send + 'static,
+        mut entries: impl FnMut(&CatalogFile) -> Result<Arc<CatalogFile>, E> + Send + 'static,
     ) -> Result<ImportReport, E>
     where
         E: From<CatalogError> + Send + 'static,
