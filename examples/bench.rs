@@ -309,13 +309,26 @@ fn drain_with(n: usize, instances: usize, durability: Durability, deaf: bool) ->
 // Its runs never overlap: one at a time, whatever the instances.
 const FORBID: &str = "[job.solo]\ntype = \"function\"\nprocessor = \"bench\"\noverlap_policy = \"forbid\"\npayload = { function = \"debug.noop\" }\n";
 
-/// Runs per second drained of an on-demand backlog of `n` runs of one `forbid` job, queued
-/// while the engine is paused.
-fn forbid_drain(n: usize) -> f64 {
+/// The CPU time this process has used (every thread, user and system), µs.
+fn cpu_us() -> f64 {
+    // SAFETY: getrusage writes into the struct it is given, nothing else.
+    let usage = unsafe {
+        let mut u: libc::rusage = std::mem::zeroed();
+        libc::getrusage(libc::RUSAGE_SELF, &mut u);
+        u
+    };
+    let us = |t: libc::timeval| t.tv_sec as f64 * 1e6 + t.tv_usec as f64;
+    us(usage.ru_utime) + us(usage.ru_stime)
+}
+
+/// Drains an on-demand backlog of `n` runs of one `forbid` job, queued while the engine is
+/// paused: runs per second, and the CPU time the process spent per run, µs (on a busy shared
+/// host the CPU time varies much less than the rate).
+fn forbid_drain(n: usize) -> (f64, f64) {
     let dir = fresh_dir("forbid");
     let cfg = node_config(&dir, Durability::Normal);
     prepare(&dir, &cfg, &catalog_text(2, FORBID));
-    let rate = actix_rt::System::new().block_on(async move {
+    let out = actix_rt::System::new().block_on(async move {
         let engine = Engine::builder().config(cfg).start().unwrap();
         engine.pause();
         let mut left = n;
@@ -324,47 +337,54 @@ fn forbid_drain(n: usize) -> f64 {
             engine.trigger_many("solo", vec![None; k]).await.unwrap();
             left -= k;
         }
-        let t0 = Instant::now();
+        let (t0, cpu0) = (Instant::now(), cpu_us());
         engine.resume();
         while completed(&engine).await < n as u64 {
             actix_rt::time::sleep(Duration::from_millis(2)).await;
         }
         let rate = n as f64 / t0.elapsed().as_secs_f64();
+        let cpu = (cpu_us() - cpu0) / n as f64;
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
-        rate
+        (rate, cpu)
     });
     let _ = std::fs::remove_dir_all(&dir);
-    rate
+    out
 }
 
-/// `forbid`: the drain rates of a 5,000-run and a 30,000-run backlog of a `forbid` job, back to
-/// back in each round, and their ratio (median of the rounds' ratios).
+/// `forbid`: the drains of a 5,000-run and a 30,000-run backlog of a `forbid` job, back to back
+/// in each round: their rates and CPU time per run, and the ratios (medians of the rounds').
 fn forbid(rounds: usize) {
-    let (small, large): (Vec<f64>, Vec<f64>) = (0..rounds)
+    let runs: Vec<((f64, f64), (f64, f64))> = (0..rounds)
         .map(|_| (forbid_drain(5_000), forbid_drain(30_000)))
-        .unzip();
-    let ratio = median(small.iter().zip(&large).map(|(s, l)| l / s).collect());
+        .collect();
+    let rate = |pick: fn(&((f64, f64), (f64, f64))) -> f64| median(runs.iter().map(pick).collect());
     println!(
         "{:<52} {:>10.0} j/s",
         "forbid: a 5,000-run backlog of one job, drained",
-        median(small.clone())
+        rate(|r| r.0.0)
     );
     println!(
         "{:<52} {:>10.0} j/s {:>9.2}x",
         "forbid: a 30,000-run backlog of one job, drained",
-        median(large.clone()),
-        ratio
+        rate(|r| r.1.0),
+        rate(|r| r.1.0 / r.0.0)
     );
-    let each: Vec<String> = small
-        .iter()
-        .zip(&large)
-        .map(|(s, l)| format!("{s:.0}/{l:.0}"))
-        .collect();
     println!(
-        "{:<52} {:>14}",
-        "  (5,000/30,000 per round)",
-        each.join(" ")
+        "{:<52} {:>11.1} µs",
+        "forbid: CPU per run, 5,000-run backlog",
+        rate(|r| r.0.1)
     );
+    println!(
+        "{:<52} {:>11.1} µs {:>9.2}x",
+        "forbid: CPU per run, 30,000-run backlog (5,000's/this)",
+        rate(|r| r.1.1),
+        rate(|r| r.0.1 / r.1.1)
+    );
+    let each: Vec<String> = runs
+        .iter()
+        .map(|((s, sc), (l, lc))| format!("{s:.0}/{l:.0} ({sc:.0}/{lc:.0} µs)"))
+        .collect();
+    println!("{:<52} {}", "  (5,000/30,000 per round)", each.join(" "));
 }
 
 // ---------------------------------------------------------------- latency

@@ -33,12 +33,18 @@ const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, s
     ON CONFLICT (job_id, scheduled_for) WHERE scheduled_for IS NOT NULL DO NOTHING
     RETURNING run_id, job_id, scheduled_for";
 
-// Scheduled slots run only while the job is active on the claiming node; on-demand runs and
-// retries always. With writes paused, only maintenance jobs.
-const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
-    r.scheduled_for, r.priority, r.suspect
+// The columns of a claim's candidates, and what makes a queued run one — `$1` processor, `$2`
+// now, `$3` node, `$4` writes paused, `$5` how many, `$6` the jobs blocked: scheduled slots run
+// only while the job is active on the claiming node, on-demand runs and retries always; with
+// writes paused, only maintenance jobs — in claim order, locked.
+macro_rules! candidates {
+    (columns) => {
+        "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for, r.priority, r.suspect
     FROM job_run r
-    WHERE r.status = 'queued' AND r.processor_id = $1 AND r.run_after <= $2
+    WHERE "
+    };
+    (rule) => {
+        "r.status = 'queued' AND r.processor_id = $1 AND r.run_after <= $2
       AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
            WHERE a.job_id = r.job_id AND a.node_id = $3 AND a.state = 'active'))
       AND (NOT $4 OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
@@ -46,26 +52,22 @@ const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
       AND r.job_id <> ALL($6)
     ORDER BY r.priority DESC, r.run_after, r.run_id
     LIMIT $5
-    FOR UPDATE OF r SKIP LOCKED";
+    FOR UPDATE OF r SKIP LOCKED"
+    };
+}
+const SELECT_CANDIDATES: &str = concat!(candidates!(columns), candidates!(rule));
 // A later pass: SELECT_CANDIDATES among the first $7 due runs of the queue only. Passing over
 // the runs of the jobs blocked ($6) row by row read a `forbid` job's whole backlog at every
 // claim, its drain slowing as the backlog grew (issue 27); now a claim reads at most
 // [`PAST_BLOCKED`] of them, whatever the backlog.
-const SELECT_PAST_BLOCKED: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt,
-    r.scheduled_for, r.priority, r.suspect
-    FROM job_run r
-    WHERE r.run_id IN (SELECT q.run_id FROM job_run q
+const SELECT_PAST_BLOCKED: &str = concat!(
+    candidates!(columns),
+    "r.run_id IN (SELECT q.run_id FROM job_run q
                        WHERE q.status = 'queued' AND q.processor_id = $1 AND q.run_after <= $2
                        ORDER BY q.priority DESC, q.run_after, q.run_id LIMIT $7)
-      AND r.status = 'queued' AND r.processor_id = $1 AND r.run_after <= $2
-      AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
-           WHERE a.job_id = r.job_id AND a.node_id = $3 AND a.state = 'active'))
-      AND (NOT $4 OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
-                             WHERE j.job_id = r.job_id AND g.maintenance = 1))
-      AND r.job_id <> ALL($6)
-    ORDER BY r.priority DESC, r.run_after, r.run_id
-    LIMIT $5
-    FOR UPDATE OF r SKIP LOCKED";
+      AND ",
+    candidates!(rule)
+);
 /// How far into the queue a later pass of a claim looks past blocked jobs' runs: runs behind
 /// more than this many blocked ones wait until the queue ahead of them moves.
 const PAST_BLOCKED: i64 = 1024;
