@@ -284,7 +284,8 @@ fn insert_token(
             "user `{user}` has a token named `{token_name}` already"
         )));
     };
-    let detail = serde_json::json!({ "token_id": id, "name": token_name, "expires_at": expires_at });
+    let detail =
+        serde_json::json!({ "token_id": id, "name": token_name, "expires_at": expires_at });
     audit_in(tx, now_ms(), actor, "token.create", user, Some(&detail))?;
     Ok(id)
 }

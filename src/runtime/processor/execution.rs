@@ -491,6 +491,9 @@ mod tests {
             );
             assert!(!timed_out, "round {round}");
         }
-        assert!(staged_rounds >= 6, "only {staged_rounds} of 12 rounds staged the race");
+        assert!(
+            staged_rounds >= 6,
+            "only {staged_rounds} of 12 rounds staged the race"
+        );
     }
 }
