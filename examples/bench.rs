@@ -353,11 +353,14 @@ fn forbid_drain(n: usize) -> (f64, f64) {
 
 /// `forbid`: the drains of a 5,000-run and a 30,000-run backlog of a `forbid` job, back to back
 /// in each round: their rates and CPU time per run, and the ratios (medians of the rounds').
+/// A round of `forbid`: (rate, CPU µs per run) of the 5,000-run drain, then the 30,000-run one.
+type ForbidRound = ((f64, f64), (f64, f64));
+
 fn forbid(rounds: usize) {
-    let runs: Vec<((f64, f64), (f64, f64))> = (0..rounds)
+    let runs: Vec<ForbidRound> = (0..rounds)
         .map(|_| (forbid_drain(5_000), forbid_drain(30_000)))
         .collect();
-    let rate = |pick: fn(&((f64, f64), (f64, f64))) -> f64| median(runs.iter().map(pick).collect());
+    let rate = |pick: fn(&ForbidRound) -> f64| median(runs.iter().map(pick).collect());
     println!(
         "{:<52} {:>10.0} j/s",
         "forbid: a 5,000-run backlog of one job, drained",
