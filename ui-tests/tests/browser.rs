@@ -369,7 +369,11 @@ async fn the_web_ui_in_headless_chromium() {
     let said = ui
         .js("return document.querySelector('#cron-error').textContent")
         .await;
-    assert!(said.as_str().unwrap().contains("cron"), "{said}");
+    // The field's own error names what is wrong (issue 27, point 16: the field and its range).
+    assert!(
+        said.as_str().unwrap().contains("minute 61 is out of range"),
+        "{said}"
+    );
     ui.shots("job-form-error").await;
     // Fixed: ten fire times as it is typed, then saved.
     ui.type_into("#f-cron", "5 4 * * *").await;
