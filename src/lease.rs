@@ -14,6 +14,12 @@
 //! a size is never below the processor's free instances nor above `max`; a process's tenure
 //! lapses before its leases can expire (`valid_for < ttl`).
 
+/// How many due runs at the head of a processor's queue a claim looks through for runs it can
+/// take past those it cannot (their job at its overlap cap, or an object of theirs busy): runs
+/// further behind wait until the queue ahead of them moves. Both backends; the SQLite claim's
+/// statement spells the number out.
+pub const PAST_BLOCKED: usize = 256;
+
 /// Sizes claim batches from the measured execution time.
 #[derive(Debug, Clone)]
 pub struct ClaimSizer {
@@ -22,7 +28,12 @@ pub struct ClaimSizer {
     target_us: f64,
     /// Mean execution time of a run, µs, smoothed; `None` until a run completed.
     mean_us: Option<f64>,
+    /// The processor's configured prefetch, if any (else it follows the measure).
+    fixed_prefetch: Option<usize>,
 }
+
+/// Runs longer than this (µs) are never claimed ahead of a free instance.
+pub const LONG_RUN_US: f64 = 1_000_000.0;
 
 /// Weight of the newest execution time in the mean.
 const SMOOTHING: f64 = 0.1;
@@ -35,7 +46,14 @@ impl ClaimSizer {
             max: max.max(1),
             target_us: target_ms.max(1) as f64 * 1000.0,
             mean_us: None,
+            fixed_prefetch: None,
         }
+    }
+
+    /// With a fixed prefetch (a processor's `prefetch`), or the measured one (`None`).
+    pub fn with_prefetch(mut self, prefetch: Option<usize>) -> Self {
+        self.fixed_prefetch = prefetch;
+        self
     }
 
     /// The current batch size.
@@ -58,10 +76,28 @@ impl ClaimSizer {
         });
     }
 
+    /// How many runs may wait claimed beyond the free instances: the runs of about `target_ms`
+    /// at the measured execution time (so that a batch of short runs keeps a drain fed), none
+    /// for runs longer than [`LONG_RUN_US`] or before a run was measured (a claimed run waiting
+    /// behind a long one is held from every other node), at most the slow-start size; a
+    /// processor's configured prefetch replaces all that.
+    pub fn prefetch(&self, instances: usize) -> usize {
+        let measured = match (self.fixed_prefetch, self.mean_us) {
+            (Some(n), _) => return n,
+            (None, Some(m)) if m <= LONG_RUN_US => {
+                (instances as f64 * self.target_us / m.max(1.0)).round() as usize
+            }
+            (None, _) => 0,
+        };
+        measured.min(self.size)
+    }
+
     /// How many runs to claim now, given `buffered` claimed-but-not-started runs, `free` idle
-    /// instances of `instances`; 0 means the buffer is deep enough (more than half a batch).
+    /// instances of `instances`: up to the free instances plus [`ClaimSizer::prefetch`], never
+    /// more; 0 while the buffer covers the free instances and more than half the prefetch.
     pub fn poll_claim(&mut self, buffered: usize, free: usize, instances: usize) -> usize {
-        if buffered * 2 > self.size && buffered >= free {
+        let prefetch = self.prefetch(instances);
+        if buffered * 2 > prefetch && buffered >= free {
             return 0;
         }
         // Slow start doubles; the measured rate caps the batch at `target_ms` of work.
@@ -69,7 +105,7 @@ impl ClaimSizer {
             (r * self.target_us / 1_000_000.0).round().max(1.0) as usize
         });
         self.size = (self.size * 2).min(by_rate).clamp(1, self.max);
-        self.size.max(free).saturating_sub(buffered)
+        (free + self.prefetch(instances)).saturating_sub(buffered)
     }
 
     /// A claim came back with fewer runs than asked: the queue is drained, shrink to restart
@@ -176,8 +212,10 @@ mod tests {
     #[test]
     fn slow_start_doubles_up_to_the_rate_cap() {
         let mut s = ClaimSizer::new(1000, 100);
+        // Before a run was measured, only the free instance is claimed for.
         let sizes: Vec<usize> = (0..5).map(|_| s.poll_claim(0, 1, 1)).collect();
-        assert_eq!(sizes, [2, 4, 8, 16, 32]);
+        assert_eq!(sizes, [1; 5]);
+        assert_eq!(s.size(), 32);
         // Runs of 100 µs on 1 instance: 10,000 per second, 100 ms of work is 1,000 runs.
         for _ in 0..100 {
             s.handle_completed(100);
@@ -187,6 +225,62 @@ mod tests {
             s.poll_claim(0, 1, 1);
         }
         assert_eq!(s.size(), 1000);
+        assert_eq!(
+            s.poll_claim(0, 1, 1),
+            1001,
+            "the free instance and 100 ms of runs"
+        );
+    }
+
+    /// A run longer than a second is never claimed ahead of a free instance, nor is a run
+    /// before any was measured: a claimed run waiting behind a long one is held from every
+    /// other node. A configured prefetch replaces the measure.
+    #[test]
+    fn long_runs_are_claimed_only_for_free_instances() {
+        let mut s = ClaimSizer::new(2048, 50);
+        assert_eq!(s.poll_claim(0, 1, 1), 1);
+        assert_eq!(
+            s.poll_claim(0, 0, 1),
+            0,
+            "busy and unmeasured: nothing ahead"
+        );
+        for _ in 0..10 {
+            s.handle_completed(300_000_000);
+        }
+        for _ in 0..5 {
+            assert_eq!(s.poll_claim(0, 0, 1), 0);
+            assert_eq!(s.poll_claim(0, 1, 1), 1);
+        }
+        // Runs of 0.9 s on 4 instances: 50 ms of work rounds to no run either.
+        let mut s = ClaimSizer::new(2048, 50);
+        for _ in 0..10 {
+            s.handle_completed(900_000);
+        }
+        assert_eq!(s.poll_claim(0, 0, 4), 0);
+        // Runs of 5 ms on 2 instances: 20 ahead once slow start reached them.
+        let mut s = ClaimSizer::new(2048, 50);
+        for _ in 0..10 {
+            s.handle_completed(5_000);
+        }
+        for _ in 0..10 {
+            s.poll_claim(0, 0, 2);
+        }
+        assert_eq!(s.prefetch(2), 20);
+        assert_eq!(s.poll_claim(0, 2, 2), 22);
+        assert_eq!(
+            s.poll_claim(11, 0, 2),
+            0,
+            "more than half the prefetch buffered"
+        );
+        assert_eq!(s.poll_claim(10, 0, 2), 10);
+        // Configured: 3 ahead, whatever the measure.
+        let mut s = ClaimSizer::new(2048, 50).with_prefetch(Some(3));
+        for _ in 0..10 {
+            s.handle_completed(300_000_000);
+        }
+        assert_eq!(s.poll_claim(0, 1, 1), 4);
+        assert_eq!(s.poll_claim(2, 0, 1), 0);
+        assert_eq!(s.poll_claim(1, 0, 1), 2);
     }
 
     #[test]
@@ -232,6 +326,7 @@ mod tests {
     #[test]
     fn the_next_batch_is_requested_when_half_is_left() {
         let mut s = ClaimSizer::new(64, 1000);
+        s.handle_completed(1_000);
         for _ in 0..5 {
             s.poll_claim(0, 1, 1);
         }

@@ -6,8 +6,8 @@
 //! (or a read connection), never opens one, and reads no clock: `now` is an
 //! argument. A claim hands each run a token no other claim of any process gets.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 use std::fmt::Write as _;
 use std::sync::Arc;
 
@@ -289,17 +289,49 @@ impl JobMeta {
     }
 }
 
-const SELECT_CANDIDATES: &str = "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for,
-    r.priority, r.suspect
-    FROM job_run r
-    WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2
-      -- Scheduled slots run only while the job is active here; on-demand runs and retries always.
-      AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL OR EXISTS (SELECT 1 FROM job_activation a
-           WHERE a.job_id = r.job_id AND a.node_id = ?3 AND a.state = 'active'))
-      -- With writes paused (disk critical or full), only maintenance jobs: they free space.
-      AND (?4 = 0 OR EXISTS (SELECT 1 FROM job j JOIN job_group g ON g.job_group_id = j.job_group_id
-                             WHERE j.job_id = r.job_id AND g.maintenance = 1))
-    ORDER BY r.priority DESC, r.run_after, r.run_id";
+// A claim's candidates: due queued runs of processor ?1 at ?2 for node ?3 (?4: writes paused),
+// in queue order. `$from` says how rows are found, `$job` is an extra condition.
+macro_rules! candidates {
+    ($from:literal, $job:literal) => {
+        concat!(
+            "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for, r.priority,
+                r.suspect
+            FROM ",
+            $from,
+            "
+            WHERE r.status = 'queued' AND r.processor_id = ?1 AND r.run_after <= ?2",
+            $job,
+            "
+              -- Scheduled slots run only while the job is active here; on-demand runs and
+              -- retries always.
+              AND (r.scheduled_for IS NULL OR r.retry_of IS NOT NULL
+                   OR EXISTS (SELECT 1 FROM job_activation a
+                              WHERE a.job_id = r.job_id AND a.node_id = ?3 AND a.state = 'active'))
+              -- With writes paused (disk critical or full), only maintenance jobs: they free
+              -- space.
+              AND (?4 = 0 OR EXISTS (SELECT 1 FROM job j
+                                     JOIN job_group g ON g.job_group_id = j.job_group_id
+                                     WHERE j.job_id = r.job_id AND g.maintenance = 1))
+            ORDER BY r.priority DESC, r.run_after, r.run_id"
+        )
+    };
+}
+const SELECT_CANDIDATES: &str = candidates!("job_run r INDEXED BY job_run_queue_idx", "");
+// The candidates among the first `PAST_BLOCKED` due runs of the queue that are not runs of the
+// jobs in ?5 (a JSON array), found by their ids (`NOT INDEXED`: not by a scan of the queue
+// index checking each entry) and sorted.
+const SELECT_PAST_BLOCKED: &str = candidates!(
+    "job_run r NOT INDEXED",
+    " AND r.run_id IN (
+        SELECT run_id FROM (
+            SELECT q.run_id, q.job_id FROM job_run q INDEXED BY job_run_queue_idx
+            WHERE q.status = 'queued' AND q.processor_id = ?1 AND q.run_after <= ?2
+            ORDER BY q.priority DESC, q.run_after, q.run_id LIMIT 256)
+        WHERE job_id NOT IN (SELECT value FROM json_each(?5)))"
+);
+/// How many candidates a claim's scan of the queue passes over (runs of jobs it cannot take)
+/// before it reaches the rest by job.
+const PASS_OVER: usize = 64;
 const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
     j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
     FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1";
@@ -387,6 +419,10 @@ pub(crate) fn candidate_reprepares(conn: &Connection) -> Result<i32, CatalogErro
         .get_status(rusqlite::StatementStatus::RePrepare))
 }
 
+/// The statement a claim looks past blocked jobs with (tests: its window is `PAST_BLOCKED`).
+#[cfg(test)]
+pub(crate) const SELECT_PAST_BLOCKED_TEXT: &str = SELECT_PAST_BLOCKED;
+
 /// The virtual machine steps a claim's statements have taken on `conn` so far (tests: a claim's
 /// cost must not grow with the queue behind it).
 #[cfg(test)]
@@ -394,6 +430,7 @@ pub(crate) fn claim_steps(conn: &Connection) -> Result<i64, CatalogError> {
     let mut steps = 0;
     for sql in [
         SELECT_CANDIDATES,
+        SELECT_PAST_BLOCKED,
         SELECT_JOB_META,
         OBJECT_BUSY,
         SELECT_JOB_OBJECTS,
@@ -455,14 +492,155 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, Ca
     Ok(Some((meta, running)))
 }
 
+/// A queued run a claim may take, as read from the queue.
+struct Candidate {
+    run_id: i64,
+    job_id: i64,
+    params: Option<String>,
+    attempt: i64,
+    scheduled_for: Option<i64>,
+    priority: i64,
+    suspect: bool,
+}
+
+impl Candidate {
+    fn read(r: &rusqlite::Row<'_>) -> rusqlite::Result<Candidate> {
+        Ok(Candidate {
+            run_id: r.get(0)?,
+            job_id: r.get(1)?,
+            params: r.get(2)?,
+            attempt: r.get(3)?,
+            scheduled_for: r.get(4)?,
+            priority: r.get(5)?,
+            suspect: r.get::<_, i64>(6)? > 0,
+        })
+    }
+}
+
+/// A claim being chosen: what it took, and what it learnt of jobs and objects on the way.
+struct Picker<'c> {
+    conn: &'c Connection,
+    now: i64,
+    lease_ms: i64,
+    claim: Claim,
+    /// Per job seen: what the claim needs of it, its runs running (counting this claim's), and
+    /// how many of them this claim took.
+    jobs: HashMap<i64, Option<(Arc<JobMeta>, i64, i64)>>,
+    /// Per object asked about: whether a running run, or a run claimed here, writes it.
+    busy: HashMap<i64, bool>,
+    /// Indexes into `claim.runs` by lease: runs with the same lease are marked by one statement.
+    groups: Vec<(i64, Vec<usize>)>,
+}
+
+impl Picker<'_> {
+    /// Takes `c` unless its job is gone, at its overlap cap, or writes an object a run in
+    /// progress (or taken here) writes; true when taken.
+    fn offer(&mut self, c: Candidate) -> Result<bool, CatalogError> {
+        let conn = self.conn;
+        if let Entry::Vacant(slot) = self.jobs.entry(c.job_id) {
+            slot.insert(job_meta(conn, c.job_id)?.map(|(m, running)| (Arc::new(m), running, 0)));
+        }
+        let Some(Some((meta, running, claimed))) = self.jobs.get_mut(&c.job_id) else {
+            return Ok(false);
+        };
+        if *running >= meta.cap {
+            self.claim.blocked = true;
+            return Ok(false);
+        }
+        // Runs writing a common object never run at once, even runs of one job.
+        let mut conflict = false;
+        for object in meta.objects.iter() {
+            let taken = match self.busy.get(object) {
+                Some(taken) => *taken,
+                None => {
+                    let taken = conn
+                        .prepare_cached(OBJECT_BUSY)?
+                        .query_row([object], |r| r.get(0))?;
+                    self.busy.insert(*object, taken);
+                    taken
+                }
+            };
+            conflict |= taken;
+        }
+        if conflict {
+            self.claim.blocked = true;
+            return Ok(false);
+        }
+        *running += 1;
+        *claimed += 1;
+        for object in meta.objects.iter() {
+            self.busy.insert(*object, true);
+        }
+        let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
+        // Saturating: a valid job's timeout may be i64::MAX ms (fuzz corpus `extremes.conf`).
+        let lease = self
+            .now
+            .saturating_add(timeout.max(0))
+            .saturating_add(self.lease_ms);
+        let index = self.claim.runs.len();
+        match self.groups.iter_mut().find(|(l, _)| *l == lease) {
+            Some((_, members)) => members.push(index),
+            None => self.groups.push((lease, vec![index])),
+        }
+        let run_id = c.run_id;
+        let params = c
+            .params
+            .as_deref()
+            .map(serde_json::from_str)
+            .transpose()
+            .map_err(|_| CatalogError::Corrupt(format!("run {run_id}: params")))?;
+        self.claim.runs.push(ClaimedRun {
+            run_id,
+            // Assigned when marked.
+            claim_token: 0,
+            job_id: c.job_id,
+            job_name: meta.name.clone(),
+            job_type: meta.job_type,
+            payload: meta.payload.clone(),
+            params,
+            attempt: c.attempt,
+            max_attempts,
+            backoff_base,
+            backoff_max,
+            timeout,
+            scheduled_for: c.scheduled_for,
+            priority: c.priority,
+            suspect: c.suspect,
+            objects: meta.objects.clone(),
+            started_at: self.now,
+        });
+        Ok(true)
+    }
+
+    /// Whether no run of `job_id` can be taken by this claim any more (found gone, at its cap,
+    /// or writing a busy object: none of that changes within a claim).
+    fn is_blocked(&self, job_id: i64) -> bool {
+        match self.jobs.get(&job_id) {
+            Some(Some((meta, running, _))) => {
+                *running >= meta.cap
+                    || meta
+                        .objects
+                        .iter()
+                        .any(|o| self.busy.get(o).copied().unwrap_or(false))
+            }
+            Some(None) => true,
+            None => false,
+        }
+    }
+}
+
 /// Claims up to `limit` due runs of `processor_id` for `node_id`: by priority, then age; a job
 /// never overlaps itself unless its overlap policy allows, and two jobs that write a common
 /// object never run at once. Each claimed run gets its own token from `first_token` on. With
 /// `writes_paused` (the disk is critical or full), only runs of maintenance jobs are claimed:
 /// every other run waits in the queue, so the node writes little beyond what frees space.
 ///
-/// The queue is scanned first (at most 8 × `limit` candidates, fewer when enough are
-/// claimable), then the chosen runs are marked; each job's row is updated once per claim.
+/// The queue is scanned first, in its order (at most 8 × `limit` candidates, fewer when enough
+/// are claimable, and stopping after [`PASS_OVER`] it cannot take). When that leaves the claim
+/// short because some jobs could not be taken (at their cap, an object busy), the other jobs' runs are reached by job instead, one seek per
+/// job with queued runs, so that neither the blocked jobs' backlogs hold the rest back nor a
+/// claim's cost grows with them. Then the chosen runs are marked; each job's row is updated
+/// once per claim.
 #[allow(clippy::too_many_arguments)]
 pub fn claim(
     conn: &Connection,
@@ -474,98 +652,47 @@ pub fn claim(
     first_token: i64,
     writes_paused: bool,
 ) -> Result<Claim, CatalogError> {
-    let mut claim = Claim::default();
-    // Per job seen: what the claim needs of it, its runs running (counting this claim's), and
-    // how many of them this claim took.
-    let mut jobs: HashMap<i64, Option<(Arc<JobMeta>, i64, i64)>> = HashMap::new();
-    // Per object asked about: whether a running run, or a run claimed here, writes it.
-    let mut busy: HashMap<i64, bool> = HashMap::new();
-    // Indexes into `claim.runs` by lease: runs with the same lease are marked by one statement.
-    let mut groups: Vec<(i64, Vec<usize>)> = Vec::new();
+    let mut p = Picker {
+        conn,
+        now,
+        lease_ms,
+        claim: Claim::default(),
+        jobs: HashMap::new(),
+        busy: HashMap::new(),
+        groups: Vec::new(),
+    };
+    let rule = params![processor_id, now, node_id, writes_paused];
+    let mut passed_over = false;
     {
         let mut stmt = conn.prepare_cached(SELECT_CANDIDATES)?;
-        // Over-fetch: some candidates may be blocked by overlap or object rules.
         // No `LIMIT ?`: SQLite re-prepares a statement whenever a LIMIT parameter is bound.
         // The index yields the order, so stepping stops early instead.
         let fetch = (limit * 8).max(16);
-        let mut rows = stmt.query(params![processor_id, now, node_id, writes_paused])?;
-        let mut seen = 0;
+        let mut rows = stmt.query(rule)?;
+        let (mut seen, mut passed) = (0, 0);
         while let Some(r) = rows.next()? {
-            if claim.runs.len() >= limit || seen >= fetch {
+            if p.claim.runs.len() >= limit {
+                break;
+            }
+            if seen >= fetch || passed >= PASS_OVER {
+                passed_over = true;
                 break;
             }
             seen += 1;
-            let job_id: i64 = r.get(1)?;
-            if let Entry::Vacant(slot) = jobs.entry(job_id) {
-                slot.insert(job_meta(conn, job_id)?.map(|(m, running)| (Arc::new(m), running, 0)));
+            if !p.offer(Candidate::read(r)?)? {
+                passed += 1;
             }
-            let Some(Some((meta, running, claimed))) = jobs.get_mut(&job_id) else {
-                continue;
-            };
-            if *running >= meta.cap {
-                claim.blocked = true;
-                continue;
-            }
-            // Runs writing a common object never run at once, even runs of one job.
-            let mut conflict = false;
-            for object in meta.objects.iter() {
-                let taken = match busy.get(object) {
-                    Some(taken) => *taken,
-                    None => {
-                        let taken = conn
-                            .prepare_cached(OBJECT_BUSY)?
-                            .query_row([object], |r| r.get(0))?;
-                        busy.insert(*object, taken);
-                        taken
-                    }
-                };
-                conflict |= taken;
-            }
-            if conflict {
-                claim.blocked = true;
-                continue;
-            }
-            *running += 1;
-            *claimed += 1;
-            for object in meta.objects.iter() {
-                busy.insert(*object, true);
-            }
-            let run_id: i64 = r.get(0)?;
-            let [max_attempts, backoff_base, backoff_max, timeout] = meta.nums;
-            // Saturating: a valid job's timeout may be i64::MAX ms (fuzz corpus `extremes.conf`).
-            let lease = now.saturating_add(timeout.max(0)).saturating_add(lease_ms);
-            match groups.iter_mut().find(|(l, _)| *l == lease) {
-                Some((_, members)) => members.push(claim.runs.len()),
-                None => groups.push((lease, vec![claim.runs.len()])),
-            }
-            let params = r
-                .get::<_, Option<String>>(2)?
-                .as_deref()
-                .map(serde_json::from_str)
-                .transpose()
-                .map_err(|_| CatalogError::Corrupt(format!("run {run_id}: params")))?;
-            claim.runs.push(ClaimedRun {
-                run_id,
-                // Assigned when marked, below.
-                claim_token: 0,
-                job_id,
-                job_name: meta.name.clone(),
-                job_type: meta.job_type,
-                payload: meta.payload.clone(),
-                params,
-                attempt: r.get(3)?,
-                max_attempts,
-                backoff_base,
-                backoff_max,
-                timeout,
-                scheduled_for: r.get(4)?,
-                priority: r.get(5)?,
-                suspect: r.get::<_, i64>(6)? > 0,
-                objects: meta.objects.clone(),
-                started_at: now,
-            });
         }
     }
+    if passed_over && p.claim.blocked {
+        claim_past_blocked(&mut p, processor_id, node_id, limit, writes_paused)?;
+    }
+    let Picker {
+        mut claim,
+        groups,
+        jobs,
+        ..
+    } = p;
     let mut mark = conn.prepare_cached(MARK_CLAIMED)?;
     let mut token = first_token;
     for (lease, members) in groups {
@@ -600,6 +727,45 @@ pub fn claim(
             .query_row(params![processor_id, now], |r| r.get(0))?;
     }
     Ok(claim)
+}
+
+/// The rest of a claim whose scan of the queue stopped among runs of jobs it cannot take: the
+/// due runs of the other jobs among the first [`PAST_BLOCKED`](crate::lease::PAST_BLOCKED) of
+/// the queue, in queue order.
+fn claim_past_blocked(
+    p: &mut Picker<'_>,
+    processor_id: i64,
+    node_id: i64,
+    limit: usize,
+    writes_paused: bool,
+) -> Result<(), CatalogError> {
+    let conn = p.conn;
+    let blocked: Vec<i64> = p
+        .jobs
+        .keys()
+        .copied()
+        .filter(|&job| p.is_blocked(job))
+        .collect();
+    let blocked = serde_json::to_string(&blocked).expect("a list of numbers");
+    let taken: HashSet<i64> = p.claim.runs.iter().map(|r| r.run_id).collect();
+    let mut stmt = conn.prepare_cached(SELECT_PAST_BLOCKED)?;
+    let mut rows = stmt.query(params![
+        processor_id,
+        p.now,
+        node_id,
+        writes_paused,
+        blocked
+    ])?;
+    while let Some(r) = rows.next()? {
+        if p.claim.runs.len() >= limit {
+            break;
+        }
+        let c = Candidate::read(r)?;
+        if !taken.contains(&c.run_id) && !p.is_blocked(c.job_id) {
+            p.offer(c)?;
+        }
+    }
+    Ok(())
 }
 
 /// Marks a deactivated job's queued slots `skipped` (its ad-hoc runs and retries stay queued).

@@ -739,14 +739,15 @@ payload = { function = "f" }
         assert_eq!(queue::in_flight(conn, free).unwrap().running, 2);
     }
 
-    /// A claim costs the same whatever the backlog of a job at its overlap cap (issue 27, point
-    /// 2c): with 5,000 queued runs of the `forbid` job `free` its SQLite statements take no
-    /// more steps than with 50 (reading when the next run not yet due becomes due read every
+    /// A claim costs the same whatever the backlog of a job at its overlap cap: with 6,000
+    /// queued runs of the `forbid` job
+    /// `free` its SQLite statements take no more steps than with 1,500, for a small claim and
+    /// a large one (reading when the next run not yet due becomes due read every
     /// queued run: the queue index orders by priority first). And that next due time is still
     /// right: the earliest future run of any priority.
     #[test]
     fn a_claim_costs_the_same_whatever_the_backlog_of_a_forbid_job() {
-        let steps = |backlog: usize| {
+        let steps = |backlog: usize, limit: usize| {
             let (_dir, mut catalog, node, pid) = setup();
             let free = catalog.job("free").unwrap().id;
             let conn = catalog.writer();
@@ -768,8 +769,8 @@ payload = { function = "f" }
             }
             let before = queue::claim_steps(conn).unwrap();
             // The first claim takes one run; the second finds the job at its cap.
-            let first = queue::claim(conn, pid, node, 4, 100, 1000, 1, false).unwrap();
-            let second = queue::claim(conn, pid, node, 4, 100, 1000, 10, false).unwrap();
+            let first = queue::claim(conn, pid, node, limit, 100, 1000, 1, false).unwrap();
+            let second = queue::claim(conn, pid, node, limit, 100, 1000, 10_000, false).unwrap();
             assert_eq!((first.runs.len(), second.runs.len()), (1, 0));
             assert!(second.blocked);
             assert_eq!(
@@ -778,10 +779,55 @@ payload = { function = "f" }
             );
             queue::claim_steps(conn).unwrap() - before
         };
-        let (small, large) = (steps(50), steps(5_000));
+        // A small claim, and one as large as a processor's claims grow to on a fast drain
+        // (it once stepped over eight times its size in runs of the blocked job).
+        for (limit, small, large) in [(4, 1_500, 6_000), (2048, 1_500, 6_000)] {
+            let (a, b) = (steps(small, limit), steps(large, limit));
+            assert!(
+                b <= a + a / 5,
+                "steps of two claims of {limit}: {a} with {small} queued runs, {b} with {large}"
+            );
+        }
+    }
+
+    /// A job at its overlap cap does not hold back the runs queued just behind its backlog: a
+    /// claim looks through the first `PAST_BLOCKED` runs of the queue past the runs it cannot
+    /// take, in queue order, and no further; either way its cost stays the same.
+    #[test]
+    fn a_claim_reaches_past_a_blocked_backlog_up_to_its_bound() {
+        let claim = |backlog: usize| {
+            let (_dir, mut catalog, node, pid) = setup();
+            let [free, low, high] = ["free", "low", "high"].map(|j| catalog.job(j).unwrap().id);
+            let conn = catalog.writer();
+            for _ in 0..backlog {
+                enqueue(conn, free, pid, 5, None);
+            }
+            // `low` and `high` write a common object: one of them at a time, the higher first.
+            enqueue(conn, low, pid, 1, None);
+            let high_run = enqueue(conn, high, pid, 2, None).unwrap();
+            let before = queue::claim_steps(conn).unwrap();
+            let claim = queue::claim(conn, pid, node, 8, 100, 1000, 1, false).unwrap();
+            let steps = queue::claim_steps(conn).unwrap() - before;
+            assert!(claim.blocked);
+            let runs: Vec<(String, i64)> = claim
+                .runs
+                .iter()
+                .map(|r| (r.job_name.to_string(), r.run_id))
+                .collect();
+            (runs, high_run, steps)
+        };
+        let window = crate::lease::PAST_BLOCKED;
+        let (runs, high_run, near) = claim(window - 10);
+        assert_eq!(
+            runs,
+            [("free".to_string(), 1), ("high".to_string(), high_run)]
+        );
+        let (runs, _, far) = claim(4_000);
+        assert_eq!(runs, [("free".to_string(), 1)]);
+        assert!(far <= near + near / 5, "steps: {near} and {far}");
         assert!(
-            large <= small + small / 5,
-            "steps of two claims: {small} with 50 queued runs, {large} with 5,000"
+            queue::SELECT_PAST_BLOCKED_TEXT.contains(&format!("LIMIT {window})")),
+            "the statement's window is PAST_BLOCKED"
         );
     }
 

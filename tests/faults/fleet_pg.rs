@@ -147,6 +147,27 @@ fn bookkeeping(c: &mut Client, job: &str) -> (i64, BTreeMap<String, i64>) {
     (begun, ended)
 }
 
+/// How many claimed runs not started the nodes `names` gave back to the queue for an idle node
+/// (from their logs): each is claimed again, and ended once more in its first node's tally.
+fn given_back(ws: &Workspace, names: &[&str]) -> i64 {
+    names
+        .iter()
+        .map(|n| std::fs::read_to_string(ws.log_path(n)).unwrap_or_default())
+        .flat_map(|log| {
+            log.lines()
+                .filter(|l| l.contains("gave claimed runs not started back"))
+                .filter_map(|l| {
+                    let n = l.split("runs=").nth(1)?;
+                    n.split(|c: char| !c.is_ascii_digit())
+                        .next()?
+                        .parse::<i64>()
+                        .ok()
+                })
+                .collect::<Vec<_>>()
+        })
+        .sum()
+}
+
 /// Ids of the runs node `node_id` holds running.
 fn held_by(c: &mut Client, node_id: i64) -> Vec<i64> {
     c.query(
@@ -307,6 +328,7 @@ fn kill_9_one_of_three_nodes_on_postgres_and_the_others_complete_its_runs() {
     let audit = sweeps(&mut c);
     let bound = Duration::from_millis(TTL_MS + HEARTBEAT_MS);
     let (claimed, recorded) = bookkeeping(&mut c, "nap");
+    let back = given_back(&ws, &["n1", "n2", "n3"]);
     figures(
         "scenario 10 fleet on postgres: kill -9",
         &[
@@ -323,8 +345,8 @@ fn kill_9_one_of_three_nodes_on_postgres_and_the_others_complete_its_runs() {
                 done_after.as_millis()
             ),
             format!(
-                "sweeps: {:?}; claims {claimed} (runs {runs} + the {} n2 held), completions \
-                 recorded {recorded:?}; lost {} (rows {rows})",
+                "sweeps: {:?}; claims {claimed} (runs {runs} + the {} n2 held + {back} given \
+                 back for an idle node), completions recorded {recorded:?}; lost {} (rows {rows})",
                 audit
                     .iter()
                     .map(|(node, r)| format!("{node}: {} requeued", r.len()))
@@ -352,8 +374,13 @@ fn kill_9_one_of_three_nodes_on_postgres_and_the_others_complete_its_runs() {
     assert_eq!(requeued, expected, "each of n2's runs requeued once");
     assert_eq!(
         recorded.values().sum::<i64>(),
-        runs + left.len() as i64,
-        "every run ended once, and each of n2's also once by the sweep"
+        runs + left.len() as i64 + back,
+        "every run ended once, each of n2's also once by the sweep, and each given back once more"
+    );
+    assert_eq!(
+        claimed,
+        recorded.values().sum::<i64>(),
+        "each claim ended once"
     );
 }
 

@@ -12,6 +12,7 @@ crate::on_both_backends!(
     nodes_list_shows_each_node_alive_stopped_or_fenced_with_its_heartbeat_age,
     a_processor_that_names_its_node_runs_only_there_and_moves_when_edited,
     three_nodes_started_at_once_on_a_fresh_catalog_all_come_up,
+    a_fast_run_waits_queued_behind_a_long_one_and_starts_on_an_idle_node,
 );
 
 /// `jobvisor nodes list --json` rows by name.
@@ -266,4 +267,58 @@ fn three_nodes_started_at_once_on_a_fresh_catalog_all_come_up(ws: Workspace) {
             assert!(!log.contains("panicked"), "round {round}: node {n}:\n{log}");
         }
     }
+}
+
+/// Status of the runs of `job`, oldest first.
+fn statuses(ws: &Workspace, job: &str) -> Vec<String> {
+    ws.runs_of(job).into_iter().map(|r| r.status).collect()
+}
+
+/// Claims are bounded by capacity: on a one-instance processor busy with a long run, a fast run
+/// queued behind it stays `queued` (no node holds it claimed while it cannot start it), and a
+/// second node with a free instance starts it within a second.
+fn a_fast_run_waits_queued_behind_a_long_one_and_starts_on_an_idle_node(ws: Workspace) {
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let file = ws.write(
+        "hol.conf",
+        "[processor.one]\ninstances = 1\n\n\
+         [job.slow]\ntype = \"function\"\nprocessor = \"one\"\n\
+         payload = { function = \"debug.sleep\", ms = 6000 }\n\n\
+         [job.fast]\ntype = \"function\"\nprocessor = \"one\"\n\
+         payload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    let a = ws.start_node("a");
+    ws.queue_runs("slow", 1);
+    wait_for(10.0, "the slow run to start on a", || {
+        (statuses(&ws, "slow") == ["running"]).then_some(())
+    });
+    ws.queue_runs("fast", 1);
+    // Long enough for a to have claimed it, were claims not bounded by free instances.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    assert_eq!(
+        statuses(&ws, "fast"),
+        ["queued"],
+        "the fast run behind the slow one"
+    );
+    assert_eq!(statuses(&ws, "slow"), ["running"]);
+    let b = ws.start_node("b");
+    let started = std::time::Instant::now();
+    wait_for(10.0, "the fast run to run on b", || {
+        (ran_on(&ws, "fast") == BTreeMap::from([("b".to_string(), 1)])).then_some(())
+    });
+    let waited = started.elapsed();
+    assert_eq!(
+        statuses(&ws, "slow"),
+        ["running"],
+        "b did not wait for the slow run"
+    );
+    // From b's start: its processors start once it has read the catalog, then claim at once.
+    assert!(
+        waited < std::time::Duration::from_secs(3),
+        "the fast run started {waited:?} after b"
+    );
+    assert_eq!(a.stop(), Some(0));
+    assert_eq!(b.stop(), Some(0));
 }

@@ -68,9 +68,8 @@ const SELECT_PAST_BLOCKED: &str = concat!(
       AND ",
     candidates!(rule)
 );
-/// How far into the queue a later pass of a claim looks past blocked jobs' runs: runs behind
-/// more than this many blocked ones wait until the queue ahead of them moves.
-const PAST_BLOCKED: i64 = 1024;
+/// How far into the queue a later pass of a claim looks past blocked jobs' runs.
+const PAST_BLOCKED: i64 = crate::lease::PAST_BLOCKED as i64;
 // What a claim needs of its candidates' jobs, read without a lock: the runs in progress (the
 // job's runs begun less those ended on every node) are an estimate here, checked by GRANT.
 const SELECT_JOBS: &str = "SELECT j.job_id, j.job_name, t.job_type, j.job_payload,
