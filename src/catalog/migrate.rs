@@ -136,6 +136,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0023_token_expiry.sql",
         sql: include_str!("../../migrations/0023_token_expiry.sql"),
     },
+    Migration {
+        version: 24,
+        name: "0024_pause.sql",
+        sql: include_str!("../../migrations/0024_pause.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -21,6 +21,7 @@ pub mod node;
 pub mod objects;
 pub mod observe;
 pub mod open;
+pub mod pause;
 pub mod postgres;
 pub mod queue;
 pub mod reader;

@@ -530,6 +530,8 @@ struct Picker<'c> {
     busy: HashMap<i64, bool>,
     /// Indexes into `claim.runs` by lease: runs with the same lease are marked by one statement.
     groups: Vec<(i64, Vec<usize>)>,
+    /// Jobs paused on this node (`catalog::pause`): their runs wait.
+    paused: HashSet<i64>,
 }
 
 impl Picker<'_> {
@@ -537,6 +539,9 @@ impl Picker<'_> {
     /// progress (or taken here) writes; true when taken.
     fn offer(&mut self, c: Candidate) -> Result<bool, CatalogError> {
         let conn = self.conn;
+        if self.paused.contains(&c.job_id) {
+            return Ok(false);
+        }
         if let Entry::Vacant(slot) = self.jobs.entry(c.job_id) {
             slot.insert(job_meta(conn, c.job_id)?.map(|(m, running)| (Arc::new(m), running, 0)));
         }
@@ -615,6 +620,9 @@ impl Picker<'_> {
     /// Whether no run of `job_id` can be taken by this claim any more (found gone, at its cap,
     /// or writing a busy object: none of that changes within a claim).
     fn is_blocked(&self, job_id: i64) -> bool {
+        if self.paused.contains(&job_id) {
+            return true;
+        }
         match self.jobs.get(&job_id) {
             Some(Some((meta, running, _))) => {
                 *running >= meta.cap
@@ -634,6 +642,7 @@ impl Picker<'_> {
 /// object never run at once. Each claimed run gets its own token from `first_token` on. With
 /// `writes_paused` (the disk is critical or full), only runs of maintenance jobs are claimed:
 /// every other run waits in the queue, so the node writes little beyond what frees space.
+/// Nothing of a processor, group or job paused on this node or fleet-wide is claimed.
 ///
 /// The queue is scanned first, in its order (at most 8 × `limit` candidates, fewer when enough
 /// are claimable, and stopping after [`PASS_OVER`] it cannot take). When that leaves the claim
@@ -652,6 +661,11 @@ pub fn claim(
     first_token: i64,
     writes_paused: bool,
 ) -> Result<Claim, CatalogError> {
+    let paused = super::pause::paused_for_claim(conn, processor_id, node_id)?;
+    if paused.processor {
+        // Paused here: nothing is claimed until it is resumed (a change that wakes the claim).
+        return Ok(Claim::default());
+    }
     let mut p = Picker {
         conn,
         now,
@@ -660,6 +674,7 @@ pub fn claim(
         jobs: HashMap::new(),
         busy: HashMap::new(),
         groups: Vec::new(),
+        paused: paused.jobs.into_iter().collect(),
     };
     let rule = params![processor_id, now, node_id, writes_paused];
     let mut passed_over = false;
@@ -684,7 +699,7 @@ pub fn claim(
             }
         }
     }
-    if passed_over && p.claim.blocked {
+    if passed_over && (p.claim.blocked || !p.paused.is_empty()) {
         claim_past_blocked(&mut p, processor_id, node_id, limit, writes_paused)?;
     }
     let Picker {
@@ -743,6 +758,7 @@ fn claim_past_blocked(
     let blocked: Vec<i64> = p
         .jobs
         .keys()
+        .chain(&p.paused)
         .copied()
         .filter(|&job| p.is_blocked(job))
         .collect();

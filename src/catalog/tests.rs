@@ -831,6 +831,96 @@ payload = { function = "f" }
         );
     }
 
+    /// A pause of a job, its group or its processor, fleet-wide or on this node, keeps its runs
+    /// queued; one on another node does not; resuming lets them be claimed.
+    #[test]
+    fn a_claim_leaves_paused_work_queued_until_resumed() {
+        use crate::catalog::pause::{PauseRow, PauseScope};
+        let (_dir, mut catalog, node, pid) = setup();
+        let [free, low] = ["free", "low"].map(|j| catalog.job(j).unwrap().id);
+        for _ in 0..100 {
+            enqueue(catalog.writer(), free, pid, 5, None);
+        }
+        enqueue(catalog.writer(), low, pid, 1, None);
+        let pause = |scope, target: &str, node: Option<&str>| PauseRow {
+            scope,
+            target: target.to_string(),
+            node: node.map(str::to_string),
+            paused_by: "op".to_string(),
+            paused_at: 0,
+            reason: Some("maintenance".to_string()),
+        };
+        let claimed = |catalog: &mut Catalog, token| -> Vec<String> {
+            let c = queue::claim(catalog.writer(), pid, node, 4, 100, 1000, token, false).unwrap();
+            let names = c.runs.iter().map(|r| r.job_name.to_string()).collect();
+            // Put them back, for the next look.
+            catalog
+                .writer()
+                .execute(
+                    "UPDATE job_run SET status = 'queued', node_id = NULL, claim_token = NULL
+                     WHERE status = 'claimed'",
+                    [],
+                )
+                .unwrap();
+            catalog
+                .writer()
+                .execute("UPDATE job SET in_progress = 0", [])
+                .unwrap();
+            names
+        };
+        assert_eq!(claimed(&mut catalog, 1), ["free", "low"]);
+        catalog
+            .pause(pause(PauseScope::Job, "free", None), 10)
+            .unwrap();
+        assert_eq!(claimed(&mut catalog, 10), ["low"], "past 100 paused runs");
+        catalog
+            .pause(pause(PauseScope::Processor, "p", Some("other")), 11)
+            .unwrap();
+        assert_eq!(claimed(&mut catalog, 20), ["low"], "another node's pause");
+        catalog
+            .pause(pause(PauseScope::Processor, "p", Some("n")), 12)
+            .unwrap();
+        assert!(
+            claimed(&mut catalog, 30).is_empty(),
+            "this node's processor"
+        );
+        assert!(
+            catalog
+                .resume(PauseScope::Processor, "p", Some("n"), "op", 13)
+                .unwrap()
+        );
+        assert!(
+            !catalog
+                .resume(PauseScope::Processor, "p", Some("n"), "op", 14)
+                .unwrap()
+        );
+        assert!(
+            catalog
+                .resume(PauseScope::Job, "free", None, "op", 15)
+                .unwrap()
+        );
+        assert_eq!(claimed(&mut catalog, 40), ["free", "low"]);
+        let listed = catalog.pauses().unwrap();
+        assert_eq!(
+            listed,
+            [PauseRow {
+                paused_at: 11,
+                ..pause(PauseScope::Processor, "p", Some("other"))
+            }]
+        );
+        let missing = catalog.pause(pause(PauseScope::Group, "nope", None), 16);
+        assert!(
+            matches!(
+                missing,
+                Err(CatalogError::NotFound {
+                    kind: "job group",
+                    ..
+                })
+            ),
+            "{missing:?}"
+        );
+    }
+
     /// Pruning deletes runs that finished before the cutoff, and keeps queued and running runs,
     /// runs that finished later, and a failed run whose retry is still pending.
     #[test]

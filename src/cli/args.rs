@@ -103,6 +103,33 @@ pub enum Command {
     /// API bearer tokens: list, create (printed once), revoke.
     #[command(subcommand)]
     Tokens(super::accounts::TokensCommand),
+    /// Pause a processor, a job group or a job without editing it: nothing new of it is
+    /// claimed (running runs finish) on this node (the global --node, else node.name) or, with
+    /// --fleet, on every node sharing the catalog. Survives restarts; `resume` ends it.
+    Pause {
+        /// processor, group or job.
+        scope: String,
+        /// Its name.
+        name: String,
+        /// On every node sharing the catalog.
+        #[arg(long)]
+        fleet: bool,
+        /// Why (shown in `pauses` and the audit log).
+        #[arg(long)]
+        reason: Option<String>,
+    },
+    /// End a pause (of this node, or with --fleet the fleet-wide one).
+    Resume {
+        /// processor, group or job.
+        scope: String,
+        /// Its name.
+        name: String,
+        /// The fleet-wide pause.
+        #[arg(long)]
+        fleet: bool,
+    },
+    /// The pauses in force: scope, name, node (or every node), who, when, why.
+    Pauses,
     /// The self-tuning policy's decisions, newest first: time, decision, cause, reason, samples.
     Decisions {
         /// At most this many (1–10000).

@@ -64,6 +64,45 @@ pub fn run(cli: &Cli) -> CliResult {
             Ok(())
         }
         Command::Decisions { limit, all_nodes } => decisions(cli, *limit, *all_nodes),
+        Command::Pause {
+            scope,
+            name,
+            fleet,
+            reason,
+        } => {
+            let mut ops = writing(cli)?;
+            let scope = crate::ops::pauses::parse_scope(scope, "scope")?;
+            let at = pause_where(&ops, *fleet);
+            let view = ops.pause(scope, name, &at, reason.as_deref())?;
+            if cli.json {
+                render::json(&view);
+            } else {
+                match &view.node {
+                    Some(node) => println!("paused {} {} on node {node}", scope.as_str(), name),
+                    None => println!("paused {} {} on every node", scope.as_str(), name),
+                }
+            }
+            Ok(())
+        }
+        Command::Resume { scope, name, fleet } => {
+            let mut ops = writing(cli)?;
+            let scope = crate::ops::pauses::parse_scope(scope, "scope")?;
+            let at = pause_where(&ops, *fleet);
+            ops.resume(scope, name, &at)?;
+            if !cli.json {
+                println!("resumed {} {}", scope.as_str(), name);
+            }
+            Ok(())
+        }
+        Command::Pauses => {
+            let rows = reading(cli)?.pauses()?;
+            if cli.json {
+                render::json(&rows);
+            } else {
+                render::pauses(&rows);
+            }
+            Ok(())
+        }
         Command::Users(cmd) => super::accounts::users(cli, cmd),
         Command::Tokens(cmd) => super::accounts::tokens(cli, cmd),
         Command::Stats {
@@ -112,6 +151,15 @@ pub(super) fn builtin_functions() -> Vec<String> {
         .names()
         .map(String::from)
         .collect()
+}
+
+/// Where `pause` and `resume` act: the whole fleet, or the caller's node.
+fn pause_where(ops: &Ops, fleet: bool) -> crate::ops::pauses::Where {
+    if fleet {
+        crate::ops::pauses::Where::Fleet
+    } else {
+        crate::ops::pauses::Where::Node(ops.caller().node.clone())
+    }
 }
 
 pub(super) fn reading(cli: &Cli) -> Result<Ops, Failure> {

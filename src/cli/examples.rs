@@ -161,6 +161,21 @@ jobvisor tokens create ops",
     ),
     ("tokens revoke", "jobvisor tokens revoke 3"),
     (
+        "pause",
+        "jobvisor pause processor main --fleet --reason \"db upgrade\"  # every node
+jobvisor --node n1 pause job device_stats  # on node n1 only",
+    ),
+    (
+        "resume",
+        "jobvisor resume processor main --fleet
+jobvisor --node n1 resume job device_stats",
+    ),
+    (
+        "pauses",
+        "jobvisor pauses                            # scope, name, node, who, when, why
+jobvisor --json pauses",
+    ),
+    (
         "decisions",
         "jobvisor decisions --limit 20
 jobvisor decisions --all-nodes",

@@ -159,6 +159,25 @@ pub fn nodes(rows: &[crate::ops::node::NodeView]) {
     table(&headers, rows);
 }
 
+/// The pauses in force.
+pub fn pauses(rows: &[crate::ops::pauses::PauseView]) {
+    let headers = ["SCOPE", "NAME", "NODE", "BY", "AT", "REASON"];
+    let rows = rows
+        .iter()
+        .map(|p| {
+            vec![
+                p.scope.as_str().into(),
+                p.name.clone(),
+                p.node.clone().unwrap_or_else(|| "(every node)".into()),
+                p.paused_by.clone(),
+                time(Some(p.paused_at)),
+                p.reason.clone().unwrap_or_default(),
+            ]
+        })
+        .collect();
+    table(&headers, rows);
+}
+
 /// A decision's readings for people: `cpu 97.1% (critical: > 97%), memory 22.9 GiB (ok: >=
 /// 200 MiB)`; rows logged before evidence had units and thresholds: `cpu 97.0 %, memory 22.9
 /// GiB`.

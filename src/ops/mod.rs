@@ -16,6 +16,7 @@ pub mod node;
 pub mod objects;
 pub mod overview;
 pub mod pages;
+pub mod pauses;
 pub mod preview;
 pub mod processors;
 pub mod rpc;

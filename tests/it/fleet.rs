@@ -13,6 +13,7 @@ crate::on_both_backends!(
     a_processor_that_names_its_node_runs_only_there_and_moves_when_edited,
     three_nodes_started_at_once_on_a_fresh_catalog_all_come_up,
     a_fast_run_waits_queued_behind_a_long_one_and_starts_on_an_idle_node,
+    a_processor_paused_fleet_wide_starts_nothing_until_resumed,
 );
 
 /// `jobvisor nodes list --json` rows by name.
@@ -319,6 +320,81 @@ fn a_fast_run_waits_queued_behind_a_long_one_and_starts_on_an_idle_node(ws: Work
         waited < std::time::Duration::from_secs(3),
         "the fast run started {waited:?} after b"
     );
+    assert_eq!(a.stop(), Some(0));
+    assert_eq!(b.stop(), Some(0));
+}
+
+/// `jobvisor pause processor io --fleet`: no node starts a run of it afterwards (running runs
+/// finish), the pause is listed with who and why, and `resume` lets both nodes start the
+/// waiting runs within a second; a pause on one node leaves the other to run everything.
+fn a_processor_paused_fleet_wide_starts_nothing_until_resumed(ws: Workspace) {
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let file = ws.write(
+        "io.conf",
+        "[processor.io]\ninstances = 2\n\n[job.work]\ntype = \"function\"\n\
+         processor = \"io\"\noverlap_policy = \"allow\"\nmax_overlap = 100\n\
+         payload = { function = \"debug.sleep\", ms = 20 }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    let a = ws.start_node("a");
+    let b = ws.start_node("b");
+    ws.queue_runs("work", 10);
+    wait_for(20.0, "the first runs", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 10).then_some(())
+    });
+    ws.ok(&[
+        "pause",
+        "processor",
+        "io",
+        "--fleet",
+        "--reason",
+        "db upgrade",
+    ]);
+    ws.queue_runs("work", 20);
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let waiting = statuses(&ws, "work");
+    assert_eq!(
+        waiting.iter().filter(|s| *s == "queued").count(),
+        20,
+        "nothing started while paused: {waiting:?}"
+    );
+    let listed = ws.ok(&["pauses"]);
+    assert!(
+        listed.contains("io") && listed.contains("every node") && listed.contains("db upgrade"),
+        "{listed}"
+    );
+    let resumed = std::time::Instant::now();
+    ws.ok(&["resume", "processor", "io", "--fleet"]);
+    let first = wait_for(10.0, "a start after the resume", || {
+        statuses(&ws, "work")
+            .iter()
+            .any(|s| s != "queued")
+            .then(|| resumed.elapsed())
+    });
+    wait_for(20.0, "the waiting runs", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 30).then_some(())
+    });
+    assert!(
+        first < std::time::Duration::from_secs(1),
+        "first start {first:?} after the resume"
+    );
+    // Paused on a only: b runs everything queued now.
+    let before = ran_on(&ws, "work");
+    ws.ok(&["--node", "a", "pause", "processor", "io"]);
+    ws.queue_runs("work", 20);
+    wait_for(20.0, "the runs on b", || {
+        (ran_on(&ws, "work").values().sum::<usize>() == 50).then_some(())
+    });
+    let after = ran_on(&ws, "work");
+    assert_eq!(
+        after.get("a"),
+        before.get("a"),
+        "a started nothing: {after:?}"
+    );
+    let out = ws.run(&["resume", "job", "work", "--fleet"]);
+    assert!(!out.status.success(), "no such pause: {}", text(&out));
+    assert!(ws.ok(&["--json", "pauses"]).contains("\"node\": \"a\""));
     assert_eq!(a.stop(), Some(0));
     assert_eq!(b.stop(), Some(0));
 }

@@ -36,6 +36,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0005_token_expiry.sql",
         sql: include_str!("../../../migrations/postgres/0005_token_expiry.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_pause.sql",
+        sql: include_str!("../../../migrations/postgres/0006_pause.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).

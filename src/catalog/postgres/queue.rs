@@ -311,11 +311,18 @@ fn claim_in(
     if attempt == Attempt::AfterUnansweredCommit && !tokens_drawn.is_empty() {
         execute(&mut tx, UNDO_CLAIM, &[&*tokens_drawn])?;
     }
+    let paused = crate::catalog::pause::paused_for_claim(&mut tx, c.processor_id, c.lease.node_id)?;
+    if paused.processor {
+        // Paused here: nothing is claimed until it is resumed (which notifies the fleet).
+        commit(tx)?;
+        return Ok(Claim::default());
+    }
     let mut claim = Claim::default();
     let mut jobs: HashMap<i64, Locked> = HashMap::new();
     let mut busy: BTreeSet<i64> = BTreeSet::new();
-    // Jobs no run of which can be claimed now (at their cap, or an object of theirs busy).
-    let mut blocked_jobs: Vec<i64> = Vec::new();
+    // Jobs no run of which can be claimed now (at their cap, or an object of theirs busy, or
+    // paused on this node).
+    let mut blocked_jobs: Vec<i64> = paused.jobs;
     let mut base_token = None;
     for pass in 0..PASSES {
         let want = limit - claim.runs.len();

@@ -1,0 +1,239 @@
+//! Pauses: an operator stops new claims of a processor, a job group or a job, on one node or
+//! on every node sharing the catalog, without editing its definition. Running runs finish;
+//! queued runs wait in the queue; resuming lets them be claimed at once (a PostgreSQL fleet is
+//! told through the queue's notification channel, SQLite nodes see the file change).
+//!
+//! Invariant: a claim reads the pauses in its own transaction ([`paused_for_claim`]), so a
+//! pause committed before a claim begins is obeyed by it on every node, on both backends.
+
+use serde::Serialize;
+
+use super::audit::audit_in;
+use super::sql::{Query, Sql};
+use super::{Catalog, CatalogError};
+
+/// What a pause applies to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum PauseScope {
+    /// Every job of a processor (its runs of any job).
+    Processor,
+    /// Every job of a job group.
+    Group,
+    /// One job.
+    Job,
+}
+
+impl PauseScope {
+    /// Its spelling in the catalog, the CLI and the API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseScope::Processor => "processor",
+            PauseScope::Group => "group",
+            PauseScope::Job => "job",
+        }
+    }
+
+    /// From its spelling.
+    pub fn parse(s: &str) -> Option<PauseScope> {
+        match s {
+            "processor" => Some(PauseScope::Processor),
+            "group" => Some(PauseScope::Group),
+            "job" => Some(PauseScope::Job),
+            _ => None,
+        }
+    }
+}
+
+/// A pause as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PauseRow {
+    /// What it applies to.
+    pub scope: PauseScope,
+    /// The processor's, group's or job's name.
+    pub target: String,
+    /// The node it holds on; `None`: every node.
+    pub node: Option<String>,
+    /// Who paused it.
+    pub paused_by: String,
+    /// When, epoch ms.
+    pub paused_at: i64,
+    /// Why, as given.
+    pub reason: Option<String>,
+}
+
+/// What a claim of a processor on a node must leave alone.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Paused {
+    /// The processor itself is paused here: claim nothing.
+    pub processor: bool,
+    /// Jobs paused here (by name or by group).
+    pub jobs: Vec<i64>,
+}
+
+// The node's own pauses and the fleet's: 0 for the processor ?1 itself, else the jobs paused
+// by name or group. Cheap while no pause exists (an empty table).
+const PAUSED_FOR_CLAIM: Query = Query::same(
+    "SELECT 0 FROM pause p
+     WHERE p.scope = 'processor'
+       AND p.target = (SELECT processor_name FROM job_processor WHERE processor_id = ?1)
+       AND (p.node_name = '' OR p.node_name = (SELECT node_name FROM node WHERE node_id = ?2))
+     UNION ALL
+     SELECT j.job_id FROM pause p JOIN job j ON j.job_name = p.target
+     WHERE p.scope = 'job'
+       AND (p.node_name = '' OR p.node_name = (SELECT node_name FROM node WHERE node_id = ?2))
+     UNION ALL
+     SELECT j.job_id FROM pause p JOIN job_group g ON g.job_group_name = p.target
+       JOIN job j ON j.job_group_id = g.job_group_id
+     WHERE p.scope = 'group'
+       AND (p.node_name = '' OR p.node_name = (SELECT node_name FROM node WHERE node_id = ?2))",
+);
+const PAUSE: Query = Query::same(
+    "INSERT INTO pause (scope, target, node_name, paused_by, paused_at, reason)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+     ON CONFLICT (scope, target, node_name) DO UPDATE SET paused_by = excluded.paused_by,
+         paused_at = excluded.paused_at, reason = excluded.reason",
+);
+const RESUME: Query =
+    Query::same("DELETE FROM pause WHERE scope = ?1 AND target = ?2 AND node_name = ?3");
+const SELECT_PAUSES: Query = Query::same(
+    "SELECT scope, target, node_name, paused_by, paused_at, reason FROM pause
+     ORDER BY scope, target, node_name",
+);
+const PROCESSOR_EXISTS: Query =
+    Query::same("SELECT 1 FROM job_processor WHERE processor_name = ?1");
+const GROUP_EXISTS: Query = Query::same("SELECT 1 FROM job_group WHERE job_group_name = ?1");
+const JOB_EXISTS: Query = Query::same("SELECT 1 FROM job WHERE job_name = ?1");
+// Idle processors of every PostgreSQL node claim again (SQLite nodes see the file change).
+const WAKE_FLEET: Query = Query::same("SELECT pg_notify('jobvisor_queue', 'resumed')");
+
+/// What a claim of `processor_id` by `node_id` must leave alone now.
+pub fn paused_for_claim(
+    mut c: impl Sql,
+    processor_id: i64,
+    node_id: i64,
+) -> Result<Paused, CatalogError> {
+    let ids = c.rows(
+        &PAUSED_FOR_CLAIM,
+        &[processor_id.into(), node_id.into()],
+        |r| r.int(0),
+    )?;
+    let mut paused = Paused::default();
+    for id in ids {
+        if id == 0 {
+            paused.processor = true;
+        } else {
+            paused.jobs.push(id);
+        }
+    }
+    Ok(paused)
+}
+
+/// Every pause, by scope, target and node.
+pub fn pauses(mut c: impl Sql) -> Result<Vec<PauseRow>, CatalogError> {
+    c.rows(&SELECT_PAUSES, &[], |r| {
+        let scope = r.text(0)?;
+        let node = r.text(2)?;
+        Ok(PauseRow {
+            scope: PauseScope::parse(&scope)
+                .ok_or_else(|| CatalogError::Corrupt(format!("pause scope `{scope}`")))?,
+            target: r.text(1)?,
+            node: (!node.is_empty()).then_some(node),
+            paused_by: r.text(3)?,
+            paused_at: r.int(4)?,
+            reason: r.opt_text(5)?,
+        })
+    })
+}
+
+/// Refuses a pause of what does not exist.
+fn check_target(c: &mut impl Sql, scope: PauseScope, target: &str) -> Result<(), CatalogError> {
+    let (q, kind) = match scope {
+        PauseScope::Processor => (&PROCESSOR_EXISTS, "processor"),
+        PauseScope::Group => (&GROUP_EXISTS, "job group"),
+        PauseScope::Job => (&JOB_EXISTS, "job"),
+    };
+    match c.row(q, &[target.into()], |r| r.int(0))? {
+        Some(_) => Ok(()),
+        None => Err(CatalogError::NotFound {
+            kind,
+            name: target.to_string(),
+        }),
+    }
+}
+
+impl Catalog {
+    /// Pauses `target` of `scope` on `node` (`None`: every node), as `actor` at `now`, with an
+    /// audit row; pausing again replaces who, when and why.
+    pub fn pause(&mut self, pause: PauseRow, now: i64) -> Result<(), CatalogError> {
+        self.writing(move |tx| {
+            check_target(tx, pause.scope, &pause.target)?;
+            let node = pause.node.clone().unwrap_or_default();
+            tx.exec(
+                &PAUSE,
+                &[
+                    pause.scope.as_str().into(),
+                    pause.target.as_str().into(),
+                    node.as_str().into(),
+                    pause.paused_by.as_str().into(),
+                    now.into(),
+                    pause.reason.clone().into(),
+                ],
+            )?;
+            let detail = serde_json::json!({
+                "scope": pause.scope.as_str(),
+                "node": pause.node,
+                "reason": pause.reason,
+            });
+            audit_in(
+                tx,
+                now,
+                &pause.paused_by,
+                "pause",
+                &pause.target,
+                Some(&detail),
+            )
+        })
+    }
+
+    /// Ends the pause of `target` of `scope` on `node` (`None`: the fleet's), as `actor` at
+    /// `now`; false when there was none.
+    pub fn resume(
+        &mut self,
+        scope: PauseScope,
+        target: &str,
+        node: Option<&str>,
+        actor: &str,
+        now: i64,
+    ) -> Result<bool, CatalogError> {
+        let (target, node, actor) = (
+            target.to_string(),
+            node.map(str::to_string),
+            actor.to_string(),
+        );
+        self.writing(move |tx| {
+            let gone = tx.exec(
+                &RESUME,
+                &[
+                    scope.as_str().into(),
+                    target.as_str().into(),
+                    node.as_deref().unwrap_or("").into(),
+                ],
+            )?;
+            if gone == 0 {
+                return Ok(false);
+            }
+            if tx.on_postgres() {
+                tx.rows(&WAKE_FLEET, &[], |_| Ok(()))?;
+            }
+            let detail = serde_json::json!({ "scope": scope.as_str(), "node": node });
+            audit_in(tx, now, &actor, "resume", &target, Some(&detail))?;
+            Ok(true)
+        })
+    }
+
+    /// Every pause.
+    pub fn pauses(&self) -> Result<Vec<PauseRow>, CatalogError> {
+        self.reading(|tx| pauses(tx))
+    }
+}
