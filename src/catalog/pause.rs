@@ -74,19 +74,18 @@ pub struct Paused {
 // The node's own pauses and the fleet's: 0 for the processor ?1 itself, else the jobs paused
 // by name or group. Cheap while no pause exists (an empty table).
 const PAUSED_FOR_CLAIM: Query = Query::same(
-    "SELECT 0 FROM pause p
+    "WITH here AS (
+        SELECT scope, target FROM pause
+        WHERE node_name = '' OR node_name = (SELECT node_name FROM node WHERE node_id = ?2))
+     SELECT 0 FROM here p
      WHERE p.scope = 'processor'
        AND p.target = (SELECT processor_name FROM job_processor WHERE processor_id = ?1)
-       AND (p.node_name = '' OR p.node_name = (SELECT node_name FROM node WHERE node_id = ?2))
      UNION ALL
-     SELECT j.job_id FROM pause p JOIN job j ON j.job_name = p.target
-     WHERE p.scope = 'job'
-       AND (p.node_name = '' OR p.node_name = (SELECT node_name FROM node WHERE node_id = ?2))
+     SELECT j.job_id FROM here p JOIN job j ON j.job_name = p.target WHERE p.scope = 'job'
      UNION ALL
-     SELECT j.job_id FROM pause p JOIN job_group g ON g.job_group_name = p.target
+     SELECT j.job_id FROM here p JOIN job_group g ON g.job_group_name = p.target
        JOIN job j ON j.job_group_id = g.job_group_id
-     WHERE p.scope = 'group'
-       AND (p.node_name = '' OR p.node_name = (SELECT node_name FROM node WHERE node_id = ?2))",
+     WHERE p.scope = 'group'",
 );
 const PAUSE: Query = Query::same(
     "INSERT INTO pause (scope, target, node_name, paused_by, paused_at, reason)
@@ -104,8 +103,8 @@ const PROCESSOR_EXISTS: Query =
     Query::same("SELECT 1 FROM job_processor WHERE processor_name = ?1");
 const GROUP_EXISTS: Query = Query::same("SELECT 1 FROM job_group WHERE job_group_name = ?1");
 const JOB_EXISTS: Query = Query::same("SELECT 1 FROM job WHERE job_name = ?1");
-// Idle processors of every PostgreSQL node claim again (SQLite nodes see the file change).
-const WAKE_FLEET: Query = Query::same("SELECT pg_notify('jobvisor_queue', 'resumed')");
+// Idle processors of every PostgreSQL node claim again; SQLite nodes see the file change.
+const WAKE_FLEET: Query = Query::each("SELECT 0", "SELECT pg_notify('jobvisor_queue', 'resumed')");
 
 /// What a claim of `processor_id` by `node_id` must leave alone now.
 pub fn paused_for_claim(
@@ -163,9 +162,9 @@ fn check_target(c: &mut impl Sql, scope: PauseScope, target: &str) -> Result<(),
 }
 
 impl Catalog {
-    /// Pauses `target` of `scope` on `node` (`None`: every node), as `actor` at `now`, with an
-    /// audit row; pausing again replaces who, when and why.
-    pub fn pause(&mut self, pause: PauseRow, now: i64) -> Result<(), CatalogError> {
+    /// Records `pause` (its target must exist), with an audit row at its time naming who
+    /// paused; pausing again replaces who, when and why.
+    pub fn pause(&mut self, pause: PauseRow) -> Result<(), CatalogError> {
         self.writing(move |tx| {
             check_target(tx, pause.scope, &pause.target)?;
             let node = pause.node.clone().unwrap_or_default();
@@ -176,7 +175,7 @@ impl Catalog {
                     pause.target.as_str().into(),
                     node.as_str().into(),
                     pause.paused_by.as_str().into(),
-                    now.into(),
+                    pause.paused_at.into(),
                     pause.reason.clone().into(),
                 ],
             )?;
@@ -187,7 +186,7 @@ impl Catalog {
             });
             audit_in(
                 tx,
-                now,
+                pause.paused_at,
                 &pause.paused_by,
                 "pause",
                 &pause.target,
@@ -223,9 +222,7 @@ impl Catalog {
             if gone == 0 {
                 return Ok(false);
             }
-            if tx.on_postgres() {
-                tx.rows(&WAKE_FLEET, &[], |_| Ok(()))?;
-            }
+            tx.rows(&WAKE_FLEET, &[], |_| Ok(()))?;
             let detail = serde_json::json!({ "scope": scope.as_str(), "node": node });
             audit_in(tx, now, &actor, "resume", &target, Some(&detail))?;
             Ok(true)

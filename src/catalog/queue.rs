@@ -320,7 +320,7 @@ const SELECT_CANDIDATES: &str = candidates!("job_run r INDEXED BY job_run_queue_
 // The candidates among the first `PAST_BLOCKED` due runs of the queue that are not runs of the
 // jobs in ?5 (a JSON array), found by their ids (`NOT INDEXED`: not by a scan of the queue
 // index checking each entry) and sorted.
-const SELECT_PAST_BLOCKED: &str = candidates!(
+pub(super) const SELECT_PAST_BLOCKED: &str = candidates!(
     "job_run r NOT INDEXED",
     " AND r.run_id IN (
         SELECT run_id FROM (
@@ -330,7 +330,7 @@ const SELECT_PAST_BLOCKED: &str = candidates!(
         WHERE job_id NOT IN (SELECT value FROM json_each(?5)))"
 );
 /// How many candidates a claim's scan of the queue passes over (runs of jobs it cannot take)
-/// before it reaches the rest by job.
+/// before it looks past them through the queue index ([`SELECT_PAST_BLOCKED`]).
 const PASS_OVER: usize = 64;
 const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
     j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
@@ -371,9 +371,8 @@ pub fn mark_started(conn: &Connection, starts: &[RunStart]) -> Result<usize, Cat
 const MARK_JOB_BEGIN: &str =
     "UPDATE job SET in_progress = in_progress + ?2, last_date_begin = ?3 WHERE job_id = ?1";
 // The queue index orders by priority before run_after: `min(run_after)` over the processor's
-// queued runs read every entry, a scan of the backlog per claim (a `forbid` job's 30,000 runs
-// drained at a third of the rate of its 5,000, issue 27). Instead, one seek per priority
-// present: the next priority down, then its first run not yet due.
+// queued runs would read every entry, a scan of the backlog per claim. Instead, one seek per
+// priority present: the next priority down, then its first run not yet due.
 const NEXT_DUE: &str = "WITH RECURSIVE level(priority) AS (
         SELECT max(priority) FROM job_run WHERE status = 'queued' AND processor_id = ?1
         UNION ALL
@@ -418,10 +417,6 @@ pub(crate) fn candidate_reprepares(conn: &Connection) -> Result<i32, CatalogErro
         .prepare_cached(SELECT_CANDIDATES)?
         .get_status(rusqlite::StatementStatus::RePrepare))
 }
-
-/// The statement a claim looks past blocked jobs with (tests: its window is `PAST_BLOCKED`).
-#[cfg(test)]
-pub(crate) const SELECT_PAST_BLOCKED_TEXT: &str = SELECT_PAST_BLOCKED;
 
 /// The virtual machine steps a claim's statements have taken on `conn` so far (tests: a claim's
 /// cost must not grow with the queue behind it).

@@ -826,7 +826,7 @@ payload = { function = "f" }
         assert_eq!(runs, [("free".to_string(), 1)]);
         assert!(far <= near + near / 5, "steps: {near} and {far}");
         assert!(
-            queue::SELECT_PAST_BLOCKED_TEXT.contains(&format!("LIMIT {window})")),
+            queue::SELECT_PAST_BLOCKED.contains(&format!("LIMIT {window})")),
             "the statement's window is PAST_BLOCKED"
         );
     }
@@ -870,15 +870,24 @@ payload = { function = "f" }
         };
         assert_eq!(claimed(&mut catalog, 1), ["free", "low"]);
         catalog
-            .pause(pause(PauseScope::Job, "free", None), 10)
+            .pause(PauseRow {
+                paused_at: 10,
+                ..pause(PauseScope::Job, "free", None)
+            })
             .unwrap();
         assert_eq!(claimed(&mut catalog, 10), ["low"], "past 100 paused runs");
         catalog
-            .pause(pause(PauseScope::Processor, "p", Some("other")), 11)
+            .pause(PauseRow {
+                paused_at: 11,
+                ..pause(PauseScope::Processor, "p", Some("other"))
+            })
             .unwrap();
         assert_eq!(claimed(&mut catalog, 20), ["low"], "another node's pause");
         catalog
-            .pause(pause(PauseScope::Processor, "p", Some("n")), 12)
+            .pause(PauseRow {
+                paused_at: 12,
+                ..pause(PauseScope::Processor, "p", Some("n"))
+            })
             .unwrap();
         assert!(
             claimed(&mut catalog, 30).is_empty(),
@@ -908,7 +917,10 @@ payload = { function = "f" }
                 ..pause(PauseScope::Processor, "p", Some("other"))
             }]
         );
-        let missing = catalog.pause(pause(PauseScope::Group, "nope", None), 16);
+        let missing = catalog.pause(PauseRow {
+            paused_at: 16,
+            ..pause(PauseScope::Group, "nope", None)
+        });
         assert!(
             matches!(
                 missing,

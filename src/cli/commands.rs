@@ -72,7 +72,7 @@ pub fn run(cli: &Cli) -> CliResult {
         } => {
             let mut ops = writing(cli)?;
             let scope = crate::ops::pauses::parse_scope(scope, "scope")?;
-            let at = pause_where(&ops, *fleet);
+            let at = ops.pause_where(*fleet);
             let view = ops.pause(scope, name, &at, reason.as_deref())?;
             if cli.json {
                 render::json(&view);
@@ -87,7 +87,7 @@ pub fn run(cli: &Cli) -> CliResult {
         Command::Resume { scope, name, fleet } => {
             let mut ops = writing(cli)?;
             let scope = crate::ops::pauses::parse_scope(scope, "scope")?;
-            let at = pause_where(&ops, *fleet);
+            let at = ops.pause_where(*fleet);
             ops.resume(scope, name, &at)?;
             if !cli.json {
                 println!("resumed {} {}", scope.as_str(), name);
@@ -151,15 +151,6 @@ pub(super) fn builtin_functions() -> Vec<String> {
         .names()
         .map(String::from)
         .collect()
-}
-
-/// Where `pause` and `resume` act: the whole fleet, or the caller's node.
-fn pause_where(ops: &Ops, fleet: bool) -> crate::ops::pauses::Where {
-    if fleet {
-        crate::ops::pauses::Where::Fleet
-    } else {
-        crate::ops::pauses::Where::Node(ops.caller().node.clone())
-    }
 }
 
 pub(super) fn reading(cli: &Cli) -> Result<Ops, Failure> {

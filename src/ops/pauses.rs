@@ -68,6 +68,15 @@ pub fn parse_scope(s: &str, field: &str) -> Result<PauseScope, OpError> {
 const MAX_REASON: usize = 1000;
 
 impl Ops {
+    /// Where a pause or resume acts: every node with `fleet`, else the caller's node.
+    pub fn pause_where(&self, fleet: bool) -> Where {
+        if fleet {
+            Where::Fleet
+        } else {
+            Where::Node(self.caller().node.clone())
+        }
+    }
+
     /// Pauses `name` of `scope` where `at` says, with `reason`; pausing again replaces who,
     /// when and why. Nothing new of it is claimed from the next claim on.
     pub fn pause(
@@ -91,9 +100,8 @@ impl Ops {
             paused_at: crate::catalog::now_ms(),
             reason: reason.map(str::to_string),
         };
-        let now = row.paused_at;
         self.catalog
-            .pause(row.clone(), now)
+            .pause(row.clone())
             .map_err(self.within(format!("pausing {} `{name}`", scope.as_str())))?;
         Ok(row.into())
     }

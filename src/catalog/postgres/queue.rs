@@ -58,7 +58,7 @@ macro_rules! candidates {
 const SELECT_CANDIDATES: &str = concat!(candidates!(columns), candidates!(rule));
 // A later pass: SELECT_CANDIDATES among the first $7 due runs of the queue only. Passing over
 // the runs of the jobs blocked ($6) row by row read a `forbid` job's whole backlog at every
-// claim, its drain slowing as the backlog grew (issue 27); now a claim reads at most
+// claim, its drain slowing as the backlog grew; now a claim reads at most
 // [`PAST_BLOCKED`] of them, whatever the backlog.
 const SELECT_PAST_BLOCKED: &str = concat!(
     candidates!(columns),
@@ -126,7 +126,7 @@ const UNMARK: &str = "UPDATE job_run SET status = 'queued', node_id = NULL, clai
 /// ids as a few rows, and MARK_RUNNING and FINISH_SUCCEEDED match no partial index.
 const GENERIC_PLANS: &str = "SET LOCAL plan_cache_mode = force_generic_plan";
 // One index seek per priority present, not a read of every queued run: the queue index orders
-// by priority before run_after (as `catalog::queue`'s, issue 27).
+// by priority before run_after (as `catalog::queue`'s).
 const NEXT_DUE: &str = "WITH RECURSIVE level(priority) AS (
         SELECT max(priority) FROM job_run WHERE status = 'queued' AND processor_id = $1
         UNION ALL
