@@ -1224,7 +1224,11 @@ fn regression_an_import_describes_only_the_entries_its_audit_row_keeps() {
     let n = 6 * AUDIT_MAX_ENTRIES;
     for i in 0..n {
         let mut job = crate::jobconf::JobDef::new(JobType::Function, "main");
-        job.payload.insert("function".into(), "debug.noop".into());
+        job.payload = serde_json::json!({"function": "debug.noop"})
+            .as_object()
+            .unwrap()
+            .clone()
+            .into();
         job.priority = i as i64;
         file.jobs.insert(format!("job{i:05}"), job);
     }

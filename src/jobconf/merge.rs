@@ -8,14 +8,14 @@
 //!
 //! Invariant: pure (no database, no clock); `merge(before, file, None)` is a plain replace.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
 use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Section, toml_format};
 
 /// The fields each entry of a file names: `(section, entry) → field names`.
-pub type Named = BTreeMap<(Section, String), BTreeSet<&'static str>>;
+pub type Named = HashMap<(Section, String), toml_format::EntrySpans>;
 
 const SCHEDULE_FIELDS: [&str; 8] = [
     "run_always",
@@ -53,10 +53,10 @@ pub struct EntryChange {
 }
 
 /// The fields an entry names; `None` when every field counts as named (no `Named` given).
-fn names_of(n: Option<&Named>, section: Section, name: &str) -> Option<BTreeSet<&'static str>> {
+fn names_of(n: Option<&Named>, section: Section, name: &str) -> Option<Vec<&'static str>> {
     n.map(|n| {
         n.get(&(section, name.to_string()))
-            .cloned()
+            .map(|e| e.names().collect())
             .unwrap_or_default()
     })
 }
@@ -64,11 +64,11 @@ fn names_of(n: Option<&Named>, section: Section, name: &str) -> Option<BTreeSet<
 /// Copies into `new` every field of `old` that `named` does not name.
 macro_rules! keep_unnamed {
     ($named:expr, $new:expr, $old:expr, [$($field:literal => $($path:ident).+),+ $(,)?]) => {
-        $(if !$named.contains($field) { $new.$($path).+ = $old.$($path).+.clone(); })+
+        $(if !$named.contains(&$field) { $new.$($path).+ = $old.$($path).+.clone(); })+
     };
 }
 
-fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &BTreeSet<&'static str>) {
+fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &[&'static str]) {
     keep_unnamed!(named, new, old, [
         "instances" => instances, "max_instances" => max_instances, "nodes" => nodes,
         "ip_address" => ip_address, "port" => port, "rpc_user" => rpc_user,
@@ -76,7 +76,7 @@ fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &BTreeSet<
     ]);
 }
 
-fn merge_object(old: &ObjectDef, new: &mut ObjectDef, named: &BTreeSet<&'static str>) {
+fn merge_object(old: &ObjectDef, new: &mut ObjectDef, named: &[&'static str]) {
     keep_unnamed!(named, new, old, [
         "object_type" => object_type, "conn_string" => conn_string, "key_field" => key_field,
         "name_field" => name_field, "id_length" => id_length, "search_prefix" => search_prefix,
@@ -85,13 +85,13 @@ fn merge_object(old: &ObjectDef, new: &mut ObjectDef, named: &BTreeSet<&'static 
     ]);
 }
 
-fn merge_group(old: &GroupDef, new: &mut GroupDef, named: &BTreeSet<&'static str>) {
+fn merge_group(old: &GroupDef, new: &mut GroupDef, named: &[&'static str]) {
     keep_unnamed!(named, new, old, [
         "maintenance" => maintenance, "description" => description, "enabled" => enabled,
     ]);
 }
 
-fn merge_job(old: &JobDef, new: &mut JobDef, named: &BTreeSet<&'static str>) {
+fn merge_job(old: &JobDef, new: &mut JobDef, named: &[&'static str]) {
     keep_unnamed!(named, new, old, [
         "type" => job_type, "processor" => processor, "group" => group, "payload" => payload,
         "description" => description, "priority" => priority, "timeout" => timeout,
@@ -101,7 +101,7 @@ fn merge_job(old: &JobDef, new: &mut JobDef, named: &BTreeSet<&'static str>) {
         "backoff_base" => backoff_base, "backoff_max" => backoff_max, "objects" => objects,
         "enabled" => enabled, "required" => required,
     ]);
-    if !SCHEDULE_FIELDS.iter().any(|f| named.contains(*f)) {
+    if !SCHEDULE_FIELDS.iter().any(|f| named.contains(f)) {
         new.schedule = old.schedule.clone();
     }
 }

@@ -273,7 +273,7 @@ impl Mapper {
                 ),
             }
         }
-        job.payload = map;
+        job.payload = map.into();
     }
 
     fn option(&mut self, path: &str, key: &str, v: &Json, job: &mut JobDef) {

@@ -7,19 +7,19 @@
 
 pub mod merge;
 pub mod millix;
+mod payload;
 pub mod secret;
 pub mod toml_format;
 mod validate;
 pub mod workflow;
 
+pub use payload::Payload;
 pub use validate::{
     OPEN_PARAMS, URL_KEYS, fixed_payload_keys, open_params, run_params_problem, validate,
     validate_in, validate_over,
 };
 
 use std::collections::BTreeMap;
-
-use serde_json::{Map as JsonMap, Value as Json};
 
 use crate::config::NodeConfig;
 use crate::diag::Diagnostic;
@@ -272,7 +272,7 @@ pub struct JobDef {
     /// The group (by name), if any.
     pub group: Option<String>,
     /// The executor's instructions (function name, URL, argv, SQL, steps…), a JSON object.
-    pub payload: JsonMap<String, Json>,
+    pub payload: Payload,
     /// Free text.
     pub description: Option<String>,
     /// Larger is more important.
@@ -326,7 +326,7 @@ impl JobDef {
             job_type,
             processor: processor.into(),
             group: None,
-            payload: JsonMap::new(),
+            payload: Payload::default(),
             description: None,
             priority: 0,
             timeout: 0,

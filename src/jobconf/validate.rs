@@ -368,7 +368,7 @@ fn validate_job(p: &mut Problems, file: Layered<'_>, name: &str, job: &JobDef) {
 }
 
 fn validate_payload(p: &mut Problems, file: Layered<'_>, name: &str, job: &JobDef) {
-    let pay = &job.payload;
+    let pay = &job.payload.map();
     let mut need_str = |key: &str| -> Option<String> {
         match pay.get(key) {
             Some(Json::String(v)) if !v.trim().is_empty() => Some(v.clone()),
@@ -675,7 +675,7 @@ fn nested_cycle(file: Layered<'_>, start: &str) -> Option<Vec<String>> {
         if def.job_type != JobType::Workflow {
             return Vec::new();
         }
-        workflow::WorkflowSpec::parse(&def.payload)
+        workflow::WorkflowSpec::parse(&def.payload.map())
             .map(|spec| {
                 spec.steps
                     .iter()

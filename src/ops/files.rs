@@ -34,7 +34,7 @@ pub struct Parsed {
     source: Arc<(String, Format)>,
     /// The fields each entry names (TOML); `None` when every field counts (millix rows carry
     /// them all).
-    pub named: Option<Named>,
+    pub named: Option<Arc<Named>>,
     /// What a millix file holds that cannot be mapped.
     pub unmapped: Vec<Diagnostic>,
 }
@@ -80,7 +80,7 @@ fn parse_owned(name: &str, text: String, format: Format, scope: Scope) -> Result
                 name,
                 file: Arc::new(file),
                 source: Arc::new((text, format)),
-                named: Some(named),
+                named: Some(Arc::new(named)),
                 unmapped: Vec::new(),
             })
         }
@@ -122,8 +122,8 @@ pub fn function_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Wa
         .iter()
         .filter(|(_, j)| j.job_type == JobType::Function && !remote(j))
         .filter_map(|(name, j)| {
-            let function = j.payload.get("function")?.as_str()?;
-            (!known.contains(function)).then(|| Warning {
+            let function = j.payload.get_str("function")?;
+            (!known.contains(&function)).then(|| Warning {
                 subject: format!("job `{name}`"),
                 field: "payload.function".into(),
                 reason: format!(
@@ -142,8 +142,8 @@ pub fn executor_warnings(file: &CatalogFile, known: &BTreeSet<String>) -> Vec<Wa
         .iter()
         .filter(|(_, j)| j.job_type == JobType::Custom)
         .filter_map(|(name, j)| {
-            let executor = j.payload.get("executor")?.as_str()?;
-            (!known.contains(executor)).then(|| Warning {
+            let executor = j.payload.get_str("executor")?;
+            (!known.contains(&executor)).then(|| Warning {
                 subject: format!("job `{name}`"),
                 field: "payload.executor".into(),
                 reason: format!(
@@ -188,8 +188,8 @@ impl Ops {
                 let kept = keep_redacted_secrets(before, &parsed_file);
                 let file = kept.as_ref().unwrap_or(&*parsed_file);
                 let entries =
-                    if kept.is_some() || merge::changes_anything(before, file, named.as_ref()) {
-                        Arc::new(merge::merge(before, file, named.as_ref()))
+                    if kept.is_some() || merge::changes_anything(before, file, named.as_deref()) {
+                        Arc::new(merge::merge(before, file, named.as_deref()))
                     } else {
                         Arc::clone(&parsed_file)
                     };

@@ -161,7 +161,7 @@ fn job_view(j: &JobRecord, activation: ActivationView) -> JobView {
         backoff_base_ms: d.backoff_base,
         backoff_max_ms: d.backoff_max,
         objects: d.objects.clone(),
-        payload: d.payload.clone(),
+        payload: d.payload.map(),
         description: d.description.clone(),
         activation,
         backoff: None,
@@ -258,7 +258,9 @@ impl JobPatch {
         set(&mut job.job_type, &self.job_type);
         set(&mut job.processor, &self.processor);
         set(&mut job.group, &self.group);
-        set(&mut job.payload, &self.payload);
+        if let Some(payload) = &self.payload {
+            job.payload = payload.clone().into();
+        }
         if self.description.is_some() {
             job.description = self.description.clone();
         }

@@ -107,7 +107,7 @@ impl Fields {
             group: def.group.clone().unwrap_or_default(),
             priority: def.priority.to_string(),
             description: def.description.clone().unwrap_or_default(),
-            payload: serde_json::to_string_pretty(&def.payload).unwrap_or_default(),
+            payload: serde_json::to_string_pretty(&def.payload.json()).unwrap_or_default(),
             run_always: sch.run_always,
             run_delay: if sch.run_always {
                 sch.run_delay.to_string()

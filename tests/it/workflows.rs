@@ -103,7 +103,7 @@ fn tree_rows(db: &TestDb) -> Vec<StepRun> {
 fn mail_edges() -> Vec<(String, String)> {
     let file = toml_format::parse(MAIL_CONF).unwrap();
     let spec =
-        jobvisor::jobconf::workflow::WorkflowSpec::parse(&file.jobs["mail"].payload).unwrap();
+        jobvisor::jobconf::workflow::WorkflowSpec::parse(&file.jobs["mail"].payload.map()).unwrap();
     spec.steps
         .iter()
         .flat_map(|s| s.after.iter().map(|a| (a.clone(), s.name.clone())))
