@@ -20,6 +20,7 @@ mod listing;
 mod metrics;
 mod node;
 pub mod openapi;
+mod pauses;
 mod rpc;
 pub mod rules;
 mod runs;
@@ -133,6 +134,7 @@ pub fn routes(cfg: &mut ServiceConfig) {
     node::routes(cfg);
     jobs::routes(cfg);
     runs::routes(cfg);
+    pauses::routes(cfg);
     listing::routes(cfg);
     metrics::routes(cfg);
     rpc::routes(cfg);

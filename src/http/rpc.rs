@@ -49,6 +49,9 @@ const COMMANDS: &[(&str, Role)] = &[
     ("node.status", Role::Viewer),
     ("node.pause", Role::Operator),
     ("node.resume", Role::Operator),
+    ("pause.list", Role::Viewer),
+    ("pause.add", Role::Operator),
+    ("pause.remove", Role::Operator),
     ("rpc.methods", Role::Viewer),
 ];
 
@@ -250,6 +253,18 @@ async fn command(
         "node.pause" | "node.resume" => {
             let paused = method == "node.pause";
             value(&super::node::pause_node(state, who, paused).await?)
+        }
+        "pause.list" => value(&state.read(|ops| ops.pauses()).await?),
+        "pause.add" => {
+            let body = serde_json::from_value(p.clone())
+                .map_err(|e| ApiError::invalid("params", e.to_string()))?;
+            value(&super::pauses::pause(state, who, body).await?)
+        }
+        "pause.remove" => {
+            let (scope, name) = (string_param(&p, "scope")?, string_param(&p, "name")?);
+            let fleet = p.get("fleet").and_then(Json::as_bool).unwrap_or(false);
+            super::pauses::resume(state, who, &scope, name.clone(), fleet).await?;
+            json!({ "scope": scope, "name": name, "resumed": true })
         }
         "rpc.methods" => {
             let functions = state.read(|ops| Ok(ops.functions())).await?;

@@ -14,6 +14,7 @@ crate::on_both_backends!(
     processors_objects_groups_nodes_decisions_stats_and_the_catalog_are_served,
     without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled,
     host_names_outside_the_allowlist_are_refused,
+    a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed,
 );
 
 /// A node on a fresh catalog with only the test's jobs active, and its admin token.
@@ -808,4 +809,119 @@ fn a_non_loopback_bind_is_refused_until_the_catalog_has_a_user() {
     let _ = child.kill();
     let _ = child.wait();
     assert!(started, "with a user the node serves on a wide address");
+}
+
+/// Pause and resume through the API and JSON-RPC as through the CLI: a paused job's runs wait
+/// `queued`, the pause is listed with who and why, viewers may read but not pause, a bad scope
+/// is a 422 naming the field, and a resume lets the waiting run start.
+fn a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed(ws: Workspace) {
+    let (ws, node, t) = node(ws);
+    let base = node.api.as_str();
+    ws.ok(&[
+        "jobs",
+        "add",
+        "echo",
+        "--type",
+        "function",
+        "--processor",
+        "main",
+        "--payload",
+        r#"{"function":"debug.noop"}"#,
+    ]);
+    let viewer = token_for(&ws, "vera", "viewer");
+    let pause = json!({"scope": "job", "name": "echo", "reason": "maintenance"});
+    let refused = api(base, Some(&viewer), "POST", "/api/v1/pauses", Some(&pause));
+    assert_eq!(refused.status, 403, "{}", refused.body);
+    let bad = api(
+        base,
+        Some(&t),
+        "POST",
+        "/api/v1/pauses",
+        Some(&json!({"scope": "queue", "name": "echo"})),
+    );
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert_eq!(bad.json()["field"], "scope", "{}", bad.body);
+    let missing = api(
+        base,
+        Some(&t),
+        "POST",
+        "/api/v1/pauses",
+        Some(&json!({"scope": "job", "name": "nope"})),
+    );
+    assert_eq!(missing.status, 404, "{}", missing.body);
+
+    let paused = ok(
+        api(base, Some(&t), "POST", "/api/v1/pauses", Some(&pause)),
+        201,
+    );
+    assert_eq!(
+        (&paused["scope"], &paused["name"], &paused["node"]),
+        (&json!("job"), &json!("echo"), &json!("n1"))
+    );
+    assert_eq!(paused["paused_by"], "admin", "{paused}");
+    let queued = ok(
+        api(base, Some(&t), "POST", "/api/v1/jobs/echo/runs", None),
+        201,
+    );
+    let id = queued["run_ids"][0].as_i64().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let run = ok(
+        api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None),
+        200,
+    );
+    assert_eq!(run["status"], "queued", "{run}");
+    let listed = ok(api(base, Some(&viewer), "GET", "/api/v1/pauses", None), 200);
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    assert_eq!(listed[0]["reason"], "maintenance", "{listed}");
+
+    // JSON-RPC sees the same pause and may end it; a second resume finds none.
+    let rpc = |token: &str, method: &str, params: Value| {
+        let body = json!({"jsonrpc": "2.0", "method": method, "params": params, "id": 1});
+        api(base, Some(token), "POST", "/rpc", Some(&body)).json()
+    };
+    let listed = rpc(&viewer, "pause.list", json!({}));
+    assert_eq!(listed["result"][0]["name"], "echo", "{listed}");
+    let refused = rpc(
+        &viewer,
+        "pause.remove",
+        json!({"scope": "job", "name": "echo"}),
+    );
+    assert!(refused["error"].is_object(), "{refused}");
+    let resumed = rpc(&t, "pause.remove", json!({"scope": "job", "name": "echo"}));
+    assert_eq!(resumed["result"]["resumed"], true, "{resumed}");
+    wait_for(10.0, "the waiting run to start after the resume", || {
+        let run = api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None).json();
+        (run["status"] == "succeeded").then_some(())
+    });
+    let gone = api(base, Some(&t), "DELETE", "/api/v1/pauses/job/echo", None);
+    assert_eq!(gone.status, 404, "{}", gone.body);
+
+    // Fleet-wide through JSON-RPC, ended through the API.
+    let fleet = rpc(
+        &t,
+        "pause.add",
+        json!({"scope": "processor", "name": "main", "fleet": true}),
+    );
+    assert!(fleet["result"]["node"].is_null(), "{fleet}");
+    let this_node_only = api(
+        base,
+        Some(&t),
+        "DELETE",
+        "/api/v1/pauses/processor/main",
+        None,
+    );
+    assert_eq!(this_node_only.status, 404, "{}", this_node_only.body);
+    ok(
+        api(
+            base,
+            Some(&t),
+            "DELETE",
+            "/api/v1/pauses/processor/main?fleet=true",
+            None,
+        ),
+        204,
+    );
+    let none = ok(api(base, Some(&t), "GET", "/api/v1/pauses", None), 200);
+    assert_eq!(none, json!([]));
+    assert_eq!(node.stop(), Some(0));
 }
