@@ -14,6 +14,7 @@ crate::on_both_backends!(
     three_nodes_started_at_once_on_a_fresh_catalog_all_come_up,
     a_fast_run_waits_queued_behind_a_long_one_and_starts_on_an_idle_node,
     a_processor_paused_fleet_wide_starts_nothing_until_resumed,
+    a_claimed_run_not_started_within_its_lease_returns_to_the_queue,
 );
 
 /// `jobvisor nodes list --json` rows by name.
@@ -397,4 +398,68 @@ fn a_processor_paused_fleet_wide_starts_nothing_until_resumed(ws: Workspace) {
     assert!(ws.ok(&["--json", "pauses"]).contains("\"node\": \"a\""));
     assert_eq!(a.stop(), Some(0));
     assert_eq!(b.stop(), Some(0));
+}
+
+/// A node claims a little ahead of its free instances when its runs are short; a run it claimed
+/// that then waits behind a long one is not held past its claim's lease (the node's TTL): it
+/// returns to the queue (where any node may take it) and is never shown `claimed` for longer.
+fn a_claimed_run_not_started_within_its_lease_returns_to_the_queue(ws: Workspace) {
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    ws.set_node_env("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "200");
+    ws.set_node_env("JOBVISOR__NODE__LEASE_TTL", "800");
+    let file = ws.write(
+        "lease.conf",
+        "[processor.one]\ninstances = 1\n\n\
+         [job.slow]\ntype = \"function\"\nprocessor = \"one\"\npriority = 90\n\
+         payload = { function = \"debug.sleep\", ms = 5000 }\n\n\
+         [job.fast]\ntype = \"function\"\nprocessor = \"one\"\npriority = 10\n\
+         overlap_policy = \"allow\"\nmax_overlap = 100\n\
+         payload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    let a = ws.start_node("a");
+    // Short runs measured: the processor claims ahead of its free instance.
+    ws.queue_runs("fast", 100);
+    wait_for(20.0, "the measured runs", || {
+        (ran_on(&ws, "fast").values().sum::<usize>() == 100).then_some(())
+    });
+    // One claim takes the slow run (first by priority) and fast ones behind it.
+    ws.ok(&["--node", "a", "pause", "processor", "one"]);
+    ws.queue_runs("slow", 1);
+    ws.queue_runs("fast", 5);
+    ws.ok(&["--node", "a", "resume", "processor", "one"]);
+    wait_for(5.0, "fast runs claimed behind the slow one", || {
+        let s = statuses(&ws, "fast");
+        (s.iter().any(|s| s == "claimed")).then_some(())
+    });
+    wait_for(5.0, "the slow run to start", || {
+        (statuses(&ws, "slow") == ["running"]).then_some(())
+    });
+    // Past the lease (800 ms, looked at every 200 ms), while the slow run goes on.
+    std::thread::sleep(std::time::Duration::from_millis(2000));
+    assert_eq!(
+        statuses(&ws, "slow"),
+        ["running"],
+        "the slow run still runs"
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let held = ws.catalog().count(&format!(
+        "SELECT count(*) FROM job_run r JOIN job j ON j.job_id = r.job_id \
+         WHERE j.job_name = 'fast' AND r.status = 'claimed' AND r.claimed_at < {}",
+        now - 1300
+    ));
+    assert_eq!(held, 0, "no run held claimed past its lease");
+    let log = std::fs::read_to_string(ws.log_path("a")).unwrap();
+    assert!(
+        log.contains("returned claimed runs not started within their claim's lease"),
+        "{log}"
+    );
+    wait_for(20.0, "every fast run after the slow one", || {
+        (ran_on(&ws, "fast").values().sum::<usize>() == 105).then_some(())
+    });
+    assert_eq!(a.stop(), Some(0));
 }

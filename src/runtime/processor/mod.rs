@@ -546,6 +546,32 @@ impl Processor {
         self.unrecorded.push((run, completion));
     }
 
+    /// Returns to the queue every claimed run not started within its claim's lease (the
+    /// node's lease TTL): a run that waits behind a longer one than its processor measured is
+    /// not held from the other nodes, nor shown `claimed` for longer than a lease.
+    fn return_stale_claims(&mut self, ctx: &mut Context<Self>) {
+        if self.draining || self.fenced || self.local.is_empty() {
+            return;
+        }
+        // Until it starts, a claimed run's `started_at` is its claim's time.
+        let since = self.now() - self.cfg.lease_ms;
+        let (stale, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.local)
+            .into_iter()
+            .partition(|run| run.started_at < since);
+        self.local = kept;
+        if stale.is_empty() {
+            return;
+        }
+        let n = stale.len();
+        for run in stale {
+            self.end_unstarted(run, Outcome::Interrupted);
+        }
+        self.sizer.handle_short_claim();
+        crate::metrics::given_back(n);
+        tracing::info!(processor = %self.cfg.name, runs = n, lease_ms = self.cfg.lease_ms, "returned claimed runs not started within their claim's lease to the queue");
+        self.flush(ctx);
+    }
+
     /// Wakes at `at` (epoch ms) to claim a run that becomes due then.
     fn arm(&mut self, at: i64, ctx: &mut Context<Self>) {
         if let Some(h) = self.timer.take() {
@@ -563,6 +589,10 @@ impl Actor for Processor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        // A claimed run waits in `local` only while its claim's lease lasts (see
+        // `return_stale_claims`); looked at four times a lease.
+        let every = Duration::from_millis((self.cfg.lease_ms / 4).max(50) as u64);
+        ctx.run_interval(every, |act, ctx| act.return_stale_claims(ctx));
         if self.restarts == 0 {
             tracing::info!(processor = %self.cfg.name, instances = self.cfg.instances, "processor started");
             self.pump(ctx);
