@@ -52,8 +52,13 @@ impl ClaimSizer {
 
     /// With a fixed prefetch (a processor's `prefetch`), or the measured one (`None`).
     pub fn with_prefetch(mut self, prefetch: Option<usize>) -> Self {
-        self.fixed_prefetch = prefetch;
+        self.set_prefetch(prefetch);
         self
+    }
+
+    /// Fixes the prefetch (a processor's `prefetch`), or lets it follow the measure (`None`).
+    pub fn set_prefetch(&mut self, prefetch: Option<usize>) {
+        self.fixed_prefetch = prefetch;
     }
 
     /// The current batch size.

@@ -126,10 +126,11 @@ fn group_values(name: &str, g: &GroupDef) -> [Val; 4] {
 
 pub(super) const UPSERT_PROCESSOR: &str = "INSERT INTO job_processor
     (processor_name, instances, max_instances, ip_address, port, rpc_user, rpc_password, status,
-     nodes)
-    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
+     nodes, prefetch)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)
     ON CONFLICT (processor_name) DO UPDATE SET
         instances = excluded.instances, max_instances = excluded.max_instances,
+        prefetch = excluded.prefetch,
         ip_address = excluded.ip_address, port = excluded.port, rpc_user = excluded.rpc_user,
         rpc_password = excluded.rpc_password, status = excluded.status, nodes = excluded.nodes";
 
@@ -151,6 +152,7 @@ pub(super) fn upsert_processor(
             Val::Flag(p.enabled),
             // Any node: NULL, so that the runtime's filter is one test on most catalogs.
             Val::Text((!p.nodes.is_empty()).then(|| Json::from(p.nodes.clone()).to_string())),
+            Val::Int(p.prefetch),
         ],
     )?;
     Ok(())
@@ -281,7 +283,7 @@ pub(super) fn upsert_job(tx: &mut impl Sql, name: &str, j: &JobDef) -> Result<()
 
 pub(super) const SELECT_PROCESSORS: &str =
     "SELECT processor_name, instances, max_instances, ip_address,
-    port, rpc_user, rpc_password, status, nodes FROM job_processor";
+    port, rpc_user, rpc_password, status, nodes, prefetch FROM job_processor";
 pub(super) const SELECT_OBJECTS: &str = "SELECT object_name, object_type, conn_string, object_key,
     object_name_field, id_length, search_prefix, time_to_live, allow_prune, allow_list,
     description, status FROM object";
@@ -385,6 +387,7 @@ pub(crate) fn processor_of<C: Cols + ?Sized>(r: &C) -> Result<(String, Processor
         ProcessorDef {
             instances: r.int(1)?,
             max_instances: r.opt_int(2)?,
+            prefetch: r.opt_int(9)?,
             ip_address: r.opt_text(3)?,
             port: r.opt_int(4)?,
             rpc_user: r.opt_text(5)?,

@@ -189,6 +189,8 @@ pub struct LocalProcessor {
     pub max_instances: i64,
     /// The row names a remote node (`ip_address`): its runs are calls to that node's `/rpc`.
     pub remote: bool,
+    /// Runs claimed beyond the free instances; `None`: sized from measured durations.
+    pub prefetch: Option<i64>,
 }
 
 /// Every enabled processor, local and remote, that `node_id` may run: those that name no
@@ -199,13 +201,13 @@ pub fn load_local_processors(
 ) -> Result<Vec<LocalProcessor>, CatalogError> {
     const SELECT: Query = Query::each(
         "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
-                ip_address IS NOT NULL
+                ip_address IS NOT NULL, prefetch
          FROM job_processor p WHERE status = 1
            AND (p.nodes IS NULL OR EXISTS (SELECT 1 FROM json_each(p.nodes) e
                 JOIN node n ON n.node_name = e.value WHERE n.node_id = ?1))
          ORDER BY processor_name",
         "SELECT processor_id, processor_name, instances, coalesce(max_instances, instances),
-                ip_address IS NOT NULL
+                ip_address IS NOT NULL, prefetch
          FROM job_processor p WHERE status = 1
            AND (p.nodes IS NULL OR EXISTS (SELECT 1
                 FROM jsonb_array_elements_text(p.nodes::jsonb) e
@@ -219,6 +221,7 @@ pub fn load_local_processors(
             instances: r.int(2)?,
             max_instances: r.int(3)?,
             remote: r.flag(4)?,
+            prefetch: r.opt_int(5)?,
         })
     })
 }

@@ -141,6 +141,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0024_pause.sql",
         sql: include_str!("../../migrations/0024_pause.sql"),
     },
+    Migration {
+        version: 25,
+        name: "0025_processor_prefetch.sql",
+        sql: include_str!("../../migrations/0025_processor_prefetch.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

@@ -387,6 +387,9 @@ pub struct ProcessorFields {
     /// Upper bound for self-tuning ("" clears it).
     #[arg(long)]
     pub max_instances: Option<String>,
+    /// Runs claimed beyond the free instances ("" sizes it from measured run durations).
+    #[arg(long)]
+    pub prefetch: Option<String>,
     /// The nodes that may run it, by name, comma-separated ("" lets any node run it). Not
     /// `--node`: that global flag names the node the command acts as.
     #[arg(long, value_name = "NAMES")]

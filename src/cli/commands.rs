@@ -506,6 +506,7 @@ fn processor_patch(f: &ProcessorFields) -> Result<ProcessorPatch, Failure> {
     Ok(ProcessorPatch {
         instances: f.instances,
         max_instances: clearable_int("--max-instances", &f.max_instances)?,
+        prefetch: clearable_int("--prefetch", &f.prefetch)?,
         // Names as written: validation refuses an empty or spaced one, naming it.
         nodes: f.nodes.as_ref().map(|list| {
             if list.is_empty() {

@@ -281,6 +281,11 @@ pub struct ProcessorFields {
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<i64>)]
     pub max_instances: Option<Option<i64>>,
+    /// Runs claimed beyond the free instances, 0–1000; `null`: sized from the durations its
+    /// runs measured (none for runs over a second).
+    #[serde(default, deserialize_with = "nullable")]
+    #[schema(value_type = Option<i64>)]
+    pub prefetch: Option<Option<i64>>,
     /// The nodes that may run it, by name; `[]` (or `null`): any node sharing the catalog.
     #[serde(default, deserialize_with = "nullable")]
     #[schema(value_type = Option<Vec<String>>)]
@@ -314,6 +319,7 @@ impl ProcessorFields {
         ProcessorPatch {
             instances: self.instances,
             max_instances: self.max_instances,
+            prefetch: self.prefetch,
             nodes: self.nodes.clone().map(Option::unwrap_or_default),
             ip_address: self.ip_address.clone(),
             port: self.port,

@@ -70,7 +70,8 @@ macro_rules! keep_unnamed {
 
 fn merge_processor(old: &ProcessorDef, new: &mut ProcessorDef, named: &[&'static str]) {
     keep_unnamed!(named, new, old, [
-        "instances" => instances, "max_instances" => max_instances, "nodes" => nodes,
+        "instances" => instances, "max_instances" => max_instances, "prefetch" => prefetch,
+        "nodes" => nodes,
         "ip_address" => ip_address, "port" => port, "rpc_user" => rpc_user,
         "rpc_password" => rpc_password, "enabled" => enabled,
     ]);

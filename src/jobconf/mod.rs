@@ -100,6 +100,10 @@ pub struct ProcessorDef {
     pub instances: i64,
     /// Upper bound for the self-tuning policy, at most [`MAX_INSTANCES`]; `None` = `instances`.
     pub max_instances: Option<i64>,
+    /// Runs claimed beyond the free instances, at most [`MAX_PREFETCH`]; `None`: sized from the
+    /// durations its runs measured (none before a run was measured, none for runs over a
+    /// second).
+    pub prefetch: Option<i64>,
     /// The nodes that may run it, by name (sorted); empty: any node sharing the catalog. A
     /// node starts only the processors it may run, and schedules and claims only their jobs.
     pub nodes: Vec<String>,
@@ -161,6 +165,7 @@ impl std::fmt::Debug for ProcessorDef {
         f.debug_struct("ProcessorDef")
             .field("instances", &shown.instances)
             .field("max_instances", &shown.max_instances)
+            .field("prefetch", &shown.prefetch)
             .field("nodes", &shown.nodes)
             .field("ip_address", &shown.ip_address)
             .field("port", &shown.port)
@@ -176,6 +181,7 @@ impl Default for ProcessorDef {
         Self {
             instances: 1,
             max_instances: None,
+            prefetch: None,
             nodes: Vec::new(),
             ip_address: None,
             port: None,
@@ -315,6 +321,9 @@ pub const STRETCH_MAX_LIMIT: i64 = 64;
 /// is a task and a connection's worth of memory; a billion would exhaust the node long before
 /// the self-tuning policy could hold it back.
 pub const MAX_INSTANCES: i64 = 1000;
+
+/// The most runs a processor may claim beyond its free instances.
+pub const MAX_PREFETCH: i64 = 1000;
 
 /// The longest catalog name.
 pub const MAX_NAME_LEN: usize = 100;

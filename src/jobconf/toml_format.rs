@@ -316,6 +316,7 @@ fn read_processor(r: &mut Reader<'_>) -> ProcessorDef {
     ProcessorDef {
         instances: r.int("instances").unwrap_or(1),
         max_instances: r.int("max_instances"),
+        prefetch: r.int("prefetch"),
         nodes: {
             let mut nodes = r.string_list("nodes").unwrap_or_default();
             nodes.sort();
@@ -699,6 +700,7 @@ pub fn render(file: &CatalogFile) -> Result<String, String> {
         let mut e = Entry::new(&mut out, "processor", name);
         e.int_if("instances", p.instances, true);
         e.opt_int("max_instances", p.max_instances);
+        e.opt_int("prefetch", p.prefetch);
         if !p.nodes.is_empty() {
             let list = Value::Array(p.nodes.iter().cloned().map(Value::String).collect());
             e.raw("nodes", &list);

@@ -157,6 +157,16 @@ fn validate_processor(p: &mut Problems, name: &str, proc: &ProcessorDef) {
             );
         }
     }
+    if let Some(n) = proc.prefetch
+        && !(0..=MAX_PREFETCH).contains(&n)
+    {
+        p.push(
+            s,
+            name,
+            "prefetch",
+            format!("must be 0–{MAX_PREFETCH}, got {n}"),
+        );
+    }
     if let Some(host) = &proc.ip_address
         && !is_host(host)
     {

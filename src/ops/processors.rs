@@ -18,6 +18,8 @@ pub struct ProcessorView {
     pub instances: i64,
     /// Upper bound for the self-tuning policy.
     pub max_instances: Option<i64>,
+    /// Runs claimed beyond the free instances; `null`: sized from measured durations.
+    pub prefetch: Option<i64>,
     /// The nodes that may run it; empty: any node sharing the catalog.
     pub nodes: Vec<String>,
     /// `host:port` of the remote node; `None` for a local processor.
@@ -56,6 +58,8 @@ pub struct ProcessorPatch {
     pub instances: Option<i64>,
     /// Upper bound for self-tuning.
     pub max_instances: Option<Option<i64>>,
+    /// Runs claimed beyond the free instances (`None`: sized from measured durations).
+    pub prefetch: Option<Option<i64>>,
     /// The nodes that may run it (empty: any node).
     pub nodes: Option<Vec<String>>,
     /// The remote node's address.
@@ -80,6 +84,7 @@ impl ProcessorPatch {
         }
         set(&mut p.instances, &self.instances);
         set(&mut p.max_instances, &self.max_instances);
+        set(&mut p.prefetch, &self.prefetch);
         if let Some(nodes) = &self.nodes {
             // Stored sorted, as a file is read: a patch and an import of the same list agree.
             let mut nodes = nodes.clone();
@@ -113,6 +118,7 @@ impl Ops {
                     remote: def.address(),
                     rpc_password: def.redacted().rpc_password,
                     rpc_user: def.rpc_user,
+                    prefetch: def.prefetch,
                     nodes: def.nodes,
                     name: r.name,
                     instances: r.instances,

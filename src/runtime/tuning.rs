@@ -342,6 +342,7 @@ mod tests {
             instances: 1,
             max_instances: 2,
             remote: false,
+            prefetch: None,
         }
     }
 

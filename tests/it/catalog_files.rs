@@ -158,6 +158,12 @@ const BROKEN: &[(&str, &str, &str, &str)] = &[
         "below instances",
     ),
     (
+        "negative prefetch",
+        "[processor.p]\nprefetch = -1\n",
+        "prefetch = -1",
+        "must be 0–1000",
+    ),
+    (
         "port on a local processor",
         "[processor.p]\nport = 80\n",
         "port = 80",

@@ -403,6 +403,7 @@ fn a_processor_paused_fleet_wide_starts_nothing_until_resumed(ws: Workspace) {
 /// A node claims a little ahead of its free instances when its runs are short; a run it claimed
 /// that then waits behind a long one is not held past its claim's lease (the node's TTL): it
 /// returns to the queue (where any node may take it) and is never shown `claimed` for longer.
+/// A processor's `prefetch = 0`, edited while the node runs, claims only what can start.
 fn a_claimed_run_not_started_within_its_lease_returns_to_the_queue(ws: Workspace) {
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
@@ -461,5 +462,23 @@ fn a_claimed_run_not_started_within_its_lease_returns_to_the_queue(ws: Workspace
     wait_for(20.0, "every fast run after the slow one", || {
         (ran_on(&ws, "fast").values().sum::<usize>() == 105).then_some(())
     });
+    // `prefetch = 0`, set while the node runs: only what can start now is claimed.
+    ws.ok(&["processors", "edit", "one", "--prefetch", "0"]);
+    let listed = ws.ok(&["--json", "processors", "list"]);
+    assert!(listed.contains("\"prefetch\": 0"), "{listed}");
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    ws.ok(&["--node", "a", "pause", "processor", "one"]);
+    ws.queue_runs("slow", 1);
+    ws.queue_runs("fast", 5);
+    ws.ok(&["--node", "a", "resume", "processor", "one"]);
+    wait_for(5.0, "the second slow run to start", || {
+        (statuses(&ws, "slow").contains(&"running".to_string())).then_some(())
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let waiting: Vec<String> = statuses(&ws, "fast")
+        .into_iter()
+        .filter(|s| s != "succeeded")
+        .collect();
+    assert_eq!(waiting, ["queued"; 5], "nothing claimed ahead");
     assert_eq!(a.stop(), Some(0));
 }

@@ -41,6 +41,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0006_pause.sql",
         sql: include_str!("../../../migrations/postgres/0006_pause.sql"),
     },
+    Migration {
+        version: 7,
+        name: "0007_processor_prefetch.sql",
+        sql: include_str!("../../../migrations/postgres/0007_processor_prefetch.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).

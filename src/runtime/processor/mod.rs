@@ -65,6 +65,11 @@ pub struct SetPaused(pub bool);
 #[rtype(result = "()")]
 pub struct SetInstances(pub usize);
 
+/// Change how many runs are claimed beyond the free instances (`None`: the measured number).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct SetPrefetch(pub Option<usize>);
+
 /// Stop claiming; wait up to the grace period for running jobs, then cancel and requeue the
 /// rest. Answers when nothing runs any more.
 #[derive(Message)]
@@ -164,6 +169,8 @@ pub struct ProcessorConfig {
     pub node_id: i64,
     /// How long past its timeout a claimed run's lease lasts, ms.
     pub lease_ms: i64,
+    /// Runs claimed beyond the free instances; `None`: sized from measured durations.
+    pub prefetch: Option<usize>,
     /// The node's hold on its name: nothing is claimed or started while it is not valid.
     pub tenure: Arc<Tenure>,
     /// Shared by the node's processors: one suspect run executes at a time.
@@ -287,6 +294,7 @@ impl Processor {
     ) -> Self {
         let start = env.clock.now_ms();
         let rng = 0x9e37_79b9_7f4a_7c15 ^ (cfg.processor_id as u64) ^ (start as u64);
+        let sizer = ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS).with_prefetch(cfg.prefetch);
         Self {
             cfg,
             env: Arc::new(env),
@@ -311,7 +319,7 @@ impl Processor {
             period_start: start,
             elapsed_by_job: HashMap::new(),
             local: VecDeque::new(),
-            sizer: ClaimSizer::new(MAX_BATCH, TARGET_BATCH_MS),
+            sizer,
             unmarked_starts: Vec::new(),
             marking_starts: false,
             unrecorded: Vec::new(),
@@ -660,6 +668,15 @@ impl Handler<SetInstances> for Processor {
     type Result = ();
     fn handle(&mut self, msg: SetInstances, ctx: &mut Context<Self>) {
         self.cfg.instances = msg.0.max(1);
+        self.pump(ctx);
+    }
+}
+
+impl Handler<SetPrefetch> for Processor {
+    type Result = ();
+    fn handle(&mut self, SetPrefetch(prefetch): SetPrefetch, ctx: &mut Context<Self>) {
+        self.cfg.prefetch = prefetch;
+        self.sizer.set_prefetch(prefetch);
         self.pump(ctx);
     }
 }

@@ -20,7 +20,7 @@ use super::events::{Event, EventBus};
 use super::health::HealthReport;
 use super::processor::{
     self, CancelRuns, Drain, GetStatus, Processor, ProcessorConfig, ProcessorStatus, SetInstances,
-    SetPaused, SetWritesPaused, SuspectGate, TakeUtilization, Utilization,
+    SetPaused, SetPrefetch, SetWritesPaused, SuspectGate, TakeUtilization, Utilization,
 };
 use super::scheduler::{PauseSchedules, Reload, Scheduler, SetProcessors};
 use super::tenure::Tenure;
@@ -552,6 +552,9 @@ impl Supervisor {
                         if before != Some(chosen) {
                             addr.do_send(SetInstances(chosen as usize));
                         }
+                        if old.prefetch != row.prefetch {
+                            addr.do_send(SetPrefetch(prefetch_of(&row)));
+                        }
                         *old = row;
                     }
                     None => {
@@ -660,6 +663,7 @@ impl Supervisor {
             instances: instances.max(1) as usize,
             node_id: self.node_id,
             lease_ms: self.lease_ms,
+            prefetch: prefetch_of(row),
             tenure: self.tenure.clone(),
             suspects: self.suspects.clone(),
             events: self.events.clone(),
@@ -672,6 +676,11 @@ impl Supervisor {
         let paused = self.paused;
         actix::Supervisor::start(move |_| Processor::new(cfg, env, writer, events).paused(paused))
     }
+}
+
+/// A processor row's `prefetch` as its processor takes it.
+fn prefetch_of(row: &LocalProcessor) -> Option<usize> {
+    row.prefetch.map(|n| n.max(0) as usize)
 }
 
 impl Actor for Supervisor {
