@@ -53,6 +53,7 @@ fn histogram(out: &mut String, name: &str, labels: &str, bounds: &[f64], h: &His
 async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
     let now = crate::catalog::now_ms();
     let queue = state.read(move |ops| ops.queue_gauges(now)).await?;
+    let pauses = state.read(|ops| ops.pauses()).await?;
     let health = crate::ops::node::health_readings(&state.engine).await?;
     let counted = crate::metrics::snapshot();
     let mut out = String::with_capacity(4096);
@@ -184,6 +185,21 @@ async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
         "1 while an operator has paused the node.",
     );
     let _ = writeln!(out, "jobvisor_paused {}", u8::from(health.paused));
+    head(
+        &mut out,
+        "jobvisor_pauses",
+        "gauge",
+        "1 for each processor, group or job an operator paused, on a node or the fleet (node=\"\").",
+    );
+    for p in &pauses {
+        let _ = writeln!(
+            out,
+            "jobvisor_pauses{{scope=\"{}\",name=\"{}\",node=\"{}\"}} 1",
+            p.scope.as_str(),
+            label(&p.name),
+            label(p.node.as_deref().unwrap_or_default())
+        );
+    }
     head(
         &mut out,
         "jobvisor_writes_paused",

@@ -872,6 +872,11 @@ fn a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed(ws: Works
     assert_eq!(run["status"], "queued", "{run}");
     let listed = ok(api(base, Some(&viewer), "GET", "/api/v1/pauses", None), 200);
     assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    let metrics = api(base, Some(&viewer), "GET", "/metrics", None).body;
+    assert!(
+        metrics.contains("jobvisor_pauses{scope=\"job\",name=\"echo\",node=\"n1\"} 1"),
+        "{metrics}"
+    );
     assert_eq!(listed[0]["reason"], "maintenance", "{listed}");
 
     // JSON-RPC sees the same pause and may end it; a second resume finds none.
