@@ -12,7 +12,7 @@ use crate::jobconf::ProcessorDef;
 /// The columns of `SELECT_PROCESSORS`, for one row.
 const SELECT_REMOTE: Query = Query::same(
     "SELECT processor_name, instances, max_instances, ip_address, port,
-    rpc_user, rpc_password, status, nodes FROM job_processor WHERE processor_id = ?1",
+    rpc_user, rpc_password, status, nodes, prefetch FROM job_processor WHERE processor_id = ?1",
 );
 
 /// Processor `processor_id` (its name and row), as a remote call needs it.
