@@ -1,22 +1,18 @@
-//! The job.conf TOML format: parse with positions, and render back byte-for-byte stably.
-//!
-//! Invariant: `parse` reports every problem it can find (not just the first) as a diagnostic
-//! with line and column, and `render(parse(render(c))) == render(c)`.
+//! Reading job.conf text into the file model, with where each entry and field was written
+//! and the problems of reading it (unknown fields, wrong types); a large file part by part.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write as _;
+use std::collections::BTreeMap;
 
 use serde::Deserialize;
 use serde_json::{Map as JsonMap, Value as Json};
+
 use toml::{Spanned, Value};
 
-use super::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Scope, Section, validate_in};
+use super::{EntrySpans, FORMAT_VERSION, SpanIndex, toml_to_json};
 use crate::diag::Diagnostic;
+use crate::jobconf::{CatalogFile, GroupDef, JobDef, ObjectDef, ProcessorDef, Section};
 use crate::model::{JobType, ObjectType};
 use crate::schedule::{MisfirePolicy, OverlapPolicy};
-
-/// The catalog file format version this build writes and reads.
-pub const FORMAT_VERSION: i64 = 1;
 
 type RawEntry = BTreeMap<Spanned<String>, Spanned<Value>>;
 
@@ -35,82 +31,6 @@ struct RawFile {
     job: BTreeMap<Spanned<String>, RawEntry>,
 }
 
-/// Where each entry and field was written, to place semantic problems.
-#[derive(Default)]
-struct SpanIndex {
-    entries: HashMap<(Section, String), EntrySpans>,
-    /// An entry was read twice: from two parts of a file read part by part.
-    repeated: bool,
-}
-
-/// Where an entry's name and each of the fields it names were written (byte offsets in the
-/// file).
-#[derive(Debug, Clone, Default)]
-pub struct EntrySpans {
-    at: usize,
-    fields: Vec<(&'static str, usize)>,
-}
-
-impl EntrySpans {
-    /// The fields the entry names.
-    pub fn names(&self) -> impl Iterator<Item = &'static str> + '_ {
-        self.fields.iter().map(|(f, _)| *f)
-    }
-}
-
-impl SpanIndex {
-    fn entry(&self, section: Section, name: &str) -> Option<&EntrySpans> {
-        self.entries.get(&(section, name.to_string()))
-    }
-}
-
-/// Parses and validates a job.conf. On error, returns every diagnostic found, in file order.
-pub fn parse(text: &str) -> Result<CatalogFile, Vec<Diagnostic>> {
-    parse_spans(text, Scope::Whole).map(|(file, _)| file)
-}
-
-/// Like [`parse`], also returning the fields each entry names (for an upsert that changes
-/// only those: [`super::merge`]).
-pub fn parse_named(text: &str) -> Result<(CatalogFile, super::merge::Named), Vec<Diagnostic>> {
-    parse_named_in(text, Scope::Whole)
-}
-
-/// [`parse_named`] for a file of `scope`: the entries of an import may reference the
-/// catalog's.
-pub fn parse_named_in(
-    text: &str,
-    scope: Scope,
-) -> Result<(CatalogFile, super::merge::Named), Vec<Diagnostic>> {
-    let (file, spans) = parse_spans(text, scope)?;
-    Ok((file, spans.entries))
-}
-
-fn parse_spans(text: &str, scope: Scope) -> Result<(CatalogFile, SpanIndex), Vec<Diagnostic>> {
-    let (file, spans, mut diags) = read_spans(text)?;
-    let problems = validate_in(&file, scope);
-    diags.extend(locate(text, &spans, &problems));
-    if diags.is_empty() {
-        Ok((file, spans))
-    } else {
-        diags.sort_by_key(|d| (d.line, d.col));
-        Err(diags)
-    }
-}
-
-/// Each of `problems` (found in the entries of job.conf `text`, or in a catalog they were
-/// laid over) as a diagnostic at its line: the field's, else the entry's; a problem of an
-/// entry `text` does not hold (a catalog's, made invalid by the file) at line 1, naming it.
-pub fn locate_problems(text: &str, problems: &[super::Problem]) -> Vec<Diagnostic> {
-    match read_spans(text) {
-        Ok((_, spans, _)) => {
-            let mut diags = locate(text, &spans, problems);
-            diags.sort_by_key(|d| (d.line, d.col));
-            diags
-        }
-        Err(diags) => diags,
-    }
-}
-
 /// Reads job.conf `text` into a file model with where each entry and field was written, and
 /// the problems of reading it (unknown fields, wrong types); no validation.
 ///
@@ -118,7 +38,9 @@ pub fn locate_problems(text: &str, problems: &[super::Problem]) -> Vec<Diagnosti
 /// twenty times its text, and an import of 192,000 jobs held a gigabyte for it. Where a part
 /// does not parse on its own, or an entry is written in two parts, the file is read whole
 /// again, which gives the same model or the error a whole read finds.
-fn read_spans(text: &str) -> Result<(CatalogFile, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
+pub(super) fn read_spans(
+    text: &str,
+) -> Result<(CatalogFile, SpanIndex, Vec<Diagnostic>), Vec<Diagnostic>> {
     read_in_parts(text, PART_BYTES)
 }
 
@@ -248,68 +170,6 @@ impl Read {
         }
         Ok(())
     }
-}
-
-/// Problems as diagnostics at the lines `spans` gives.
-fn locate(text: &str, spans: &SpanIndex, problems: &[super::Problem]) -> Vec<Diagnostic> {
-    let mut diags = Vec::new();
-    // Spans of nested values (a workflow's steps), parsed only when a problem needs one.
-    let mut nested: Option<Option<Spanned<toml::de::DeTable<'_>>>> = None;
-    for problem in problems {
-        let inside = match (problem.field, &problem.at) {
-            (Some(field), Some(at)) => nested
-                .get_or_insert_with(|| toml::de::DeTable::parse(text).ok())
-                .as_ref()
-                .and_then(|doc| {
-                    let mut path = vec![
-                        Segment::Key(problem.section.as_str()),
-                        Segment::Key(&problem.name),
-                        Segment::Key(field),
-                    ];
-                    path.extend(segments(at));
-                    span_at(doc, &path)
-                }),
-            _ => None,
-        };
-        let offset = inside
-            .or_else(|| {
-                let entry = spans.entry(problem.section, &problem.name)?;
-                let field = problem.field.and_then(|f| {
-                    entry
-                        .fields
-                        .iter()
-                        .find(|(name, _)| *name == f)
-                        .map(|(_, at)| *at)
-                });
-                Some(field.unwrap_or(entry.at))
-            })
-            .unwrap_or(0);
-        let what = match (problem.field, &problem.at) {
-            (Some(field), Some(at)) => {
-                format!(
-                    "{}.{}: {field}.{at}: ",
-                    problem.section.as_str(),
-                    problem.name
-                )
-            }
-            (Some(field), None) => {
-                format!("{}.{}: {field}: ", problem.section.as_str(), problem.name)
-            }
-            (None, _) => format!("{}.{}: ", problem.section.as_str(), problem.name),
-        };
-        // An entry the file does not hold: the catalog's, made invalid by the file's entries.
-        let what = if spans.entry(problem.section, &problem.name).is_some() {
-            what
-        } else {
-            format!("in the catalog, {what}")
-        };
-        diags.push(Diagnostic::at(
-            text,
-            offset,
-            format!("{what}{}", problem.reason),
-        ));
-    }
-    diags
 }
 
 fn read_processor(r: &mut Reader<'_>) -> ProcessorDef {
@@ -586,57 +446,6 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// One step of a path into a TOML document.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Segment<'a> {
-    Key(&'a str),
-    Index(usize),
-}
-
-/// `steps[2].after` as segments.
-fn segments(path: &str) -> Vec<Segment<'_>> {
-    let mut out = Vec::new();
-    for part in path.split('.') {
-        let (key, rest) = part.split_once('[').unwrap_or((part, ""));
-        if !key.is_empty() {
-            out.push(Segment::Key(key));
-        }
-        for index in rest.split('[') {
-            if let Ok(i) = index.trim_end_matches(']').parse() {
-                out.push(Segment::Index(i));
-            }
-        }
-    }
-    out
-}
-
-/// Where the value at `path` starts in the document; as deep as the path resolves (a missing
-/// key points at its table).
-fn span_at(doc: &Spanned<toml::de::DeTable<'_>>, path: &[Segment<'_>]) -> Option<usize> {
-    use toml::de::DeValue;
-    let mut at = doc.span().start;
-    let mut table = Some(doc.get_ref());
-    let mut array: Option<&toml::de::DeArray<'_>> = None;
-    for segment in path {
-        let value = match (segment, table, array) {
-            (Segment::Key(key), Some(t), _) => t
-                .iter()
-                .find(|(k, _)| k.get_ref().as_ref() == *key)
-                .map(|(_, v)| v),
-            (Segment::Index(i), _, Some(a)) => a.get(*i),
-            _ => None,
-        };
-        let Some(value) = value else { break };
-        at = value.span().start;
-        (table, array) = match value.get_ref() {
-            DeValue::Table(t) => (Some(t), None),
-            DeValue::Array(a) => (None, Some(a)),
-            _ => (None, None),
-        };
-    }
-    Some(at)
-}
-
 fn describe(v: &Value) -> String {
     match v {
         Value::String(s) => format!("the string {s:?}"),
@@ -646,218 +455,6 @@ fn describe(v: &Value) -> String {
         Value::Datetime(d) => format!("the date {d}"),
         Value::Array(_) => "a list".into(),
         Value::Table(_) => "a table".into(),
-    }
-}
-
-/// Converts a TOML value into JSON (dates become RFC 3339 strings).
-pub fn toml_to_json(v: &Value) -> Json {
-    match v {
-        Value::String(s) => Json::String(s.clone()),
-        Value::Integer(i) => Json::from(*i),
-        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
-        Value::Boolean(b) => Json::Bool(*b),
-        Value::Datetime(d) => Json::String(d.to_string()),
-        Value::Array(a) => Json::Array(a.iter().map(toml_to_json).collect()),
-        Value::Table(t) => Json::Object(
-            t.iter()
-                .map(|(k, v)| (k.clone(), toml_to_json(v)))
-                .collect(),
-        ),
-    }
-}
-
-/// Converts JSON into TOML; `null` has no TOML spelling and is an error naming its path.
-pub fn json_to_toml(v: &Json, path: &str) -> Result<Value, String> {
-    Ok(match v {
-        Json::Null => return Err(format!("{path}: null cannot be written in TOML")),
-        Json::Bool(b) => Value::Boolean(*b),
-        Json::Number(n) => match n.as_i64() {
-            Some(i) => Value::Integer(i),
-            None => Value::Float(n.as_f64().unwrap_or(f64::NAN)),
-        },
-        Json::String(s) => Value::String(s.clone()),
-        Json::Array(a) => Value::Array(
-            a.iter()
-                .enumerate()
-                .map(|(i, v)| json_to_toml(v, &format!("{path}[{i}]")))
-                .collect::<Result<_, _>>()?,
-        ),
-        Json::Object(o) => Value::Table(
-            o.iter()
-                .map(|(k, v)| Ok((k.clone(), json_to_toml(v, &format!("{path}.{k}"))?)))
-                .collect::<Result<_, String>>()?,
-        ),
-    })
-}
-
-/// Renders a catalog as job.conf text. Fields at their default are left out, so the output is
-/// short and stable: export → import → export gives the same bytes.
-pub fn render(file: &CatalogFile) -> Result<String, String> {
-    let mut out = String::new();
-    out.push_str("# jobvisor job catalog (job.conf). Check with `jobvisor check FILE`.\n");
-    let _ = writeln!(out, "version = {FORMAT_VERSION}");
-    for (name, p) in &file.processors {
-        let mut e = Entry::new(&mut out, "processor", name);
-        e.int_if("instances", p.instances, true);
-        e.opt_int("max_instances", p.max_instances);
-        e.opt_int("prefetch", p.prefetch);
-        if !p.nodes.is_empty() {
-            let list = Value::Array(p.nodes.iter().cloned().map(Value::String).collect());
-            e.raw("nodes", &list);
-        }
-        e.opt_str("ip_address", &p.ip_address);
-        e.opt_int("port", p.port);
-        e.opt_str("rpc_user", &p.rpc_user);
-        e.opt_str("rpc_password", &p.rpc_password);
-        e.bool_if("enabled", p.enabled, !p.enabled);
-    }
-    let d = ObjectDef::default();
-    for (name, o) in &file.objects {
-        let mut e = Entry::new(&mut out, "object", name);
-        e.str_if(
-            "object_type",
-            o.object_type.as_str(),
-            o.object_type != d.object_type,
-        );
-        e.opt_str("conn_string", &o.conn_string);
-        e.opt_str("key_field", &o.key_field);
-        e.opt_str("name_field", &o.name_field);
-        e.opt_int("id_length", o.id_length);
-        e.opt_str("search_prefix", &o.search_prefix);
-        e.opt_int("time_to_live", o.time_to_live);
-        e.bool_if("allow_prune", o.allow_prune, o.allow_prune);
-        e.bool_if("allow_list", o.allow_list, o.allow_list);
-        e.opt_str("description", &o.description);
-        e.bool_if("enabled", o.enabled, !o.enabled);
-    }
-    for (name, g) in &file.groups {
-        let mut e = Entry::new(&mut out, "group", name);
-        e.bool_if("maintenance", g.maintenance, g.maintenance);
-        e.opt_str("description", &g.description);
-        e.bool_if("enabled", g.enabled, !g.enabled);
-    }
-    for (name, j) in &file.jobs {
-        render_job(&mut out, name, j)?;
-    }
-    Ok(out)
-}
-
-fn render_job(out: &mut String, name: &str, j: &JobDef) -> Result<(), String> {
-    let d = JobDef::new(j.job_type, "");
-    let payload = json_to_toml(&j.payload.json(), &format!("job.{name}.payload"))?;
-    let mut e = Entry::new(out, "job", name);
-    e.str_if("type", j.job_type.as_str(), true);
-    e.str_if("processor", &j.processor, true);
-    e.opt_str("group", &j.group);
-    e.opt_str("description", &j.description);
-    e.int_if("priority", j.priority, j.priority != d.priority);
-    e.bool_if("required", j.required, j.required);
-    e.bool_if("enabled", j.enabled, !j.enabled);
-    e.int_if("timeout", j.timeout, j.timeout != d.timeout);
-    let s = &j.schedule;
-    e.bool_if("run_always", s.run_always, s.run_always);
-    e.int_if("run_delay", s.run_delay, s.run_delay != 0);
-    e.opt_int("run_every", s.run_every);
-    e.opt_int("run_on_the", s.run_on_the);
-    e.opt_str("run_at", &s.run_at);
-    e.opt_str("run_date", &s.run_date);
-    e.opt_str("cron", &s.cron);
-    e.opt_str("timezone", &s.timezone);
-    e.str_if(
-        "misfire_policy",
-        j.misfire_policy.as_str(),
-        j.misfire_policy != d.misfire_policy,
-    );
-    e.int_if(
-        "misfire_window",
-        j.misfire_window,
-        j.misfire_window != d.misfire_window,
-    );
-    e.int_if("max_catchup", j.max_catchup, j.max_catchup != d.max_catchup);
-    e.str_if(
-        "overlap_policy",
-        j.overlap_policy.as_str(),
-        j.overlap_policy != d.overlap_policy,
-    );
-    e.int_if("max_overlap", j.max_overlap, j.max_overlap != d.max_overlap);
-    e.int_if("stretch_max", j.stretch_max, j.stretch_max != d.stretch_max);
-    e.int_if(
-        "max_attempts",
-        j.max_attempts,
-        j.max_attempts != d.max_attempts,
-    );
-    e.int_if(
-        "backoff_base",
-        j.backoff_base,
-        j.backoff_base != d.backoff_base,
-    );
-    e.int_if("backoff_max", j.backoff_max, j.backoff_max != d.backoff_max);
-    if !j.objects.is_empty() {
-        let list = Value::Array(j.objects.iter().cloned().map(Value::String).collect());
-        e.raw("objects", &list);
-    }
-    if !j.payload.is_empty() {
-        e.raw("payload", &payload);
-    }
-    Ok(())
-}
-
-/// Writes one `[section.name]` table.
-struct Entry<'a> {
-    out: &'a mut String,
-}
-
-impl<'a> Entry<'a> {
-    fn new(out: &'a mut String, section: &str, name: &str) -> Self {
-        let _ = write!(out, "\n[{section}.{}]\n", key(name));
-        Self { out }
-    }
-
-    fn raw(&mut self, field: &str, value: &Value) {
-        let _ = writeln!(self.out, "{field} = {value}");
-    }
-
-    fn str_if(&mut self, field: &str, value: &str, write: bool) {
-        if write {
-            self.raw(field, &Value::String(value.to_string()));
-        }
-    }
-
-    fn opt_str(&mut self, field: &str, value: &Option<String>) {
-        if let Some(v) = value {
-            self.raw(field, &Value::String(v.clone()));
-        }
-    }
-
-    fn int_if(&mut self, field: &str, value: i64, write: bool) {
-        if write {
-            self.raw(field, &Value::Integer(value));
-        }
-    }
-
-    fn opt_int(&mut self, field: &str, value: Option<i64>) {
-        if let Some(v) = value {
-            self.raw(field, &Value::Integer(v));
-        }
-    }
-
-    fn bool_if(&mut self, field: &str, value: bool, write: bool) {
-        if write {
-            self.raw(field, &Value::Boolean(value));
-        }
-    }
-}
-
-/// A bare key when possible, else a quoted one.
-fn key(name: &str) -> String {
-    if !name.is_empty()
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-    {
-        name.to_string()
-    } else {
-        Value::String(name.to_string()).to_string()
     }
 }
 
