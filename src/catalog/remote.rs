@@ -4,16 +4,13 @@
 //! Invariant: read-only; the credential read here is handed to the executor only, never to a
 //! view or a log.
 
-use super::definitions::processor_of;
+use super::definitions::{processor_of, select_processors};
 use super::sql::{Query, Sql};
 use super::{CatalogError, not_found};
 use crate::jobconf::ProcessorDef;
 
-/// The columns of `SELECT_PROCESSORS`, for one row.
-const SELECT_REMOTE: Query = Query::same(
-    "SELECT processor_name, instances, max_instances, ip_address, port,
-    rpc_user, rpc_password, status, nodes, prefetch FROM job_processor WHERE processor_id = ?1",
-);
+/// One processor row, with the columns every processor read has.
+const SELECT_REMOTE: Query = Query::same(concat!(select_processors!(), " WHERE processor_id = ?1"));
 
 /// Processor `processor_id` (its name and row), as a remote call needs it.
 pub fn processor(
