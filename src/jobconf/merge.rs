@@ -192,7 +192,7 @@ fn entry_change(
     before: Option<CatalogFile>,
     after: impl FnOnce() -> CatalogFile,
 ) -> EntryChange {
-    // A created entry is not rendered here (an import of 192,000 new jobs would render each).
+    // A created entry is not rendered here: a large import would render every entry.
     let Some(before) = before else {
         return EntryChange {
             section: section.as_str(),

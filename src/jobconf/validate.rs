@@ -27,8 +27,8 @@ pub fn validate_in(file: &CatalogFile, scope: Scope) -> Vec<Problem> {
 }
 
 /// Every semantic problem of the catalog `entries` laid over `base` would make (an entry of
-/// `entries` replaces `base`'s of the same name), without building it: an import of 192,000
-/// jobs would copy them all for it.
+/// `entries` replaces `base`'s of the same name), without building it, which would copy every
+/// entry of a large import.
 pub fn validate_over(base: &CatalogFile, entries: &CatalogFile) -> Vec<Problem> {
     let layered = Layered {
         top: entries,

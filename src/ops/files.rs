@@ -183,8 +183,8 @@ impl Ops {
         let report = self
             .catalog
             .update(&self.caller.actor.clone(), "import", move |before| {
-                // No copy of the file's entries unless something changes them (an import of
-                // 192,000 new jobs copied them twice).
+                // No copy of the file's entries unless something changes them: a large import
+                // would hold them twice.
                 let kept = keep_redacted_secrets(before, &parsed_file);
                 let file = kept.as_ref().unwrap_or(&*parsed_file);
                 let entries =

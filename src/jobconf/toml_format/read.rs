@@ -35,7 +35,7 @@ struct RawFile {
 /// the problems of reading it (unknown fields, wrong types); no validation.
 ///
 /// A large file is read part by part (see [`parts`]): a parsed TOML document takes some
-/// twenty times its text, and an import of 192,000 jobs held a gigabyte for it. Where a part
+/// twenty times its text, so a part's document is all a large file holds at once. Where a part
 /// does not parse on its own, or an entry is written in two parts, the file is read whole
 /// again, which gives the same model or the error a whole read finds.
 pub(super) fn read_spans(
@@ -107,7 +107,7 @@ struct Read {
     file: CatalogFile,
     /// Jobs read and not yet in `file`: a map filled in key order keeps its nodes about half
     /// full, and one merged into another (`append`) is built with full nodes. Merged when it
-    /// is half the size of `file`'s, each job moves a few times (192,000 jobs: 48 MB less).
+    /// is half the size of `file`'s, so each job moves a few times.
     jobs: BTreeMap<String, JobDef>,
     spans: SpanIndex,
     diags: Vec<Diagnostic>,
