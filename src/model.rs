@@ -95,6 +95,9 @@ string_enum! {
         Dead => "dead",
         /// Cancelled by an operator or by shutdown.
         Cancelled => "cancelled",
+        /// Not started by its deadline (its own `start_by`, or its job's `start_within` after
+        /// it became due): ended without running, with the reason.
+        Expired => "expired",
     }
 }
 
@@ -175,6 +178,6 @@ mod tests {
             assert_eq!(RunStatus::parse(s.as_str()), Some(*s));
         }
         assert_eq!(JobType::parse("cron"), None);
-        assert_eq!(RunStatus::expected().split(", ").count(), 9);
+        assert_eq!(RunStatus::expected().split(", ").count(), 10);
     }
 }

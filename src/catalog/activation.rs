@@ -368,6 +368,14 @@ pub fn set_pin(
     Ok(())
 }
 
+/// Every action the decision log holds, as its `CHECK` list has them: the policy's
+/// ([`crate::policy::Action::NAMES`]), then an operator's pauses and resumes (`catalog::pause`).
+pub fn decision_actions() -> Vec<&'static str> {
+    let mut all = crate::policy::Action::NAMES.to_vec();
+    all.extend(["pause", "resume"]);
+    all
+}
+
 const INSERT_DECISION: Query = Query::same(
     "INSERT INTO decision
     (node_id, at, action, job_id, processor_id, subject, reason, evidence, cause)

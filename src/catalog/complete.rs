@@ -30,6 +30,8 @@ pub enum Outcome {
     Interrupted,
     /// Cancelled by an operator (`runs cancel`): recorded `cancelled`, never retried.
     Cancelled(String),
+    /// Not started by its deadline: recorded `expired` with the reason, never retried.
+    Expired(String),
 }
 
 /// A finished run, reported by a processor.
@@ -188,6 +190,7 @@ pub(crate) fn verdict(c: &Completion, attempt: i64, max_attempts: i64) -> Verdic
         Outcome::Failed(e) => (RunStatus::Failed, None, Some(e.clone())),
         Outcome::TimedOut(e) => (RunStatus::TimedOut, None, Some(e.clone())),
         Outcome::Cancelled(e) => (RunStatus::Cancelled, None, Some(e.clone())),
+        Outcome::Expired(e) => (RunStatus::Expired, None, Some(e.clone())),
         Outcome::Interrupted => unreachable!("an interruption is requeued, not recorded"),
     };
     Verdict {

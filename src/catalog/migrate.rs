@@ -146,6 +146,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0025_processor_prefetch.sql",
         sql: include_str!("../../migrations/0025_processor_prefetch.sql"),
     },
+    Migration {
+        version: 26,
+        name: "0026_start_deadlines.sql",
+        sql: include_str!("../../migrations/0026_start_deadlines.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

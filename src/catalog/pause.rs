@@ -103,6 +103,18 @@ const PROCESSOR_EXISTS: Query =
     Query::same("SELECT 1 FROM job_processor WHERE processor_name = ?1");
 const GROUP_EXISTS: Query = Query::same("SELECT 1 FROM job_group WHERE job_group_name = ?1");
 const JOB_EXISTS: Query = Query::same("SELECT 1 FROM job WHERE job_name = ?1");
+// A row in the decision log of each node the pause or resume holds on (every node not fenced,
+// for the fleet's), naming the processor or job it concerns.
+const LOG_DECISION: Query = Query::same(
+    "INSERT INTO decision (node_id, at, action, job_id, processor_id, subject, reason, evidence,
+                           cause)
+     SELECT n.node_id, ?1, ?2,
+         CASE WHEN ?3 = 'job' THEN (SELECT job_id FROM job WHERE job_name = ?4) END,
+         CASE WHEN ?3 = 'processor'
+              THEN (SELECT processor_id FROM job_processor WHERE processor_name = ?4) END,
+         ?4, ?5, ?6, 'operator'
+     FROM node n WHERE n.fenced_at IS NULL AND (?7 = '' OR n.node_name = ?7)",
+);
 // Idle processors of every PostgreSQL node claim again; SQLite nodes see the file change.
 const WAKE_FLEET: Query = Query::each("SELECT 0", "SELECT pg_notify('jobvisor_queue', 'resumed')");
 
@@ -145,6 +157,55 @@ pub fn pauses(mut c: impl Sql) -> Result<Vec<PauseRow>, CatalogError> {
     })
 }
 
+/// Logs a pause (`action` "pause") or resume as a decision of each node it holds on.
+#[allow(clippy::too_many_arguments)]
+fn log_decision(
+    c: &mut impl Sql,
+    action: &str,
+    scope: PauseScope,
+    target: &str,
+    node: &str,
+    actor: &str,
+    reason: Option<&str>,
+    at: i64,
+) -> Result<(), CatalogError> {
+    let where_ = if node.is_empty() {
+        "fleet-wide".to_string()
+    } else {
+        format!("on node `{node}`")
+    };
+    let done = if action == "pause" {
+        "paused"
+    } else {
+        "resumed"
+    };
+    let mut why = format!("{} `{target}` {done} {where_} by {actor}", scope.as_str());
+    if let Some(r) = reason {
+        why.push_str(": ");
+        why.push_str(r);
+    }
+    let evidence = serde_json::json!({
+        "scope": scope.as_str(),
+        "target": target,
+        "node": (!node.is_empty()).then_some(node),
+        "by": actor,
+        "reason": reason,
+    });
+    c.exec(
+        &LOG_DECISION,
+        &[
+            at.into(),
+            action.into(),
+            scope.as_str().into(),
+            target.into(),
+            why.as_str().into(),
+            evidence.to_string().as_str().into(),
+            node.into(),
+        ],
+    )?;
+    Ok(())
+}
+
 /// Refuses a pause of what does not exist.
 fn check_target(c: &mut impl Sql, scope: PauseScope, target: &str) -> Result<(), CatalogError> {
     let (q, kind) = match scope {
@@ -178,6 +239,16 @@ impl Catalog {
                     pause.paused_at.into(),
                     pause.reason.clone().into(),
                 ],
+            )?;
+            log_decision(
+                tx,
+                "pause",
+                pause.scope,
+                &pause.target,
+                &node,
+                &pause.paused_by,
+                pause.reason.as_deref(),
+                pause.paused_at,
             )?;
             let detail = serde_json::json!({
                 "scope": pause.scope.as_str(),
@@ -223,6 +294,8 @@ impl Catalog {
                 return Ok(false);
             }
             tx.rows(&WAKE_FLEET, &[], |_| Ok(()))?;
+            let here = node.as_deref().unwrap_or("");
+            log_decision(tx, "resume", scope, &target, here, &actor, None, now)?;
             let detail = serde_json::json!({ "scope": scope.as_str(), "node": node });
             audit_in(tx, now, &actor, "resume", &target, Some(&detail))?;
             Ok(true)

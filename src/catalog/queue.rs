@@ -247,6 +247,9 @@ pub struct ClaimedRun {
     pub objects: Arc<[i64]>,
     /// When it was claimed.
     pub started_at: i64,
+    /// Epoch ms: it must start by then, or it ends `expired` (its own `start_by`, else its
+    /// job's `start_within` after it became due).
+    pub start_by: Option<i64>,
 }
 
 /// What a claim needs of a job, read once per job per claim (by both catalogs).
@@ -259,6 +262,8 @@ pub(crate) struct JobMeta {
     /// How many of its runs may run at once.
     pub(crate) cap: i64,
     pub(crate) objects: Arc<[i64]>,
+    /// ms a run has to start after it became due (0: no deadline).
+    pub(crate) start_within: i64,
 }
 
 impl JobMeta {
@@ -285,7 +290,14 @@ impl JobMeta {
             },
             objects,
             name: name.into(),
+            start_within: 0,
         })
+    }
+
+    /// When a run of this job due at `run_after` must start by: its own `start_by`, else
+    /// `start_within` after it became due.
+    pub(crate) fn start_by(&self, run_after: i64, start_by: Option<i64>) -> Option<i64> {
+        start_by.or((self.start_within > 0).then(|| run_after.saturating_add(self.start_within)))
     }
 }
 
@@ -295,7 +307,7 @@ macro_rules! candidates {
     ($from:literal, $job:literal) => {
         concat!(
             "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for, r.priority,
-                r.suspect
+                r.suspect, r.run_after, r.start_by
             FROM ",
             $from,
             "
@@ -333,7 +345,8 @@ pub(super) const SELECT_PAST_BLOCKED: &str = candidates!(
 /// before it looks past them through the queue index ([`SELECT_PAST_BLOCKED`]).
 const PASS_OVER: usize = 64;
 const SELECT_JOB_META: &str = "SELECT j.job_name, t.job_type, j.job_payload, j.max_attempts,
-    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress
+    j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap, j.in_progress,
+    coalesce(j.start_within, 0)
     FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ?1";
 const OBJECT_BUSY: &str = "SELECT EXISTS (SELECT 1 FROM job_object jo
     JOIN job_run r ON r.job_id = jo.job_id AND (r.status = 'claimed' OR r.status = 'running') WHERE jo.object_id = ?1)";
@@ -453,7 +466,7 @@ pub struct Claim {
 /// Reads what a claim needs of job `job_id`, and how many of its runs run now on any node
 /// (`job.in_progress`, kept in step with run states); `None` when the job is gone.
 fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, CatalogError> {
-    type Row = (String, String, String, [i64; 4], String, i64, i64);
+    type Row = (String, String, String, [i64; 4], String, i64, i64, i64);
     let row: Option<Row> = conn
         .prepare_cached(SELECT_JOB_META)?
         .query_row([job_id], |r| {
@@ -465,17 +478,19 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, Ca
                 r.get(7)?,
                 r.get(8)?,
                 r.get(9)?,
+                r.get(10)?,
             ))
         })
         .optional()?;
-    let Some((name, job_type, payload, nums, overlap, max_overlap, running)) = row else {
+    let Some((name, job_type, payload, nums, overlap, max_overlap, running, start_within)) = row
+    else {
         return Ok(None);
     };
     let objects: Arc<[i64]> = conn
         .prepare_cached(SELECT_JOB_OBJECTS)?
         .query_map([job_id], |r| r.get(0))?
         .collect::<Result<_, _>>()?;
-    let meta = JobMeta::parse(
+    let mut meta = JobMeta::parse(
         name,
         &job_type,
         &payload,
@@ -484,6 +499,7 @@ fn job_meta(conn: &Connection, job_id: i64) -> Result<Option<(JobMeta, i64)>, Ca
         max_overlap,
         objects,
     )?;
+    meta.start_within = start_within;
     Ok(Some((meta, running)))
 }
 
@@ -496,6 +512,8 @@ struct Candidate {
     scheduled_for: Option<i64>,
     priority: i64,
     suspect: bool,
+    run_after: i64,
+    start_by: Option<i64>,
 }
 
 impl Candidate {
@@ -508,6 +526,8 @@ impl Candidate {
             scheduled_for: r.get(4)?,
             priority: r.get(5)?,
             suspect: r.get::<_, i64>(6)? > 0,
+            run_after: r.get(7)?,
+            start_by: r.get(8)?,
         })
     }
 }
@@ -608,6 +628,7 @@ impl Picker<'_> {
             suspect: c.suspect,
             objects: meta.objects.clone(),
             started_at: self.now,
+            start_by: meta.start_by(c.run_after, c.start_by),
         });
         Ok(true)
     }
@@ -777,6 +798,50 @@ fn claim_past_blocked(
         }
     }
     Ok(())
+}
+
+/// Ends `expired` the queued runs past their deadline that no claim took (their processor
+/// paused, or running on no node): runs with a `start_by` of their own, and runs of jobs with
+/// a `start_within`. A run in a tree is left to its processor, which records its end through
+/// its tree. Returns the expired runs' jobs' names, a name per run.
+pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogError> {
+    const EXPIRE: Query = Query::each(
+        "UPDATE job_run SET status = 'expired', finished_at = ?1,
+            error = 'not started by its deadline (' || (?1 - coalesce(start_by, run_after +
+                (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
+                || ' ms late): still queued'
+         WHERE run_id IN (
+             SELECT r.run_id FROM job_run r INDEXED BY job_run_start_by_idx
+             WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < ?1
+               AND r.pid IS NULL
+             UNION ALL
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.start_within IS NOT NULL AND r.status = 'queued' AND r.start_by IS NULL
+               AND r.pid IS NULL AND r.run_after + j.start_within < ?1)
+         RETURNING job_id",
+        "UPDATE job_run SET status = 'expired', finished_at = $1,
+            error = 'not started by its deadline (' || ($1 - coalesce(start_by, run_after +
+                (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
+                || ' ms late): still queued'
+         WHERE run_id IN (
+             SELECT r.run_id FROM job_run r
+             WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < $1
+               AND r.pid IS NULL
+             UNION ALL
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.start_within IS NOT NULL AND r.status = 'queued' AND r.start_by IS NULL
+               AND r.pid IS NULL AND r.run_after + j.start_within < $1)
+         RETURNING job_id",
+    );
+    const NAME: Query = Query::same("SELECT job_name FROM job WHERE job_id = ?1");
+    let jobs = c.rows(&EXPIRE, &[now.into()], |r| r.int(0))?;
+    let mut names = Vec::with_capacity(jobs.len());
+    for job_id in jobs {
+        names.extend(c.row(&NAME, &[job_id.into()], |r| r.text(0))?);
+    }
+    Ok(names)
 }
 
 /// Marks a deactivated job's queued slots `skipped` (its ad-hoc runs and retries stay queued).

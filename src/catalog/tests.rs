@@ -109,7 +109,7 @@ fn check_lists_match_rust_enums() {
         ),
         (
             "INSERT INTO decision (node_id, at, action, reason) VALUES (1, 0, ?1, 'r')",
-            crate::policy::Action::NAMES.to_vec(),
+            super::activation::decision_actions(),
         ),
         (
             "INSERT INTO decision (node_id, at, action, reason, cause) VALUES (1, 0, 'hold', 'r', ?1)",

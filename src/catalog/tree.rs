@@ -49,11 +49,13 @@ pub(crate) struct Ended {
     pub status: RunStatus,
 }
 
-/// What a run's end means for its tree: failed, timed out and dead runs fail it; cancelled and
-/// skipped ones cancel it; a success changes nothing.
+/// What a run's end means for its tree: failed, timed out, dead and expired runs fail it (the
+/// work was not done); cancelled and skipped ones cancel it; a success changes nothing.
 fn verdict(status: RunStatus) -> Option<RunStatus> {
     match status {
-        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Dead => Some(RunStatus::Failed),
+        RunStatus::Failed | RunStatus::TimedOut | RunStatus::Dead | RunStatus::Expired => {
+            Some(RunStatus::Failed)
+        }
         RunStatus::Cancelled | RunStatus::Skipped => Some(RunStatus::Cancelled),
         RunStatus::Succeeded | RunStatus::Queued | RunStatus::Claimed | RunStatus::Running => None,
     }
@@ -498,6 +500,7 @@ fn advance<S: Sql>(
             RunStatus::Cancelled => "was cancelled",
             RunStatus::Skipped => "was skipped",
             RunStatus::TimedOut => "timed out",
+            RunStatus::Expired => "expired (not started by its deadline)",
             _ => "failed",
         };
         (

@@ -625,6 +625,20 @@ impl DbWriter {
             .await
     }
 
+    /// Ends `expired` the queued runs past their deadline that no claim took
+    /// ([`queue::expire_overdue`]); returns their jobs' names, one per run.
+    pub async fn expire_overdue(&self, now: i64) -> Result<Vec<String>, CatalogError> {
+        if let Some(pg) = self.postgres() {
+            return pg
+                .off_thread(move |pg| pg.transact(move |tx| queue::expire_overdue(tx, now)))
+                .await;
+        }
+        self.call("expiring overdue runs", move |c| {
+            queue::expire_overdue(c, now)
+        })
+        .await
+    }
+
     /// Gives the node name up at a clean stop (if this process still holds it).
     pub async fn release_node(&self, lease: NodeLease) -> Result<(), CatalogError> {
         if let Some(pg) = self.postgres() {

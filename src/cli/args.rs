@@ -288,6 +288,9 @@ pub struct JobFields {
     /// Timeout in ms (0 = none).
     #[arg(long, allow_negative_numbers = true)]
     pub timeout: Option<i64>,
+    /// A run not started this many ms after it became due ends `expired` (0 = no deadline).
+    #[arg(long, allow_negative_numbers = true)]
+    pub start_within: Option<i64>,
     /// Clear every schedule field before applying the ones given.
     #[arg(long)]
     pub clear_schedule: bool,

@@ -278,6 +278,7 @@ pub(super) fn job_patch(f: &JobFields) -> Result<JobPatch, Failure> {
         objects: (!f.objects.is_empty()).then(|| f.objects.clone()),
         required: f.required,
         stretch_max: f.stretch_max,
+        start_within: f.start_within,
         ..JobPatch::default()
     })
 }

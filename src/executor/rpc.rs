@@ -374,6 +374,7 @@ mod tests {
             suspect: false,
             objects: Arc::from([]),
             started_at: 0,
+            start_by: None,
         }
     }
 

@@ -64,6 +64,9 @@ pub struct JobFields {
     pub priority: Option<i64>,
     /// Milliseconds; 0 = none.
     pub timeout_ms: Option<i64>,
+    /// Milliseconds after becoming due by which a run must start, else it ends `expired`;
+    /// 0 = no deadline.
+    pub start_within_ms: Option<i64>,
     /// Clear every schedule field before applying the ones given.
     pub clear_schedule: Option<bool>,
     /// Run again `run_delay_ms` after each run ends.
@@ -164,8 +167,9 @@ impl JobFields {
     }
 
     /// The job.conf keys whose field here has another name (the unit in it), as (key, field).
-    pub const FIELD_NAMES: [(&str, &str); 5] = [
+    pub const FIELD_NAMES: [(&str, &str); 6] = [
         ("timeout", "timeout_ms"),
+        ("start_within", "start_within_ms"),
         ("run_delay", "run_delay_ms"),
         ("misfire_window", "misfire_window_ms"),
         ("backoff_base", "backoff_base_ms"),
@@ -212,6 +216,7 @@ impl JobFields {
             objects: self.objects.clone(),
             required: self.required,
             stretch_max: self.stretch_max,
+            start_within: self.start_within_ms,
         })
     }
 }
@@ -266,6 +271,7 @@ pub fn job_body(name: Option<&str>, p: &JobPatch) -> JsonMap<String, Json> {
     put("objects", p.objects.clone().map(Json::from));
     put("required", p.required.map(Json::from));
     put("stretch_max", p.stretch_max.map(Json::from));
+    put("start_within_ms", p.start_within.map(Json::from));
     b
 }
 

@@ -100,7 +100,8 @@ fn merge_job(old: &JobDef, new: &mut JobDef, named: &[&'static str]) {
         "max_catchup" => max_catchup, "overlap_policy" => overlap_policy,
         "max_overlap" => max_overlap, "max_attempts" => max_attempts,
         "backoff_base" => backoff_base, "backoff_max" => backoff_max, "objects" => objects,
-        "enabled" => enabled, "required" => required,
+        "enabled" => enabled, "required" => required, "stretch_max" => stretch_max,
+        "start_within" => start_within,
     ]);
     if !SCHEDULE_FIELDS.iter().any(|f| named.contains(f)) {
         new.schedule = old.schedule.clone();

@@ -312,6 +312,9 @@ pub struct JobDef {
     /// How far the node may stretch the period of this recurring job under strain (1: never;
     /// 4: it may run four times less often than scheduled). Up to [`STRETCH_MAX_LIMIT`].
     pub stretch_max: i64,
+    /// Milliseconds: a run not started this long after it became due ends `expired`; 0 = no
+    /// deadline.
+    pub start_within: i64,
 }
 
 /// The largest accepted `stretch_max`.
@@ -352,6 +355,7 @@ impl JobDef {
             enabled: true,
             required: false,
             stretch_max: 1,
+            start_within: 0,
         }
     }
 }

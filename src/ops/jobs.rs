@@ -62,6 +62,8 @@ pub struct JobView {
     pub required: bool,
     /// Milliseconds; 0 = none.
     pub timeout_ms: i64,
+    /// Milliseconds after becoming due by which a run must start, or it expires; 0 = none.
+    pub start_within_ms: i64,
     /// The schedule in words.
     pub schedule: String,
     /// Run again `run_delay` ms after each run ends.
@@ -146,6 +148,7 @@ fn job_view(j: &JobRecord, activation: ActivationView) -> JobView {
         enabled: d.enabled,
         required: d.required,
         timeout_ms: d.timeout,
+        start_within_ms: d.start_within,
         schedule: schedule_words(s),
         run_always: s.run_always,
         run_delay_ms: s.run_delay,
@@ -245,6 +248,8 @@ pub struct JobPatch {
     pub required: Option<bool>,
     /// How far the node may stretch the period under strain.
     pub stretch_max: Option<i64>,
+    /// Start deadline after becoming due, ms (0: none).
+    pub start_within: Option<i64>,
 }
 
 impl JobPatch {
@@ -267,6 +272,7 @@ impl JobPatch {
         set(&mut job.priority, &self.priority);
         set(&mut job.stretch_max, &self.stretch_max);
         set(&mut job.timeout, &self.timeout);
+        set(&mut job.start_within, &self.start_within);
         if self.clear_schedule {
             job.schedule = ScheduleSpec::default();
         }

@@ -124,9 +124,10 @@ impl Ended<'_> {
     fn result(&self) -> (Option<Json>, Option<String>) {
         match self.outcome {
             Outcome::Succeeded(v) => (Some(v.clone()), None),
-            Outcome::Failed(e) | Outcome::TimedOut(e) | Outcome::Cancelled(e) => {
-                (None, Some(e.clone()))
-            }
+            Outcome::Failed(e)
+            | Outcome::TimedOut(e)
+            | Outcome::Cancelled(e)
+            | Outcome::Expired(e) => (None, Some(e.clone())),
             Outcome::Interrupted => (None, None),
         }
     }

@@ -805,17 +805,7 @@ pub(super) async fn decisions(
         StatusCode::OK,
         &DecisionsPage {
             chrome: chrome(&req, &ui, &api, &session, "Decisions"),
-            actions: vec![
-                "activate",
-                "deactivate",
-                "stretch",
-                "unstretch",
-                "hold",
-                "add_instance",
-                "remove_instance",
-                "pause_writes",
-                "resume_writes",
-            ],
+            actions: crate::catalog::activation::decision_actions(),
             causes: vec!["health", "pin", "minimum", "operator"],
             self_url: q.url(q.before),
             newest: q.before.is_some().then(|| q.url(None)),

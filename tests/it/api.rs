@@ -15,6 +15,7 @@ crate::on_both_backends!(
     without_credentials_every_route_but_healthz_is_401_and_bad_ones_are_throttled,
     host_names_outside_the_allowlist_are_refused,
     a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed,
+    a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed,
 );
 
 /// A node on a fresh catalog with only the test's jobs active, and its admin token.
@@ -928,5 +929,144 @@ fn a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed(ws: Works
     );
     let none = ok(api(base, Some(&t), "GET", "/api/v1/pauses", None), 200);
     assert_eq!(none, json!([]));
+
+    // Each pause and resume is in the node's decision log, the operator's, with who and why.
+    let decisions = ok(
+        api(base, Some(&viewer), "GET", "/api/v1/decisions", None),
+        200,
+    );
+    let logged: Vec<(String, String)> = decisions
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["action"] == "pause" || d["action"] == "resume")
+        .map(|d| {
+            assert_eq!(d["cause"], "operator", "{d}");
+            (
+                d["action"].as_str().unwrap().to_string(),
+                d["reason"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect();
+    let expected = [
+        (
+            "pause",
+            "job `echo` paused on node `n1` by admin: maintenance",
+        ),
+        ("resume", "job `echo` resumed on node `n1` by admin"),
+        ("pause", "processor `main` paused fleet-wide by admin"),
+        ("resume", "processor `main` resumed fleet-wide by admin"),
+    ];
+    for (action, reason) in expected {
+        assert!(
+            logged.iter().any(|(a, r)| a == action && r == reason),
+            "no {action} decision `{reason}` in {logged:?}"
+        );
+    }
+    assert_eq!(logged.len(), 4, "{logged:?}");
+    assert_eq!(node.stop(), Some(0));
+}
+
+/// Start deadlines: a job's `start_within` ends a run `expired` (not failed, with the reason)
+/// when it could not start in time — behind a longer run on its one instance (its processor
+/// ends it when it reaches it), or on a paused processor (the node's sweep ends it while it is
+/// still queued) — and a run that starts in time is untouched. Counted in `/metrics`.
+fn a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed(ws: Workspace) {
+    let (ws, node, t) = node(ws);
+    let base = node.api.as_str();
+    for (name, payload, within) in [
+        ("slow", r#"{"function":"debug.sleep","ms":1500}"#, "0"),
+        ("quick", r#"{"function":"debug.noop"}"#, "300"),
+    ] {
+        ws.ok(&[
+            "jobs",
+            "add",
+            name,
+            "--type",
+            "function",
+            "--processor",
+            "main",
+            "--payload",
+            payload,
+            "--start-within",
+            within,
+        ]);
+    }
+    let job = ok(api(base, Some(&t), "GET", "/api/v1/jobs/quick", None), 200);
+    assert_eq!(job["start_within_ms"], 300, "{job}");
+    let trigger = |job: &str| {
+        let queued = ok(
+            api(
+                base,
+                Some(&t),
+                "POST",
+                &format!("/api/v1/jobs/{job}/runs"),
+                None,
+            ),
+            201,
+        );
+        queued["run_ids"][0].as_i64().unwrap()
+    };
+    let run = |id: i64| api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None).json();
+    let ended = |id: i64| {
+        wait_for(20.0, "the run to end", || {
+            let r = run(id);
+            (r["status"] != "queued" && r["status"] != "claimed" && r["status"] != "running")
+                .then_some(r)
+        })
+    };
+
+    // In time: it starts at once.
+    let on_time = trigger("quick");
+    assert_eq!(ended(on_time)["status"], "succeeded");
+
+    // Behind a 1.5 s run on the processor's one instance: expired when reached.
+    let slow = trigger("slow");
+    wait_for(10.0, "the slow run to start", || {
+        (run(slow)["status"] == "running").then_some(())
+    });
+    let late = trigger("quick");
+    let r = ended(late);
+    assert_eq!(r["status"], "expired", "{r}");
+    let error = r["error"].as_str().unwrap_or_default();
+    assert!(error.contains("not started by its deadline"), "{r}");
+    assert!(
+        r["started_at"].is_null(),
+        "an expired run never started: {r}"
+    );
+    assert_eq!(ended(slow)["status"], "succeeded");
+
+    // On a paused processor: still queued at its deadline, the sweep ends it.
+    ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/pauses",
+            Some(&json!({"scope": "processor", "name": "main"})),
+        ),
+        201,
+    );
+    let waiting = trigger("quick");
+    let r = ended(waiting);
+    assert_eq!(r["status"], "expired", "{r}");
+    assert!(
+        r["error"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("still queued"),
+        "{r}"
+    );
+
+    let metrics = api(base, Some(&t), "GET", "/metrics", None).body;
+    assert!(
+        metrics.contains("jobvisor_runs_total{job=\"quick\",status=\"expired\"} 2"),
+        "{metrics}"
+    );
+    let listed = ok(
+        api(base, Some(&t), "GET", "/api/v1/runs?status=expired", None),
+        200,
+    );
+    assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
     assert_eq!(node.stop(), Some(0));
 }

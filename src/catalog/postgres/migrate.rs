@@ -46,6 +46,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0007_processor_prefetch.sql",
         sql: include_str!("../../../migrations/postgres/0007_processor_prefetch.sql"),
     },
+    Migration {
+        version: 8,
+        name: "0008_start_deadlines.sql",
+        sql: include_str!("../../../migrations/postgres/0008_start_deadlines.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).

@@ -39,7 +39,8 @@ const INSERT_RUN: &str = "INSERT INTO job_run (job_id, processor_id, priority, s
 // writes paused, only maintenance jobs — in claim order, locked.
 macro_rules! candidates {
     (columns) => {
-        "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for, r.priority, r.suspect
+        "SELECT r.run_id, r.job_id, r.params, r.attempt, r.scheduled_for, r.priority, r.suspect,
+        r.run_after, r.start_by
     FROM job_run r
     WHERE "
     };
@@ -75,7 +76,8 @@ const PAST_BLOCKED: i64 = crate::lease::PAST_BLOCKED as i64;
 const SELECT_JOBS: &str = "SELECT j.job_id, j.job_name, t.job_type, j.job_payload,
     j.max_attempts, j.backoff_base, j.backoff_max, j.timeout, j.overlap_policy, j.max_overlap,
     j.runs_begun - coalesce((SELECT sum(e.runs_ended) FROM job_tally e
-                             WHERE e.job_id = j.job_id), 0)::bigint
+                             WHERE e.job_id = j.job_id), 0)::bigint,
+    coalesce(j.start_within, 0)
     FROM job j JOIN job_type t ON t.job_type_id = j.job_type_id WHERE j.job_id = ANY($1)";
 // The last statement of a claim before its commit, so job rows stay locked only for the
 // commit: locks the claimed runs' jobs (ascending, so claims never deadlock on them; `NO KEY
@@ -412,6 +414,7 @@ fn claim_in(
                 suspect: r.get::<_, i32>(6) > 0,
                 objects: meta.objects.clone(),
                 started_at: c.now,
+                start_by: meta.start_by(r.get(7), r.get(8)),
             });
         }
         if claim.runs.len() > first {
@@ -523,7 +526,7 @@ fn read_jobs(
         let job_type: String = r.get(2);
         let payload: String = r.get(3);
         let overlap: String = r.get(8);
-        let meta = JobMeta::parse(
+        let mut meta = JobMeta::parse(
             name,
             &job_type,
             &payload,
@@ -532,6 +535,7 @@ fn read_jobs(
             r.get(9),
             objects_of.remove(&job_id).unwrap_or_default().into(),
         )?;
+        meta.start_within = r.get(11);
         let meta = Locked {
             meta,
             running: r.get(10),

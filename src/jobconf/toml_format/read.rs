@@ -264,6 +264,7 @@ fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     job.enabled = r.bool("enabled").unwrap_or(true);
     job.required = r.bool("required").unwrap_or(false);
     job.stretch_max = r.int("stretch_max").unwrap_or(job.stretch_max);
+    job.start_within = r.int("start_within").unwrap_or(job.start_within);
     (job_type.is_some()).then_some(job)
 }
 

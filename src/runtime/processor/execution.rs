@@ -433,6 +433,7 @@ mod tests {
                 suspect: false,
                 objects: Arc::from(Vec::new()),
                 started_at: 0,
+                start_by: None,
             };
             let rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -360,10 +360,23 @@ impl Processor {
             }
             return;
         }
+        let mut expired = false;
         while self.running.len() < self.cfg.instances {
             let Some(front) = self.local.front() else {
                 break;
             };
+            let now = self.now();
+            if let Some(by) = front.start_by.filter(|&by| now > by) {
+                let run = self.local.pop_front().expect("the front run");
+                let why = format!(
+                    "not started by its deadline {} ({} ms late)",
+                    crate::schedule::calendar::rfc3339(by),
+                    now - by
+                );
+                self.end_unstarted(run, Outcome::Expired(why));
+                expired = true;
+                continue;
+            }
             if front.suspect && !self.cfg.suspects.try_enter() {
                 self.retry_later(ctx);
                 break;
@@ -374,6 +387,9 @@ impl Processor {
         if !self.started_events.is_empty() {
             self.events
                 .do_send(RunEvents(std::mem::take(&mut self.started_events)));
+        }
+        if expired {
+            self.flush(ctx);
         }
         if self.claiming {
             self.wake_again = true;

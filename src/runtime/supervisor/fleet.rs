@@ -54,13 +54,34 @@ impl Supervisor {
         ctx.spawn(
             sweep
                 .into_actor(self)
-                .map(move |result, act, _| match result {
-                    Ok(swept) => act.on_swept(&swept, now),
+                .map(move |result, act, ctx| match result {
+                    Ok(swept) => {
+                        act.on_swept(&swept, now);
+                        act.expire_overdue(ctx);
+                    }
                     // This node lost its name meanwhile: its next heartbeat says so.
                     Err(CatalogError::Fenced { .. }) => {}
                     Err(e) => super::super::log_write_error("sweeping dead nodes", &e),
                 }),
         );
+    }
+
+    /// Ends `expired` the queued runs past their start deadline that no claim took (a paused
+    /// processor's, one running on no node); a claimed run past it is its processor's to end.
+    fn expire_overdue(&mut self, ctx: &mut Context<Self>) {
+        let (writer, now) = (self.writer.clone(), self.now());
+        let expire = async move { writer.expire_overdue(now).await };
+        ctx.spawn(expire.into_actor(self).map(|result, _, _| match result {
+            Ok(jobs) if !jobs.is_empty() => {
+                tracing::info!(
+                    runs = jobs.len(),
+                    "expired queued runs not started by their deadline"
+                );
+                crate::metrics::runs_recorded(jobs.iter().map(|j| (j.as_str(), "expired", 0.0)));
+            }
+            Ok(_) => {}
+            Err(e) => super::super::log_write_error("expiring overdue runs", &e),
+        }));
     }
 
     fn on_swept(&mut self, swept: &[Swept], now: i64) {
