@@ -203,6 +203,11 @@ impl SuspectGate {
 /// looks again this often.
 const RETRY_START: Duration = Duration::from_millis(50);
 
+/// How long a claimed run may wait in its processor's buffer while every instance is busy
+/// before it goes back to the queue, for a node with a free instance to take (issue 29: no node
+/// idles for over a second beside claimed work it could start).
+const HOLD_WHILE_BUSY_MS: i64 = 500;
+
 /// How long a started run may read `claimed` before its start is written: runs that end
 /// sooner are recorded `claimed` → end in one write (a drain of short runs writes no starts).
 const START_MARK_DELAY: Duration = Duration::from_millis(50);
@@ -277,6 +282,8 @@ pub struct Processor {
     /// Runs were given back to an idle node: claim nothing until an instance is free (or the
     /// same runs would come straight back).
     gave_back: bool,
+    /// A look at the buffer is due (`release_held`).
+    hold_armed: bool,
 }
 
 impl Processor {
@@ -333,6 +340,7 @@ impl Processor {
             urgent: false,
             retry_armed: false,
             gave_back: false,
+            hold_armed: false,
         }
     }
 
@@ -390,6 +398,9 @@ impl Processor {
         }
         if expired {
             self.flush(ctx);
+        }
+        if self.free() == 0 && !self.local.is_empty() {
+            self.arm_hold_check(ctx);
         }
         if self.claiming {
             self.wake_again = true;
@@ -594,6 +605,54 @@ impl Processor {
         crate::metrics::given_back(n);
         tracing::info!(processor = %self.cfg.name, runs = n, lease_ms = self.cfg.lease_ms, "returned claimed runs not started within their claim's lease to the queue");
         self.flush(ctx);
+    }
+
+    /// Looks at the buffer once its oldest run has waited [`HOLD_WHILE_BUSY_MS`] (one such
+    /// timer at a time).
+    fn arm_hold_check(&mut self, ctx: &mut Context<Self>) {
+        let Some(oldest) = self.local.iter().map(|r| r.started_at).min() else {
+            return;
+        };
+        if std::mem::replace(&mut self.hold_armed, true) {
+            return;
+        }
+        let due = oldest + HOLD_WHILE_BUSY_MS - self.now();
+        ctx.run_later(Duration::from_millis(due.max(1) as u64), |act, ctx| {
+            act.hold_armed = false;
+            act.release_held(ctx);
+        });
+    }
+
+    /// Returns to the queue the claimed runs that have waited [`HOLD_WHILE_BUSY_MS`] while
+    /// every instance stayed busy: a node with a free instance takes them (it wakes on the
+    /// change) rather than idling beside them; this one claims again once an instance frees.
+    fn release_held(&mut self, ctx: &mut Context<Self>) {
+        if self.draining || self.fenced || self.local.is_empty() {
+            return;
+        }
+        if self.free() > 0 {
+            self.pump(ctx);
+            return;
+        }
+        let since = self.now() - HOLD_WHILE_BUSY_MS;
+        let (held, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.local)
+            .into_iter()
+            .partition(|run| run.started_at <= since);
+        self.local = kept;
+        if !held.is_empty() {
+            let n = held.len();
+            for run in held {
+                self.end_unstarted(run, Outcome::Interrupted);
+            }
+            self.gave_back = true;
+            self.sizer.handle_short_claim();
+            crate::metrics::given_back(n);
+            tracing::debug!(processor = %self.cfg.name, runs = n, "returned claimed runs to the queue: every instance stayed busy");
+            self.flush(ctx);
+        }
+        if !self.local.is_empty() {
+            self.arm_hold_check(ctx);
+        }
     }
 
     /// Wakes at `at` (epoch ms) to claim a run that becomes due then.
