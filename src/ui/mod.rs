@@ -23,6 +23,7 @@ mod job_form;
 mod jobs;
 mod login;
 mod pages;
+mod pauses;
 mod runs;
 pub mod session;
 mod view;
@@ -126,6 +127,9 @@ ui_routes! {
     get "/objects" => pages::objects;
     get "/decisions" => pages::decisions;
     get "/nodes" => pages::nodes;
+    get "/pauses" => pauses::list;
+    post "/pauses" => pauses::add;
+    post "/pauses/resume" => pauses::resume;
     post "/node/pause" => pages::pause;
     post "/node/resume" => pages::resume;
 }

@@ -54,6 +54,7 @@ impl Chrome {
             ("/ui/processors", "Processors"),
             ("/ui/objects", "Objects"),
             ("/ui/decisions", "Decisions"),
+            ("/ui/pauses", "Pauses"),
             ("/ui/nodes", "Nodes"),
         ]
         .into_iter()

@@ -485,6 +485,35 @@ async fn the_web_ui_in_headless_chromium() {
         .await;
     ui.shots("overview-charts").await;
 
+    // A processor paused fleet-wide from the Pauses page, listed with who and why, resumed.
+    ui.goto("/ui/pauses").await;
+    ui.until(
+        "the pause form",
+        "document.querySelector('#pause-form') !== null",
+    )
+    .await;
+    ui.type_into("#p-name", "main").await;
+    ui.type_into("#p-reason", "db upgrade").await;
+    ui.js("document.querySelector('#pause-form input[name=fleet]').checked = true; return 1")
+        .await;
+    ui.click("#pause-submit").await;
+    let row = ui
+        .until(
+            "the pause listed",
+            "(document.querySelector('tr[data-pause=\"processor/main@fleet\"]') || {}).textContent",
+        )
+        .await;
+    let row = row.as_str().unwrap();
+    assert!(row.contains("db upgrade") && row.contains("admin"), "{row}");
+    ui.shots("pauses").await;
+    ui.click("tr[data-pause=\"processor/main@fleet\"] button")
+        .await;
+    ui.until(
+        "the pause ended",
+        "document.querySelector('tr[data-pause]') === null",
+    )
+    .await;
+
     // The other pages.
     for (name, path) in [
         ("jobs", "/ui/jobs"),
