@@ -7,6 +7,7 @@
 //! the one CatalogWriter.
 
 pub mod builtins;
+pub mod cgroup;
 pub mod events;
 pub mod health;
 pub mod inbox;
