@@ -5,8 +5,8 @@
 
 use crate::policy::testkit::*;
 use crate::policy::{
-    Action, Cause, Evidence, Health, JobView, Level, Pin, Policy, PolicyConfig, ProcessorView,
-    Resource, Sample, duration,
+    Action, Bound, Cause, Evidence, Health, JobView, Level, Pin, Policy, PolicyConfig,
+    ProcessorView, Resource, Sample, duration,
 };
 
 #[test]
@@ -289,6 +289,7 @@ fn reasons_read_as_sentences() {
             critical: 97.0,
             level: Level::Strained,
             reading: Level::Strained,
+            budget: None,
         }]
     );
     assert_eq!(out[0].evidence[0].describe(), "cpu 96.2% (strained: > 90%)");
@@ -332,6 +333,7 @@ fn decisions_serialize_with_stable_names() {
             critical: 80.0,
             level: Level::Strained,
             reading: Level::Strained,
+            budget: None,
         }],
         cause: Cause::Health,
         jobs: vec![],
@@ -581,7 +583,7 @@ fn each_resource_explains_its_reading_with_unit_and_threshold() {
     );
     assert_eq!(
         text(Resource::Memory, Level::Strained),
-        "memory 150 MiB available < 200 MiB (strained) for 2 samples in a row (1.0 s)"
+        "memory 150 MiB free of the host's 8.0 GiB < 200 MiB (strained) for 2 samples in a row (1.0 s)"
     );
     assert_eq!(
         text(Resource::Swap, Level::Strained),
@@ -606,7 +608,59 @@ fn each_resource_explains_its_reading_with_unit_and_threshold() {
     );
     let e = h.evidence(Resource::Memory, &cfg).unwrap();
     assert_eq!((e.value, e.unit.as_str()), (150.0, "MiB"));
-    assert_eq!(e.describe(), "memory 150 MiB (strained: < 200 MiB)");
+    assert_eq!(
+        e.describe(),
+        "memory 150 MiB free of the host's 8.0 GiB (strained: < 200 MiB)"
+    );
+}
+
+/// Issue 31: a node in a cgroup reads its budget there, and every reason and piece of
+/// evidence names the bound that applied — the cgroup's limit, not the host's memory.
+#[test]
+fn a_cgroup_bound_is_named_in_reasons_and_evidence() {
+    let cfg = PolicyConfig::default();
+    let mut h = Health::default();
+    let tight = |at| Sample {
+        cpu_used: 98.0,
+        cpu_cores: 0.5,
+        cpu_bound: Bound::Cgroup,
+        cpu_throttled: Some(70.0),
+        memory_available: 38 * MIB,
+        memory_total: 400 * MIB,
+        memory_bound: Bound::Cgroup,
+        ..healthy(at)
+    };
+    h.handle_sample(&tight(T0), &cfg);
+    h.handle_sample(&tight(T0 + 1_000), &cfg);
+    let text = |r, l| h.explain(r, l, &cfg).unwrap();
+    assert_eq!(
+        text(Resource::Memory, Level::Critical),
+        "memory 38 MiB free of the cgroup's 400 MiB < 100 MiB (critical) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::Cpu, Level::Critical),
+        "cpu 98.0% of the cgroup's 0.5 cores > 97% (critical) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::CpuThrottled, Level::Critical),
+        "cpu throttled in 70.0% of the quota's periods (the cgroup's 0.5 cores) > 60% (critical) for 2 samples in a row (1.0 s)"
+    );
+    // Throttling is a strain signal of its own.
+    assert_eq!(h.level(Resource::CpuThrottled), Level::Critical);
+    let e = h.evidence(Resource::Memory, &cfg).unwrap();
+    assert_eq!(e.budget.as_deref(), Some("the cgroup's 400 MiB"));
+    assert_eq!(
+        e.describe(),
+        "memory 38 MiB free of the cgroup's 400 MiB (critical: < 100 MiB)"
+    );
+    // Without a quota there is no throttling reading: ok, and no evidence.
+    let mut h = Health::default();
+    h.handle_sample(&healthy(T0), &cfg);
+    assert_eq!(h.level(Resource::CpuThrottled), Level::Ok);
+    assert!(h.evidence(Resource::CpuThrottled, &cfg).is_none());
+    assert_eq!(crate::policy::cores(1.0), "1 core");
+    assert_eq!(crate::policy::cores(2.0), "2 cores");
+    assert_eq!(crate::policy::cores(1.25), "1.25 cores");
 }
 
 /// Issue 12, defect 6: a catalog write that failed for a full disk pauses writes at the next

@@ -326,12 +326,17 @@ mod tests {
                 psi_cpu: None,
                 psi_memory: None,
                 psi_io: None,
+                cpu_cores: 0.0,
+                cpu_bound: crate::policy::Bound::Host,
+                cpu_throttled: None,
+                memory_bound: crate::policy::Bound::Host,
             },
             net_rx_per_s: 0.0,
             net_tx_per_s: 0.0,
             load_1: 0.0,
             process_cpu: 0.0,
             process_rss: 0,
+            cgroup_oom_kills: None,
         }
     }
 
