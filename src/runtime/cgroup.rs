@@ -377,8 +377,12 @@ impl Cgroup {
                 }
             }
         }
+        // The root cgroup's usage is the whole machine's: a node whose cpuacct folder is the
+        // hierarchy's root (cpu and cpuacct mounted apart, the node moved into cpu only) has no
+        // usage counter of its own, and is measured against the host.
         if let Some(p) = &self.cpuacct
             && p.version == Version::V1
+            && p.dir != p.mount
         {
             out.usage_usec = p
                 .read("cpuacct.usage")
@@ -649,9 +653,12 @@ mod tests {
         .put("/sys/fs/cgroup/memory/memory.usage_in_bytes", "123\n")
         .put("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_quota_us", "-1\n")
         .put("/sys/fs/cgroup/cpu,cpuacct/cpu.cfs_period_us", "100000\n");
+        t.put("/sys/fs/cgroup/cpu,cpuacct/cpuacct.usage", "123000\n");
         let cg = t.locate("4:memory:/\n2:cpu,cpuacct:/\n", V1_MOUNTS);
         let m = cg.memory().unwrap();
         assert_eq!((m.limit, m.available(), m.oom_kills), (None, None, None));
+        // The root's usage is the machine's, not the node's.
+        assert_eq!(cg.cpu().usage_usec, None);
         assert_eq!(cg.cpu().quota_cores, None);
         assert_eq!(cg.cpu().effective_cores(4.0), (4.0, false));
     }
