@@ -478,6 +478,7 @@ impl Evidence {
         };
         let of = match (&self.budget, self.resource) {
             (Some(b), Resource::Memory) => format!(" free of {b}"),
+            (Some(b), Resource::CpuThrottled) => format!(" of the quota's periods ({b})"),
             (Some(b), _) => format!(" of {b}"),
             (None, _) => String::new(),
         };

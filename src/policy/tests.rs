@@ -647,6 +647,10 @@ fn a_cgroup_bound_is_named_in_reasons_and_evidence() {
     );
     // Throttling is a strain signal of its own.
     assert_eq!(h.level(Resource::CpuThrottled), Level::Critical);
+    assert_eq!(
+        h.evidence(Resource::CpuThrottled, &cfg).unwrap().describe(),
+        "cpu_throttled 70% of the quota's periods (the cgroup's 0.5 cores) (critical: > 60%)"
+    );
     let e = h.evidence(Resource::Memory, &cfg).unwrap();
     assert_eq!(e.budget.as_deref(), Some("the cgroup's 400 MiB"));
     assert_eq!(

@@ -277,35 +277,28 @@ pub struct CpuBudget {
     pub bound: Bound,
 }
 
-/// CPU use against the tightest budget: the host's use of its cores, or the cgroup's use of
-/// its effective cores (`cgroup_used_cores`, from its usage counter) — whichever is the
-/// larger share, since a cgroup gets neither more than its quota nor more than the host has
-/// free.
+/// CPU use against the tightest budget: the cgroup's use of its effective cores
+/// (`cgroup_used_cores`, from its usage counter) when its quota or cpuset allows fewer cores
+/// than the host has, else the host's use of its cores. Contention from outside the cgroup
+/// (a busy host starving a quota it does not reach) shows as CPU pressure, not here: a share
+/// of the host would make the budget flip between two sizes from one sample to the next.
 pub fn cpu_budget(
     host_used: f64,
     host_cores: f64,
     effective_cores: f64,
     cgroup_used_cores: Option<f64>,
 ) -> CpuBudget {
-    let host = CpuBudget {
-        used: host_used,
-        cores: host_cores,
-        bound: Bound::Host,
-    };
     match cgroup_used_cores {
-        Some(used) if effective_cores < host_cores && effective_cores > 0.0 => {
-            let share = used * 100.0 / effective_cores;
-            if share > host_used {
-                CpuBudget {
-                    used: share,
-                    cores: effective_cores,
-                    bound: Bound::Cgroup,
-                }
-            } else {
-                host
-            }
-        }
-        _ => host,
+        Some(used) if effective_cores < host_cores && effective_cores > 0.0 => CpuBudget {
+            used: used * 100.0 / effective_cores,
+            cores: effective_cores,
+            bound: Bound::Cgroup,
+        },
+        _ => CpuBudget {
+            used: host_used,
+            cores: host_cores,
+            bound: Bound::Host,
+        },
     }
 }
 
@@ -660,13 +653,14 @@ mod tests {
                 bound: Bound::Cgroup
             }
         );
-        // A host busier than the cgroup's share: the host's reading binds.
+        // A busy host beside an idle cgroup: the node's own share of its quota (the host's
+        // contention is CPU pressure's to show).
         assert_eq!(
             cpu_budget(99.0, 2.0, 0.5, Some(0.1)),
             CpuBudget {
-                used: 99.0,
-                cores: 2.0,
-                bound: Bound::Host
+                used: 20.0,
+                cores: 0.5,
+                bound: Bound::Cgroup
             }
         );
         // No quota or cpuset below the host's cores, or no usage counter: the host's.

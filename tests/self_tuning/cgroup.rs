@@ -2,7 +2,9 @@
 //! 400 MiB cgroup, on a host with gigabytes free. The node reads its budget from the cgroup —
 //! the status, `/metrics` and `jobvisor stats` say so, and its decisions name "the cgroup's
 //! 400 MiB" — activates only what fits, most important first, and the kernel's OOM killer never
-//! acts in the cgroup.
+//! acts in the cgroup. And a node held to half a core by a CFS quota with three CPU-bound jobs:
+//! it reads its CPU against 0.5 core, sees the cgroup throttled, and sheds lowest priority first,
+//! each reason naming "the cgroup's 0.5 cores"; the per-second job's start delay is printed.
 //!
 //! It needs root and a writable memory hierarchy (cgroup v1's `memory` mount, or cgroup v2
 //! with the memory controller). Where it cannot make one it fails when `CI` is set, and
@@ -154,7 +156,7 @@ fn in_a_400_mib_memory_cgroup_the_node_reads_its_budget_there_and_no_oom_kill_ha
         return;
     };
     let mut t = Tuned::prepare("cgroup_memory", &catalog(), &[]);
-    *t.ws.node_cgroup.borrow_mut() = Some(cg.procs());
+    *t.ws.node_cgroups.borrow_mut() = vec![cg.procs()];
     let started = now_ms();
     t.start(&[]);
     // Two minutes, as the issue measured; the activation order is checked as it goes.
@@ -248,6 +250,251 @@ fn in_a_400_mib_memory_cgroup_the_node_reads_its_budget_there_and_no_oom_kill_ha
              evidence {evidence}",
             (now_ms() - started) as f64 / 1000.0,
             cg.peak().map_or("?".into(), |p| (p / MIB).to_string()),
+        ),
+    );
+    drop(t);
+}
+
+/// CPU cgroups made for one test (the cpu hierarchy, and cpuacct's where it is mounted apart),
+/// removed when dropped.
+struct CpuCgroup {
+    dirs: Vec<PathBuf>,
+}
+
+impl CpuCgroup {
+    /// New cgroups whose CFS quota is `cores` (v1, or v2's `cpu.max`).
+    fn create(cores: f64) -> Result<CpuCgroup, String> {
+        let mounts = std::fs::read_to_string("/proc/self/mountinfo").map_err(|e| e.to_string())?;
+        let name = format!("jobvisor-test-cpu-{}", std::process::id());
+        let period = 100_000u64;
+        let quota = (cores * period as f64) as u64;
+        let mut v1 = Vec::new();
+        let mut v2 = None;
+        for l in mounts.lines() {
+            let f: Vec<&str> = l.split(' ').collect();
+            let Some(dash) = f.iter().position(|x| *x == "-") else {
+                continue;
+            };
+            let (fs, opts) = (
+                f.get(dash + 1).copied(),
+                f.get(dash + 3).copied().unwrap_or(""),
+            );
+            let opts: Vec<&str> = opts.split(',').collect();
+            match fs {
+                Some("cgroup") if opts.contains(&"cpu") || opts.contains(&"cpuacct") => {
+                    v1.push((PathBuf::from(f[4]), opts.contains(&"cpu")))
+                }
+                Some("cgroup2") => v2 = Some(PathBuf::from(f[4])),
+                _ => {}
+            }
+        }
+        let make = |dir: &PathBuf| {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))
+        };
+        let write = |file: PathBuf, v: String| {
+            std::fs::write(&file, v).map_err(|e| format!("{}: {e}", file.display()))
+        };
+        if v1.iter().any(|(_, cpu)| *cpu) {
+            let mut out = CpuCgroup { dirs: Vec::new() };
+            for (root, cpu) in v1 {
+                let dir = root.join(&name);
+                make(&dir)?;
+                out.dirs.push(dir.clone());
+                if cpu {
+                    write(dir.join("cpu.cfs_period_us"), period.to_string())?;
+                    write(dir.join("cpu.cfs_quota_us"), quota.to_string())?;
+                }
+            }
+            return Ok(out);
+        }
+        let root = v2.ok_or("no cpu cgroup mount")?;
+        let controllers =
+            std::fs::read_to_string(root.join("cgroup.controllers")).unwrap_or_default();
+        if !controllers.split_whitespace().any(|c| c == "cpu") {
+            return Err(format!("{}: no cpu controller", root.display()));
+        }
+        let _ = std::fs::write(root.join("cgroup.subtree_control"), "+cpu");
+        let dir = root.join(name);
+        make(&dir)?;
+        write(dir.join("cpu.max"), format!("{quota} {period}"))?;
+        Ok(CpuCgroup { dirs: vec![dir] })
+    }
+
+    fn procs(&self) -> Vec<PathBuf> {
+        self.dirs.iter().map(|d| d.join("cgroup.procs")).collect()
+    }
+}
+
+impl Drop for CpuCgroup {
+    fn drop(&mut self) {
+        for dir in &self.dirs {
+            for _ in 0..50 {
+                if std::fs::remove_dir(dir).is_ok() || !dir.exists() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
+    }
+}
+
+/// A required per-second job and three CPU-bound command jobs (2 s busy loops, again and
+/// again).
+fn cpu_catalog() -> String {
+    let mut out = String::from(
+        r#"[processor.main]
+instances = 4
+max_instances = 4
+
+[job.tick]
+type = "function"
+processor = "main"
+required = true
+priority = 90
+cron = "* * * * * *"
+payload = { function = "debug.noop" }
+"#,
+    );
+    for p in [30, 20, 10] {
+        out.push_str(&format!(
+            r#"
+[job.c{p}]
+type = "command"
+processor = "main"
+priority = {p}
+run_always = true
+run_delay = 100
+timeout = 60000
+payload = {{ argv = ["/usr/bin/python3", "-c", "import time\ne = time.time() + 2\nwhile time.time() < e: pass"] }}
+"#
+        ));
+    }
+    out
+}
+
+/// Percentile `p` (0–100) of `v`, sorted in place.
+fn percentile(v: &mut [i64], p: f64) -> i64 {
+    v.sort_unstable();
+    v[((v.len() - 1) as f64 * p / 100.0).round() as usize]
+}
+
+#[test]
+fn held_to_half_a_core_the_node_reads_its_cpu_against_it_sees_throttling_and_sheds_in_order() {
+    let _one = one_at_a_time();
+    let cg = match CpuCgroup::create(0.5) {
+        Ok(cg) => cg,
+        Err(why) => {
+            let ci = std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false");
+            assert!(
+                !ci,
+                "CI: cannot create a cpu cgroup ({why}); this test needs root"
+            );
+            println!("NOT RUN: cannot create a cpu cgroup here ({why})");
+            return;
+        }
+    };
+    let mut t = Tuned::prepare("cgroup_cpu", &cpu_catalog(), &[]);
+    *t.ws.node_cgroups.borrow_mut() = cg.procs();
+    let started = now_ms();
+    t.start(&["c30", "c20", "c10"]);
+    t.wait_for(90.0, "the three CPU-bound jobs shed", || {
+        let states = t.states();
+        ["c30", "c20", "c10"]
+            .iter()
+            .all(|j| states.iter().any(|(n, s)| n == j && s != "active"))
+            .then_some(())
+    });
+    let all_shed = now_ms();
+    // A while without the load, for the per-second job's latency at rest.
+    std::thread::sleep(Duration::from_secs(10));
+    let node = t.node.as_ref().unwrap();
+    let token = node.token.clone().expect("a first start prints a token");
+    let status = api(&node.api, Some(&token), "GET", "/api/v1/node", None).json();
+    let metrics = api(&node.api, Some(&token), "GET", "/metrics", None).body;
+    let runs: Json = serde_json::from_str(
+        &t.ws
+            .ok(&["runs", "list", "--job", "tick", "--json", "--limit", "1000"]),
+    )
+    .unwrap();
+    let rows = t.decisions();
+    let cpu = t.samples("device.cpu_used");
+    let throttled = t.samples("device.cpu_throttled");
+    t.stop();
+    let log = t.print_log("cgroup_cpu");
+
+    let budget = &status["budget"];
+    assert_eq!(budget["cpu_source"], "cgroup", "{status}");
+    assert_eq!(budget["cpu_cores"], 0.5, "{status}");
+    assert!(
+        metrics.contains("jobvisor_budget_cpu_cores{source=\"cgroup\"} 0.5"),
+        "{metrics}"
+    );
+    let sheds: Vec<&Decision> = rows.iter().filter(|d| d.action == "deactivate").collect();
+    let order: Vec<&str> = sheds.iter().map(|d| d.subject.as_str()).collect();
+    assert_eq!(order, ["c10", "c20", "c30"], "{log}");
+    for d in &sheds {
+        assert!(
+            d.reason.contains("of the cgroup's 0.5 cores"),
+            "the shed does not name the cgroup's bound: {}",
+            d.reason
+        );
+    }
+    // The load read against half a core, and throttling seen.
+    let peak_cpu = cpu.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    let peak_throttled = throttled.iter().map(|(_, v)| *v).fold(0.0, f64::max);
+    assert!(peak_cpu > 90.0, "cpu never read near the quota: {cpu:?}");
+    assert!(
+        peak_throttled > 25.0,
+        "throttling never seen: {throttled:?}"
+    );
+    // The first shed within 2 samples of the second reading past the critical threshold.
+    let second = cpu
+        .iter()
+        .filter(|(_, v)| *v > 97.0)
+        .nth(1)
+        .map(|(at, _)| *at)
+        .expect("two critical readings");
+    let first_shed = sheds[0].at;
+    assert!(
+        first_shed - second <= 2 * SAMPLE_MS,
+        "first shed {} ms after the second critical reading:\n{log}",
+        first_shed - second
+    );
+    // The per-second job's delay from its slot to its start, under the load and after it.
+    let delays = |from: i64, to: i64| -> Vec<i64> {
+        runs.as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|r| {
+                let slot = at_ms(&serde_json::json!({"at": r["scheduled_for"]}));
+                let start = at_ms(&serde_json::json!({"at": r["started_at"].as_str()?}));
+                (slot >= from && slot < to).then_some(start - slot)
+            })
+            .collect()
+    };
+    let mut under = delays(started, all_shed);
+    let mut after = delays(all_shed, now_ms());
+    figures(
+        "cgroup_cpu",
+        &format!(
+            "0.5-core quota, three CPU-bound jobs: peak cpu {peak_cpu:.0}% of the cgroup's 0.5 \
+             cores, peak throttled {peak_throttled:.0}% of periods; sheds {order:?}, the first \
+             {} ms after the second critical reading, all by +{} ms from start; per-second job \
+             start delay p99 {} ms under the load ({} runs), {} ms after ({} runs)",
+            first_shed - second,
+            all_shed - started,
+            if under.is_empty() {
+                -1
+            } else {
+                percentile(&mut under, 99.0)
+            },
+            under.len(),
+            if after.is_empty() {
+                -1
+            } else {
+                percentile(&mut after, 99.0)
+            },
+            after.len(),
         ),
     );
     drop(t);
