@@ -171,3 +171,59 @@ fn the_dockerfile_is_multi_stage_non_root_with_a_volume_and_a_working_health_che
     assert_eq!(node.stop(), Some(0));
     assert!(!probe(), "the health check passes with no node");
 }
+
+/// A wedged Supervisor (its thread blocked by the `debug.wedge` fault hook) sends no watchdog
+/// ping, so the manager would restart it; the pings resume when it runs again.
+#[test]
+fn no_watchdog_ping_while_the_supervisor_is_wedged() {
+    let ws = Workspace::new();
+    let conf = ws.write(
+        "wedge.conf",
+        "[job.wedge]\ntype = \"function\"\nprocessor = \"main\"\n\
+         payload = { function = \"debug.wedge\", ms = 4000 }\n",
+    );
+    ws.ok(&["init"]);
+    ws.ok(&["import", conf.to_str().unwrap()]);
+    let path = ws.path("notify.sock");
+    let socket = UnixDatagram::bind(&path).unwrap();
+    ws.set_node_env("NOTIFY_SOCKET", path.to_str().unwrap());
+    ws.set_node_env("WATCHDOG_USEC", "1000000");
+    let node = ws.start_node("wedged");
+    // Pings while healthy.
+    let t0 = Instant::now();
+    let mut pings: Vec<Duration> = Vec::new();
+    while pings.len() < 3 {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no pings while healthy"
+        );
+        if next(&socket, 5).as_deref() == Some("WATCHDOG=1") {
+            pings.push(t0.elapsed());
+        }
+    }
+    let wedged_at = t0.elapsed();
+    ws.ok(&["jobs", "run", "wedge"]);
+    while t0.elapsed() < wedged_at + Duration::from_secs(10) {
+        if next(&socket, 1).as_deref() == Some("WATCHDOG=1") {
+            pings.push(t0.elapsed());
+        }
+    }
+    let gaps: Vec<Duration> = pings.windows(2).map(|w| w[1] - w[0]).collect();
+    let longest = gaps.iter().max().copied().unwrap_or_default();
+    assert!(
+        longest >= Duration::from_secs(3),
+        "the pings went on while the Supervisor was wedged: {pings:?}"
+    );
+    let after = pings
+        .iter()
+        .filter(|p| **p > wedged_at + Duration::from_secs(5))
+        .count();
+    assert!(after >= 3, "the pings did not resume: {pings:?}");
+    println!(
+        "figures (watchdog): wedged 4 s by debug.wedge: longest gap between pings {:.1} s \
+         (healthy: {:.1} s), {after} pings after it",
+        longest.as_secs_f64(),
+        gaps.first().unwrap().as_secs_f64()
+    );
+    drop(node);
+}
