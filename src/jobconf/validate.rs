@@ -459,6 +459,9 @@ fn validate_payload(p: &mut Problems, file: Layered<'_>, name: &str, job: &JobDe
             need_str("executor");
         }
     }
+    if let Err(reason) = super::limits::memory_limit(pay) {
+        p.push(Section::Job, name, "payload", reason);
+    }
     validate_open_params(p, name, job);
 }
 

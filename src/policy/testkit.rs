@@ -60,6 +60,7 @@ pub fn job(job_id: i64, priority: i64) -> JobView {
         maintenance: false,
         stretch: 1,
         stretch_max: 1,
+        memory_limit: None,
     }
 }
 

@@ -956,3 +956,58 @@ fn regression_a_resume_says_only_maintenance_was_claimed_and_for_how_long() {
     );
     assert!(!resumed.reason.contains("no job was held"));
 }
+
+/// Issue 31, point 3: a job that declares its memory is activated only while that fits above
+/// the strained threshold in what is free of the node's budget; it waits, said once with the
+/// bound, and no less important job jumps ahead of it; it goes once memory frees up.
+#[test]
+fn a_job_whose_declared_memory_does_not_fit_waits_and_nothing_jumps_ahead() {
+    let mut jobs = vec![
+        JobView {
+            memory_limit: Some(256 * MIB),
+            ..job(1, 50)
+        },
+        JobView {
+            memory_limit: Some(10 * MIB),
+            ..job(2, 10)
+        },
+    ];
+    jobs[0].name = "big".into();
+    let mut w = World::start(PolicyConfig::default(), jobs);
+    // 380 MiB free of the cgroup's 400 MiB: 256 MiB would leave 124 MiB, under 200 MiB.
+    let tight = |_: usize, s: &mut Sample| {
+        s.memory_available = 380 * MIB;
+        s.memory_total = 400 * MIB;
+        s.memory_bound = Bound::Cgroup;
+    };
+    w.run(&trace(T0, 30, tight));
+    assert!(w.active_ids().is_empty(), "{}", w.dump());
+    let holds: Vec<&crate::policy::Decision> = w
+        .log
+        .iter()
+        .filter(|d| matches!(d.action, Action::Hold { job_id: 1 }))
+        .collect();
+    assert_eq!(holds.len(), 1, "said once: {}", w.dump());
+    assert!(
+        holds[0].reason.contains(
+            "`big` (priority 50) declares 256 MiB of memory and 380 MiB is free of the \
+             cgroup's 400 MiB: it would leave 124 MiB, below the strained threshold of 200 MiB"
+        ),
+        "{}",
+        holds[0].reason
+    );
+    // Memory frees up: the job goes first, then the smaller one.
+    w.run(&trace(T0 + 30 * TICK, 30, |_, s| {
+        s.memory_available = 2048 * MIB;
+        s.memory_total = 4096 * MIB;
+    }));
+    let order: Vec<i64> = w
+        .log
+        .iter()
+        .filter_map(|d| match d.action {
+            Action::Activate { job_id } => Some(job_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, [1, 2], "{}", w.dump());
+}

@@ -47,6 +47,7 @@ pub fn job_view(j: &JobActivation) -> JobView {
         maintenance: j.maintenance,
         stretch: j.stretch,
         stretch_max: j.stretch_max,
+        memory_limit: j.memory_limit,
     }
 }
 
@@ -459,6 +460,7 @@ mod tests {
             stretch_max: 1,
             schedule_kind: ScheduleKind::Cron,
             processor_id: 1,
+            memory_limit: None,
         }
     }
 
