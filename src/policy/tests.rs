@@ -1011,3 +1011,37 @@ fn a_job_whose_declared_memory_does_not_fit_waits_and_nothing_jumps_ahead() {
         .collect();
     assert_eq!(order, [1, 2], "{}", w.dump());
 }
+
+/// What active jobs declare counts as taken even when a sample catches them between runs.
+#[test]
+fn what_active_jobs_declare_counts_as_taken_between_their_runs() {
+    let mut jobs: Vec<JobView> = (1..=3)
+        .map(|i| JobView {
+            memory_limit: Some(100 * MIB),
+            ..job(i, 70 - 10 * i)
+        })
+        .collect();
+    jobs[0].name = "first".into();
+    let mut w = World::start(PolicyConfig::default(), jobs);
+    // The samples read 390 MiB free whatever runs: every run is caught between two runs.
+    w.run(&trace(T0, 40, |_, s| {
+        s.memory_available = 390 * MIB;
+        s.memory_total = 400 * MIB;
+        s.memory_bound = Bound::Cgroup;
+    }));
+    // 400 − 100 − 100 = 200 free for the third: it would leave 100 MiB.
+    assert_eq!(w.active_ids(), [1, 2], "{}", w.dump());
+    let hold = w
+        .log
+        .iter()
+        .find(|d| matches!(d.action, Action::Hold { job_id: 3 }))
+        .unwrap_or_else(|| panic!("{}", w.dump()));
+    assert!(
+        hold.reason.contains(
+            "declares 100 MiB of memory and 200 MiB is free of the cgroup's 400 MiB (counting \
+             the 200 MiB the active jobs declare): it would leave 100 MiB"
+        ),
+        "{}",
+        hold.reason
+    );
+}

@@ -129,8 +129,12 @@ fn memory_cgroup(limit: u64) -> Option<MemCgroup> {
     }
 }
 
-/// Six command jobs that each hold 90 MB for 3 s, again and again, priorities 60 to 10.
-fn catalog() -> String {
+/// Six command jobs that each hold 90 MB for 3 s, again and again, priorities 60 to 10; each
+/// declaring `limit` of memory when given.
+fn catalog(limit: Option<&str>) -> String {
+    let limits = limit
+        .map(|l| format!(", limits = {{ memory = \"{l}\" }}"))
+        .unwrap_or_default();
     let mut out = String::from("[processor.main]\ninstances = 6\nmax_instances = 6\n");
     for p in [60, 50, 40, 30, 20, 10] {
         out.push_str(&format!(
@@ -142,7 +146,7 @@ priority = {p}
 run_always = true
 run_delay = 200
 timeout = 60000
-payload = {{ argv = ["/usr/bin/python3", "-c", "import time; b = b'x' * (90 << 20); time.sleep(3)"] }}
+payload = {{ argv = ["/usr/bin/python3", "-c", "import time; b = b'x' * (90 << 20); time.sleep(3)"]{limits} }}
 "#
         ));
     }
@@ -151,16 +155,27 @@ payload = {{ argv = ["/usr/bin/python3", "-c", "import time; b = b'x' * (90 << 2
 
 #[test]
 fn in_a_400_mib_memory_cgroup_the_node_reads_its_budget_there_and_no_oom_kill_happens() {
+    six_jobs_in_400_mib("cgroup_memory", None, 120);
+}
+
+/// Issue 31, point 3: jobs that declare 100 MiB each are activated only while that fits above
+/// the strained threshold; the next waits, the decision log says why, naming the cgroup.
+#[test]
+fn in_a_400_mib_memory_cgroup_jobs_declaring_their_memory_wait_until_it_fits() {
+    six_jobs_in_400_mib("cgroup_memory_declared", Some("100MiB"), 60);
+}
+
+fn six_jobs_in_400_mib(title: &'static str, limit: Option<&str>, secs: u64) {
     let _one = one_at_a_time();
     let Some(cg) = memory_cgroup(400 * MIB) else {
         return;
     };
-    let mut t = Tuned::prepare("cgroup_memory", &catalog(), &[]);
+    let mut t = Tuned::prepare(title, &catalog(limit), &[]);
     *t.ws.node_cgroups.borrow_mut() = vec![cg.procs()];
     let started = now_ms();
     t.start(&[]);
     // Two minutes, as the issue measured; the activation order is checked as it goes.
-    let deadline = Instant::now() + Duration::from_secs(120);
+    let deadline = Instant::now() + Duration::from_secs(secs);
     let mut most_active = 0;
     while Instant::now() < deadline {
         let active: Vec<i64> = t
@@ -180,7 +195,7 @@ fn in_a_400_mib_memory_cgroup_the_node_reads_its_budget_there_and_no_oom_kill_ha
     let stats = t.ws.ok(&["stats", "--all-nodes"]);
     let rows = t.decisions();
     t.stop();
-    let log = t.print_log("cgroup_memory");
+    let log = t.print_log(title);
 
     assert_eq!(
         oom_kills, 0,
@@ -230,6 +245,24 @@ fn in_a_400_mib_memory_cgroup_the_node_reads_its_budget_there_and_no_oom_kill_ha
         "a decision names the host's memory:\n{log}"
     );
     let sheds = rows.iter().filter(|d| d.action == "deactivate").count();
+    let holds: Vec<&Decision> = rows
+        .iter()
+        .filter(|d| d.action == "hold" && d.reason.contains("declares"))
+        .collect();
+    if let Some(l) = limit {
+        let l = l.replace("MiB", " MiB");
+        assert!(
+            holds
+                .iter()
+                .any(|d| d.reason.contains(&format!("declares {l} of memory"))
+                    && d.reason.contains("free of the cgroup's 400 MiB")),
+            "no hold for a declared limit naming the cgroup:\n{log}"
+        );
+        assert!(
+            !activated.contains(&"m20"),
+            "a job was activated past the declared budget:\n{log}"
+        );
+    }
     let evidence = rows
         .iter()
         .filter(|d| d.cause == "health")
@@ -242,13 +275,14 @@ fn in_a_400_mib_memory_cgroup_the_node_reads_its_budget_there_and_no_oom_kill_ha
         })
         .unwrap_or_default();
     figures(
-        "cgroup_memory",
+        title,
         &format!(
-            "400 MiB cgroup, six 90 MB jobs for {:.0} s: {oom_kills} OOM kills; at most \
-             {most_active} jobs active at once; activated in order {activated:?}; {sheds} sheds; \
-             {naming} health decisions name the cgroup's bound; peak usage {} MiB; memory \
-             evidence {evidence}",
+            "400 MiB cgroup, six 90 MB jobs (declared: {limit:?}) for {:.0} s: {oom_kills} OOM \
+             kills; at most {most_active} jobs active at once; activated in order \
+             {activated:?}; {sheds} sheds; {} holds for declared memory; {naming} health \
+             decisions name the cgroup's bound; peak usage {} MiB; memory evidence {evidence}",
             (now_ms() - started) as f64 / 1000.0,
+            holds.len(),
             cg.peak().map_or("?".into(), |p| (p / MIB).to_string()),
         ),
     );

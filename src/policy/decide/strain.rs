@@ -265,7 +265,7 @@ impl Policy {
             if !undo_allowed || !self.may_toggle(job.job_id, now) {
                 return;
             }
-            if self.waits_for_memory(now, job, &ok_again, out) {
+            if self.waits_for_memory(now, job, jobs, &ok_again, out) {
                 return;
             }
             out.push(Decision {
@@ -329,7 +329,7 @@ impl Policy {
         {
             return;
         }
-        if self.waits_for_memory(now, job, &format!("{all} ok for {ok_for}"), out) {
+        if self.waits_for_memory(now, job, jobs, &format!("{all} ok for {ok_for}"), out) {
             return;
         }
         out.push(Decision {
@@ -349,17 +349,27 @@ impl Policy {
 
     /// Whether `job`, next in line to activate, waits because the memory it declares
     /// (`memory_limit`) would leave less than the strained threshold free; says so once per
-    /// wait, naming the bound the free memory is measured against. Priority order is kept: no
-    /// smaller job jumps ahead of it.
+    /// wait, naming the bound the free memory is measured against. Free is the smaller of what
+    /// the sample read and the budget less what the active jobs declare: a run between two
+    /// runs holds nothing at the instant of a sample, yet its next run takes what it declared.
+    /// Priority order is kept: no smaller job jumps ahead of it.
     fn waits_for_memory(
         &mut self,
         now: i64,
         job: &JobView,
+        jobs: &[JobView],
         conditions: &str,
         out: &mut Vec<Decision>,
     ) -> bool {
+        let reserved: u64 = jobs
+            .iter()
+            .filter(|j| j.active)
+            .filter_map(|j| j.memory_limit)
+            .sum();
         let misfit = job.memory_limit.and_then(|need| {
-            let free = self.health.value(Resource::Memory, &self.cfg)?;
+            let measured = self.health.value(Resource::Memory, &self.cfg)?;
+            let total = self.health.last().map_or(0, |s| s.memory_total) as f64;
+            let free = measured.min(total - reserved as f64).max(0.0);
             let left = free - need as f64;
             (left < self.cfg.memory_strained as f64).then_some((need, free, left))
         });
@@ -375,11 +385,19 @@ impl Policy {
                 .and_then(|s| Resource::Memory.budget(s))
                 .map(|b| format!(" of {b}"))
                 .unwrap_or_default();
+            let counted = if reserved > 0 {
+                format!(
+                    " (counting the {} the active jobs declare)",
+                    size(reserved as f64)
+                )
+            } else {
+                String::new()
+            };
             out.push(Decision {
                 at: now,
                 action: Action::Hold { job_id: job.job_id },
                 reason: format!(
-                    "{conditions}, but `{}` (priority {}) declares {} of memory and {} is free{of}: it would leave {}, below the strained threshold of {}; it waits in standby",
+                    "{conditions}, but `{}` (priority {}) declares {} of memory and {} is free{of}{counted}: it would leave {}, below the strained threshold of {}; it waits in standby",
                     job.name,
                     job.priority,
                     size(need as f64),
