@@ -1,5 +1,6 @@
-//! A job's declared resource limits, `payload.limits` (`limits = { memory = "256MiB" }`): what
-//! the node may count a run of it as costing when it decides whether the job fits the budget.
+//! A command job's declared resource limits, `payload.limits` (`limits = { memory = "256MiB"
+//! }`): what the node counts a run of it as costing when it decides whether the job fits the
+//! budget. (Another job type's payload is its input: `limits` there is its own.)
 //!
 //! Invariant: opens nothing and reads no clock; a size is bytes as an integer or a number with
 //! a unit (`B`, `KB`/`MB`/`GB` decimal, `KiB`/`MiB`/`GiB` binary, `K`/`M`/`G` binary as the
