@@ -515,6 +515,21 @@ impl Health {
                 "disk: watching the data folder (its mount is not listed in /proc/self/mountinfo)"
             ),
         }
+        let cgroup = sampler.cgroup();
+        let limit = cgroup
+            .memory()
+            .and_then(|m| m.limit)
+            .map_or("none".to_string(), |l| crate::policy::size(l as f64));
+        let quota = cgroup
+            .cpu()
+            .quota_cores
+            .map_or("none".to_string(), crate::policy::cores);
+        tracing::info!(
+            cgroup = %cgroup.describe(),
+            memory_limit = %limit,
+            cpu_quota = %quota,
+            "budget: the tightest of the host and this cgroup"
+        );
         Self {
             sampler,
             interval,
