@@ -255,7 +255,11 @@ async fn serve(
     let mut signals = Signals::new();
     crate::metrics::set_job_labels(cfg.http.metrics_job_labels);
     let hangup = tls.as_ref().map(|_| hangup_signal());
-    let engine = Engine::builder().config(cfg.clone()).start()?;
+    let notifier = crate::runtime::notify::Notifier::from_env();
+    let engine = Engine::builder()
+        .config(cfg.clone())
+        .notifier(notifier.clone())
+        .start()?;
     let scheme = if tls.is_some() { "https" } else { "http" };
     let addrs: Vec<String> = listener
         .local_addr()
@@ -341,6 +345,8 @@ async fn serve(
     let _ = writeln!(out, "  web ui:   {} ({sign_in})", ui.join(", "));
     let _ = out.flush();
     drop(out);
+    // The listener is bound and served, the engine started: a manager may route to it now.
+    notifier.ready(&format!("serving {}", addrs.join(", ")));
     tokio::select! {
         _ = signals.next() => {}
         reason = engine.fatal() => {
@@ -353,6 +359,7 @@ async fn serve(
             return Err(DaemonError::Fatal(reason));
         }
     }
+    notifier.stopping();
     let grace = Duration::from_millis(cfg.node.shutdown_grace);
     tracing::info!(
         grace_ms = cfg.node.shutdown_grace,

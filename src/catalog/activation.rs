@@ -42,6 +42,8 @@ pub struct JobActivation {
     pub schedule_kind: ScheduleKind,
     /// The processor that runs it.
     pub processor_id: i64,
+    /// The memory a run of it declares it may use (`payload.limits.memory`), bytes.
+    pub memory_limit: Option<u64>,
 }
 
 /// A job's kind of schedule, as the spec's `job_processor.stat_elapsed_time_*` statistics
@@ -77,8 +79,9 @@ macro_rules! views_sql {
     CASE WHEN j.run_always = 1 THEN 'always' WHEN j.cron IS NOT NULL AND j.cron <> '' THEN 'cron'
          WHEN j.run_every IS NOT NULL THEN 'every' WHEN j.run_on_the IS NOT NULL THEN 'on_the'
          WHEN (j.run_at IS NOT NULL AND j.run_at <> '') OR (j.run_date IS NOT NULL AND j.run_date <> '')
-         THEN 'date' ELSE 'none' END, j.processor_id
+         THEN 'date' ELSE 'none' END, j.processor_id, j.job_payload, t.job_type
     FROM job j
+    JOIN job_type t ON t.job_type_id = j.job_type_id
     JOIN job_processor p ON p.processor_id = j.processor_id
     LEFT JOIN job_group g ON g.job_group_id = j.job_group_id
     LEFT JOIN job_activation a ON a.job_id = j.job_id AND a.node_id = ", $node, "
@@ -117,6 +120,15 @@ pub fn job_activations(mut c: impl Sql, node_id: i64) -> Result<Vec<JobActivatio
                 _ => ScheduleKind::OnDemand,
             },
             processor_id: r.int(11)?,
+            // A command's declared limits (another type's payload is its input); a payload
+            // the import validated, one written otherwise declares nothing.
+            memory_limit: if r.text(13)? == "command" {
+                serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(&r.text(12)?)
+                    .ok()
+                    .and_then(|p| crate::jobconf::limits::memory_limit(&p).ok().flatten())
+            } else {
+                None
+            },
         })
     })?;
     for j in &mut jobs {

@@ -87,6 +87,7 @@ fn value_text(p: &StatView) -> String {
         Some("epoch ms") => render::time_long(Some(Time(v as i64))),
         Some("rows") => format!("{v:.0} rows"),
         Some("instances") => format!("{v:.0}"),
+        Some("cores") => crate::policy::cores(v),
         Some(unit) => format!("{v} {unit}"),
         None => v.to_string(),
     }
@@ -111,5 +112,6 @@ mod tests {
         assert_eq!(value_text(&p("bytes", 24_582_008_832.0)), "22.9 GiB");
         assert_eq!(value_text(&p("ms", 61_000.0)), "61 s");
         assert_eq!(value_text(&p("rows", 12.0)), "12 rows");
+        assert_eq!(value_text(&p("cores", 0.5)), "0.5 cores");
     }
 }

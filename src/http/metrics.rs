@@ -224,6 +224,53 @@ async fn metrics(state: web::Data<ApiState>) -> Result<HttpResponse, ApiError> {
             label(reading)
         );
     }
+    if let Some(b) = &health.budget {
+        head(
+            &mut out,
+            "jobvisor_budget_memory_bytes",
+            "gauge",
+            "Bytes of memory the node may use: its cgroup's limit where that leaves less free than the host, else the host's memory (source).",
+        );
+        let _ = writeln!(
+            out,
+            "jobvisor_budget_memory_bytes{{source=\"{}\"}} {}",
+            b.memory_source.as_str(),
+            b.memory_bytes
+        );
+        head(
+            &mut out,
+            "jobvisor_budget_memory_available_bytes",
+            "gauge",
+            "Bytes of memory available within the budget (source).",
+        );
+        let _ = writeln!(
+            out,
+            "jobvisor_budget_memory_available_bytes{{source=\"{}\"}} {}",
+            b.memory_source.as_str(),
+            b.memory_available_bytes
+        );
+        head(
+            &mut out,
+            "jobvisor_budget_cpu_cores",
+            "gauge",
+            "Cores CPU use is measured against: the host's, or its cgroup's quota or cpuset where fewer (source).",
+        );
+        let _ = writeln!(
+            out,
+            "jobvisor_budget_cpu_cores{{source=\"{}\"}} {}",
+            b.cpu_source.as_str(),
+            b.cpu_cores
+        );
+        if let Some(n) = b.oom_kills {
+            head(
+                &mut out,
+                "jobvisor_cgroup_oom_kills",
+                "gauge",
+                "How many times the kernel's OOM killer acted in the node's cgroup (the kernel's count).",
+            );
+            let _ = writeln!(out, "jobvisor_cgroup_oom_kills {n}");
+        }
+    }
     Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out))

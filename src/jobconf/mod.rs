@@ -5,6 +5,7 @@
 //! definition of what a well-formed catalog is, shared by `check`, `import`, the CLI's
 //! `jobs add|edit` and (later) the API.
 
+pub mod limits;
 pub mod merge;
 pub mod millix;
 mod payload;

@@ -594,6 +594,10 @@ fn validate_open_params(p: &mut Problems, name: &str, job: &JobDef) {
 }
 
 fn validate_command(p: &mut Problems, name: &str, pay: &JsonMap<String, Json>) {
+    // A command's declared limits; another type's payload is its input, `limits` its own.
+    if let Err(reason) = super::limits::memory_limit(pay) {
+        p.push(Section::Job, name, "payload", reason);
+    }
     let shell = pay.get("shell").and_then(Json::as_bool).unwrap_or(false);
     match (pay.get("argv"), pay.get("command")) {
         (Some(Json::Array(argv)), None) if !argv.is_empty() && argv.iter().all(Json::is_string) => {

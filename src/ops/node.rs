@@ -9,7 +9,7 @@ use utoipa::ToSchema;
 use super::view::Time;
 use super::{OpError, Ops};
 use crate::catalog::observe::{NodeRow, SeriesFilter};
-use crate::policy::{Evidence, Level, Resource};
+use crate::policy::{Bound, Evidence, Level, Resource};
 use crate::runtime::{Engine, EngineError};
 
 /// The most runs one trigger request may queue.
@@ -103,6 +103,8 @@ pub struct NodeStatusView {
     /// Each resource with a reading: its latest value against the policy's thresholds, and
     /// its level.
     pub resources: Vec<ResourceLevelView>,
+    /// What the node may use, and whose limit binds it (none before the first sample).
+    pub budget: Option<BudgetView>,
     /// Each processor this node runs, and the latest health sample.
     #[schema(value_type = Object)]
     pub detail: Json,
@@ -140,6 +142,62 @@ impl NodeStatusView {
     }
 }
 
+/// The node's budget: the tightest of the host's figures and its cgroup's limits, each with
+/// the bound that applied.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct BudgetView {
+    /// Bytes of memory in total of the bound that applied: the cgroup's limit when what it
+    /// leaves free is less than the host's, else the host's memory.
+    pub memory_bytes: u64,
+    /// Bytes of memory available within it.
+    pub memory_available_bytes: u64,
+    /// Whose limit `memory_bytes` is.
+    pub memory_source: Bound,
+    /// The cores CPU use is measured against (the host's, or the cgroup's quota or cpuset).
+    pub cpu_cores: f64,
+    /// Whose cores they are.
+    pub cpu_source: Bound,
+    /// Percent of the cgroup's quota periods in which it was throttled, since the previous
+    /// sample; none without a quota.
+    pub cpu_throttled: Option<f64>,
+    /// How many times the OOM killer acted in the node's cgroup, where the kernel says.
+    pub oom_kills: Option<u64>,
+}
+
+impl BudgetView {
+    /// The budget of a health report.
+    pub fn of(h: &crate::runtime::health::HealthReport) -> BudgetView {
+        BudgetView {
+            memory_bytes: h.sample.memory_total,
+            memory_available_bytes: h.sample.memory_available,
+            memory_source: h.sample.memory_bound,
+            cpu_cores: h.sample.cpu_cores,
+            cpu_source: h.sample.cpu_bound,
+            cpu_throttled: h.sample.cpu_throttled,
+            oom_kills: h.cgroup_oom_kills,
+        }
+    }
+
+    /// In words: "memory: the cgroup's 400 MiB (38 MiB free); cpu: the host's 2 cores".
+    pub fn describe(&self) -> String {
+        let mut out = format!(
+            "memory: the {}'s {} ({} free); cpu: the {}'s {}",
+            self.memory_source.as_str(),
+            crate::policy::size(self.memory_bytes as f64),
+            crate::policy::size(self.memory_available_bytes as f64),
+            self.cpu_source.as_str(),
+            crate::policy::cores(self.cpu_cores)
+        );
+        if let Some(t) = self.cpu_throttled {
+            out.push_str(&format!(", throttled in {t:.1}% of its periods"));
+        }
+        if let Some(n) = self.oom_kills {
+            out.push_str(&format!("; OOM kills in the cgroup: {n}"));
+        }
+        out
+    }
+}
+
 /// One resource's health as the node's policy judges it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct ResourceLevelView {
@@ -158,6 +216,9 @@ pub struct ResourceLevelView {
     pub strained: f64,
     /// The policy's critical threshold, in `unit`.
     pub critical: f64,
+    /// The budget the value is measured against, naming whose it is ("the cgroup's 400
+    /// MiB", "the host's 2 cores"), for memory and CPU.
+    pub budget: Option<String>,
     /// In words: "cpu 100% (critical: > 97%)".
     pub text: String,
 }
@@ -172,6 +233,7 @@ impl From<&Evidence> for ResourceLevelView {
             unit: e.unit.clone(),
             strained: e.strained,
             critical: e.critical,
+            budget: e.budget.clone(),
             text: e.describe(),
         }
     }
@@ -187,6 +249,7 @@ pub async fn status(engine: &Engine) -> Result<NodeStatusView, OpError> {
         writes_paused: s.writes_paused,
         level: s.level,
         resources: s.levels.iter().map(ResourceLevelView::from).collect(),
+        budget: s.health.as_ref().map(BudgetView::of),
         detail: serde_json::json!({ "processors": s.processors, "health": s.health }),
     })
 }
@@ -357,12 +420,15 @@ pub struct HealthGauges {
     /// Every number of the latest health report by name (percentages, bytes, bytes per
     /// second).
     pub readings: Vec<(String, f64)>,
+    /// The node's budget and its sources (none before the first sample).
+    pub budget: Option<BudgetView>,
 }
 
 /// The node's pause states and the numbers of its latest health report, for `/metrics`.
 pub async fn health_readings(engine: &Engine) -> Result<HealthGauges, OpError> {
     let s = engine.status().await.map_err(engine_error)?;
     let mut readings = Vec::new();
+    let budget = s.health.as_ref().map(BudgetView::of);
     if let Some(Json::Object(map)) = s
         .health
         .map(|h| serde_json::to_value(h).unwrap_or_default())
@@ -379,6 +445,7 @@ pub async fn health_readings(engine: &Engine) -> Result<HealthGauges, OpError> {
         paused: s.paused,
         writes_paused: s.writes_paused.is_some(),
         readings,
+        budget,
     })
 }
 

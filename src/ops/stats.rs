@@ -101,7 +101,7 @@ impl Ops {
 /// The series a node records of its device, and the families it records per processor and per
 /// object: known before their first value.
 fn engine_series(stat_type: &str) -> bool {
-    const DEVICE: [&str; 10] = [
+    const DEVICE: [&str; 14] = [
         "device.cpu_used",
         "device.memory_available",
         "device.swap_used",
@@ -112,6 +112,10 @@ fn engine_series(stat_type: &str) -> bool {
         "device.psi_cpu",
         "device.psi_memory",
         "device.psi_io",
+        "device.cpu_throttled",
+        "node.budget_memory",
+        "node.budget_cpu",
+        "node.cgroup_oom_kills",
     ];
     DEVICE.contains(&stat_type)
         || ["job_processor.", "object."].iter().any(|family| {

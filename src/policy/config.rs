@@ -52,6 +52,12 @@ pub struct PolicyConfig {
     /// PSI `some` share of the last sample interval above which that resource is critical.
     /// Default: 80.0.
     pub psi_critical: f64,
+    /// Percent of the cgroup's CPU quota periods in which it was throttled, since the previous
+    /// sample, above which CPU throttling is strained (no quota: never). Default: 25.0.
+    pub throttled_strained: f64,
+    /// Percent of quota periods throttled above which CPU throttling is critical.
+    /// Default: 60.0.
+    pub throttled_critical: f64,
     /// Samples in a row at a worse level before a resource enters it (0 acts as 1).
     /// Default: 2.
     pub enter_after: u32,
@@ -97,6 +103,8 @@ impl Default for PolicyConfig {
             network_critical: 95.0,
             psi_strained: 40.0,
             psi_critical: 80.0,
+            throttled_strained: 25.0,
+            throttled_critical: 60.0,
             enter_after: 2,
             leave_after: 2,
             step_interval: 30_000,
@@ -144,6 +152,8 @@ impl PolicyConfig {
             ("network_critical", self.network_critical),
             ("psi_strained", self.psi_strained),
             ("psi_critical", self.psi_critical),
+            ("throttled_strained", self.throttled_strained),
+            ("throttled_critical", self.throttled_critical),
         ];
         for (field, v) in percents {
             if !(0.0..=100.0).contains(&v) {
@@ -180,6 +190,12 @@ impl PolicyConfig {
                 self.psi_critical,
                 "psi_strained",
                 self.psi_strained,
+            ),
+            (
+                "throttled_critical",
+                self.throttled_critical,
+                "throttled_strained",
+                self.throttled_strained,
             ),
         ];
         for (field, critical, other, strained) in higher_is_worse {

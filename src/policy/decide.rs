@@ -103,6 +103,9 @@ pub struct Policy {
     toggles: BTreeMap<i64, [Option<i64>; 2]>,
     /// The job a `hold` decision was last emitted for, while that hold lasts (said once).
     holding: Option<i64>,
+    /// The job next in line to activate that waits because its declared memory does not fit,
+    /// while it waits (said once).
+    admit_holding: Option<i64>,
     /// The last processor step.
     last_processor_step: Option<i64>,
     /// Whether the last write decision was [`Action::PauseWrites`].
@@ -135,6 +138,7 @@ impl Policy {
             shed: BTreeSet::new(),
             toggles: BTreeMap::new(),
             holding: None,
+            admit_holding: None,
             last_processor_step: None,
             writes_paused: false,
             write_full_at: None,

@@ -63,6 +63,9 @@ pub struct JobView {
     pub stretch: u32,
     /// The largest factor its period may be stretched by (1: never; only recurring jobs).
     pub stretch_max: u32,
+    /// The memory a run of it declares it may use, bytes: it is activated only while that
+    /// fits in what is available above the strained threshold.
+    pub memory_limit: Option<u64>,
 }
 
 /// The runtime's view of one processor.

@@ -11,18 +11,70 @@
 
 use crate::policy::PolicyConfig;
 
-/// One health sample; the runtime's Health actor fills it from sysinfo, `statvfs` and
-/// `/proc/pressure`.
+/// Which limit a figure of the node's budget comes from: the host's, or the node's own
+/// cgroup's (a container's, a service's) where that is tighter.
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    utoipa::ToSchema,
+)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// The machine's (or VM's) own figures.
+    #[default]
+    Host,
+    /// The node's cgroup: its memory limit, CPU quota or cpuset.
+    Cgroup,
+}
+
+impl Bound {
+    /// `host` or `cgroup`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Host => "host",
+            Bound::Cgroup => "cgroup",
+        }
+    }
+}
+
+/// One health sample; the runtime's Health actor fills it from sysinfo, `statvfs`,
+/// `/proc/pressure` and the node's cgroup. Memory and CPU are the node's budget: the tightest
+/// of the host's and the cgroup's, with the bound that applied.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Sample {
     /// When it was taken, epoch ms.
     pub at: i64,
-    /// Percent of all cores in use.
+    /// Percent of the node's cores in use (`cpu_cores` of them: the host's, or fewer when a
+    /// cgroup's quota or cpuset allows fewer).
     pub cpu_used: f64,
-    /// Bytes of memory available (0 with `memory_total` 0: unknown, counted ok).
+    /// The cores the node may use: the fewest of the host's, the cgroup's quota (quota ÷
+    /// period) and its cpuset; 0 when unknown.
+    #[serde(default)]
+    pub cpu_cores: f64,
+    /// Whose limit `cpu_cores` is.
+    #[serde(default)]
+    pub cpu_bound: Bound,
+    /// Percent of the cgroup's CPU quota periods since the previous sample in which it was
+    /// throttled; `None` without a quota or before two readings (counted ok).
+    #[serde(default)]
+    pub cpu_throttled: Option<f64>,
+    /// Bytes of memory available to the node: the host's available memory, or the cgroup's
+    /// limit less its usage (reclaimable page cache counted free) when that is smaller
+    /// (0 with `memory_total` 0: unknown, counted ok).
     pub memory_available: u64,
-    /// Bytes of memory in total; 0 when unknown.
+    /// Bytes of memory in total of the bound that applied (the host's memory or the cgroup's
+    /// limit); 0 when unknown.
     pub memory_total: u64,
+    /// Whose figures `memory_available` and `memory_total` are.
+    #[serde(default)]
+    pub memory_bound: Bound,
     /// Bytes of swap in use.
     pub swap_used: u64,
     /// Bytes of swap in total; 0 means no swap (swap is then always ok).
@@ -78,11 +130,13 @@ pub enum Resource {
     PsiMemory,
     /// PSI io `some`, percent of the last sample interval.
     PsiIo,
+    /// Percent of the cgroup's CPU quota periods in which it was throttled.
+    CpuThrottled,
 }
 
 impl Resource {
     /// Every resource, in a fixed order (the order of reasons and evidence).
-    pub const ALL: [Resource; 8] = [
+    pub const ALL: [Resource; RESOURCES] = [
         Resource::Cpu,
         Resource::Memory,
         Resource::Swap,
@@ -91,10 +145,11 @@ impl Resource {
         Resource::PsiCpu,
         Resource::PsiMemory,
         Resource::PsiIo,
+        Resource::CpuThrottled,
     ];
 
     /// The stable name: `cpu`, `memory`, `swap`, `disk`, `network`, `psi_cpu`, `psi_memory`,
-    /// `psi_io`.
+    /// `psi_io`, `cpu_throttled`.
     pub fn as_str(self) -> &'static str {
         match self {
             Resource::Cpu => "cpu",
@@ -105,6 +160,7 @@ impl Resource {
             Resource::PsiCpu => "psi_cpu",
             Resource::PsiMemory => "psi_memory",
             Resource::PsiIo => "psi_io",
+            Resource::CpuThrottled => "cpu_throttled",
         }
     }
 
@@ -129,6 +185,7 @@ impl Resource {
             Resource::PsiCpu => sample.psi_cpu,
             Resource::PsiMemory => sample.psi_memory,
             Resource::PsiIo => sample.psi_io,
+            Resource::CpuThrottled => sample.cpu_throttled,
         };
         v.filter(|v| v.is_finite())
     }
@@ -148,6 +205,7 @@ impl Resource {
             Resource::PsiCpu | Resource::PsiMemory | Resource::PsiIo => {
                 (cfg.psi_strained, cfg.psi_critical, true)
             }
+            Resource::CpuThrottled => (cfg.throttled_strained, cfg.throttled_critical, true),
         }
     }
 
@@ -196,9 +254,16 @@ impl Resource {
         } else {
             format!("{value:.1}%")
         };
+        let budget = self.budget(sample);
         match self {
-            Resource::Cpu => format!("cpu {pct}"),
-            Resource::Memory => format!("memory {} available", size(value)),
+            Resource::Cpu => match budget {
+                Some(b) => format!("cpu {pct} of {b}"),
+                None => format!("cpu {pct}"),
+            },
+            Resource::Memory => match budget {
+                Some(b) => format!("memory {} free of {b}", size(value)),
+                None => format!("memory {} available", size(value)),
+            },
             Resource::Swap => format!("swap {pct} used"),
             Resource::Disk => {
                 let mount = if sample.disk_mount.is_empty() {
@@ -218,6 +283,32 @@ impl Resource {
             Resource::PsiCpu => format!("cpu pressure {pct}"),
             Resource::PsiMemory => format!("memory pressure {pct}"),
             Resource::PsiIo => format!("io pressure {pct}"),
+            Resource::CpuThrottled => match budget {
+                Some(b) => format!("cpu throttled in {pct} of the quota's periods ({b})"),
+                None => format!("cpu throttled in {pct} of the quota's periods"),
+            },
+        }
+    }
+
+    /// The budget a reading is measured against, naming whose it is: "the cgroup's 400 MiB",
+    /// "the host's 2 cores"; `None` for resources without one or when it is unknown.
+    pub fn budget(self, sample: &Sample) -> Option<String> {
+        match self {
+            Resource::Memory => (sample.memory_total > 0).then(|| {
+                format!(
+                    "the {}'s {}",
+                    sample.memory_bound.as_str(),
+                    size(sample.memory_total as f64)
+                )
+            }),
+            Resource::Cpu | Resource::CpuThrottled => (sample.cpu_cores > 0.0).then(|| {
+                format!(
+                    "the {}'s {}",
+                    sample.cpu_bound.as_str(),
+                    cores(sample.cpu_cores)
+                )
+            }),
+            _ => None,
         }
     }
 
@@ -249,6 +340,20 @@ impl Resource {
 }
 
 const MIB: f64 = 1024.0 * 1024.0;
+
+/// How many resources there are.
+pub const RESOURCES: usize = 9;
+
+/// A number of cores in words: "1 core", "2 cores", "0.5 cores", "1.25 cores".
+pub fn cores(n: f64) -> String {
+    let text = format!("{n:.2}");
+    let text = text.trim_end_matches('0').trim_end_matches('.');
+    if text == "1" {
+        "1 core".into()
+    } else {
+        format!("{text} cores")
+    }
+}
 
 /// A size in words: "7.9 MiB", "256 MiB", "1.5 GiB".
 pub fn size(bytes: f64) -> String {
@@ -335,10 +440,15 @@ pub struct Evidence {
     pub level: Level,
     /// The level of the latest reading alone.
     pub reading: Level,
+    /// The budget the value is measured against, naming whose it is ("the cgroup's 400
+    /// MiB", "the host's 2 cores"), for memory and CPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<String>,
 }
 
 impl Evidence {
-    /// In words: "cpu 97.1% (critical: > 97%)", "memory 150.2 MiB (strained: < 200 MiB)",
+    /// In words: "cpu 97.1% (critical: > 97%)", "memory 150.2 MiB free of the cgroup's 400
+    /// MiB (strained: < 200 MiB)",
     /// "cpu 92.0% (strained: > 90%; level critical)" when hysteresis holds a level the
     /// reading is no longer at.
     pub fn describe(&self) -> String {
@@ -366,8 +476,14 @@ impl Evidence {
                 format!("{v}{}", self.unit)
             }
         };
+        let of = match (&self.budget, self.resource) {
+            (Some(b), Resource::Memory) => format!(" free of {b}"),
+            (Some(b), Resource::CpuThrottled) => format!(" of the quota's periods ({b})"),
+            (Some(b), _) => format!(" of {b}"),
+            (None, _) => String::new(),
+        };
         format!(
-            "{} {} ({}: {cmp} {}{held})",
+            "{} {}{of} ({}: {cmp} {}{held})",
             self.resource.as_str(),
             amount(self.value),
             self.reading.as_str(),
@@ -468,12 +584,12 @@ impl Track {
 /// Every resource's level with hysteresis, and the latest sample.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
-    tracks: [Track; 8],
+    tracks: [Track; RESOURCES],
     last: Option<Sample>,
     /// The time of the sample before the latest one.
     previous_at: Option<i64>,
     /// The latest sample's reading (before hysteresis) per resource.
-    readings: [Level; 8],
+    readings: [Level; RESOURCES],
     samples: u64,
 }
 
@@ -635,6 +751,7 @@ impl Health {
             critical: r.in_unit(critical),
             level: self.level(r),
             reading: self.reading(r),
+            budget: self.last.as_ref().and_then(|s| r.budget(s)),
         })
     }
 }

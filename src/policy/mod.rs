@@ -36,4 +36,4 @@ mod tests;
 pub use config::{PolicyConfig, PolicyConfigError};
 pub use decide::Policy;
 pub use decision::{Action, Cause, Decision, JobView, Pin, ProcessorView};
-pub use health::{Evidence, Health, Level, Resource, Sample, duration, size};
+pub use health::{Bound, Evidence, Health, Level, Resource, Sample, cores, duration, size};

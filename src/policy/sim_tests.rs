@@ -179,7 +179,9 @@ fn memory_leak_sheds_by_priority_and_keeps_the_minimum() {
     assert!(all[0].at <= leak[breach + 1].at, "{}", w.dump());
     assert!(all[0].reason.starts_with("memory "), "{}", all[0].reason);
     assert!(
-        all[0].reason.contains("MiB available < 200 MiB"),
+        all[0]
+            .reason
+            .contains("MiB free of the host's 8.0 GiB < 200 MiB"),
         "{}",
         all[0].reason
     );

@@ -34,6 +34,10 @@ pub fn healthy(at: i64) -> Sample {
         psi_cpu: None,
         psi_memory: None,
         psi_io: None,
+        cpu_cores: 0.0,
+        cpu_bound: crate::policy::Bound::Host,
+        cpu_throttled: None,
+        memory_bound: crate::policy::Bound::Host,
     }
 }
 
@@ -56,6 +60,7 @@ pub fn job(job_id: i64, priority: i64) -> JobView {
         maintenance: false,
         stretch: 1,
         stretch_max: 1,
+        memory_limit: None,
     }
 }
 

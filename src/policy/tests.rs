@@ -5,8 +5,8 @@
 
 use crate::policy::testkit::*;
 use crate::policy::{
-    Action, Cause, Evidence, Health, JobView, Level, Pin, Policy, PolicyConfig, ProcessorView,
-    Resource, Sample, duration,
+    Action, Bound, Cause, Evidence, Health, JobView, Level, Pin, Policy, PolicyConfig,
+    ProcessorView, Resource, Sample, duration,
 };
 
 #[test]
@@ -289,6 +289,7 @@ fn reasons_read_as_sentences() {
             critical: 97.0,
             level: Level::Strained,
             reading: Level::Strained,
+            budget: None,
         }]
     );
     assert_eq!(out[0].evidence[0].describe(), "cpu 96.2% (strained: > 90%)");
@@ -332,6 +333,7 @@ fn decisions_serialize_with_stable_names() {
             critical: 80.0,
             level: Level::Strained,
             reading: Level::Strained,
+            budget: None,
         }],
         cause: Cause::Health,
         jobs: vec![],
@@ -581,7 +583,7 @@ fn each_resource_explains_its_reading_with_unit_and_threshold() {
     );
     assert_eq!(
         text(Resource::Memory, Level::Strained),
-        "memory 150 MiB available < 200 MiB (strained) for 2 samples in a row (1.0 s)"
+        "memory 150 MiB free of the host's 8.0 GiB < 200 MiB (strained) for 2 samples in a row (1.0 s)"
     );
     assert_eq!(
         text(Resource::Swap, Level::Strained),
@@ -606,7 +608,63 @@ fn each_resource_explains_its_reading_with_unit_and_threshold() {
     );
     let e = h.evidence(Resource::Memory, &cfg).unwrap();
     assert_eq!((e.value, e.unit.as_str()), (150.0, "MiB"));
-    assert_eq!(e.describe(), "memory 150 MiB (strained: < 200 MiB)");
+    assert_eq!(
+        e.describe(),
+        "memory 150 MiB free of the host's 8.0 GiB (strained: < 200 MiB)"
+    );
+}
+
+/// Issue 31: a node in a cgroup reads its budget there, and every reason and piece of
+/// evidence names the bound that applied — the cgroup's limit, not the host's memory.
+#[test]
+fn a_cgroup_bound_is_named_in_reasons_and_evidence() {
+    let cfg = PolicyConfig::default();
+    let mut h = Health::default();
+    let tight = |at| Sample {
+        cpu_used: 98.0,
+        cpu_cores: 0.5,
+        cpu_bound: Bound::Cgroup,
+        cpu_throttled: Some(70.0),
+        memory_available: 38 * MIB,
+        memory_total: 400 * MIB,
+        memory_bound: Bound::Cgroup,
+        ..healthy(at)
+    };
+    h.handle_sample(&tight(T0), &cfg);
+    h.handle_sample(&tight(T0 + 1_000), &cfg);
+    let text = |r, l| h.explain(r, l, &cfg).unwrap();
+    assert_eq!(
+        text(Resource::Memory, Level::Critical),
+        "memory 38 MiB free of the cgroup's 400 MiB < 100 MiB (critical) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::Cpu, Level::Critical),
+        "cpu 98.0% of the cgroup's 0.5 cores > 97% (critical) for 2 samples in a row (1.0 s)"
+    );
+    assert_eq!(
+        text(Resource::CpuThrottled, Level::Critical),
+        "cpu throttled in 70.0% of the quota's periods (the cgroup's 0.5 cores) > 60% (critical) for 2 samples in a row (1.0 s)"
+    );
+    // Throttling is a strain signal of its own.
+    assert_eq!(h.level(Resource::CpuThrottled), Level::Critical);
+    assert_eq!(
+        h.evidence(Resource::CpuThrottled, &cfg).unwrap().describe(),
+        "cpu_throttled 70% of the quota's periods (the cgroup's 0.5 cores) (critical: > 60%)"
+    );
+    let e = h.evidence(Resource::Memory, &cfg).unwrap();
+    assert_eq!(e.budget.as_deref(), Some("the cgroup's 400 MiB"));
+    assert_eq!(
+        e.describe(),
+        "memory 38 MiB free of the cgroup's 400 MiB (critical: < 100 MiB)"
+    );
+    // Without a quota there is no throttling reading: ok, and no evidence.
+    let mut h = Health::default();
+    h.handle_sample(&healthy(T0), &cfg);
+    assert_eq!(h.level(Resource::CpuThrottled), Level::Ok);
+    assert!(h.evidence(Resource::CpuThrottled, &cfg).is_none());
+    assert_eq!(crate::policy::cores(1.0), "1 core");
+    assert_eq!(crate::policy::cores(2.0), "2 cores");
+    assert_eq!(crate::policy::cores(1.25), "1.25 cores");
 }
 
 /// Issue 12, defect 6: a catalog write that failed for a full disk pauses writes at the next
@@ -897,4 +955,93 @@ fn regression_a_resume_says_only_maintenance_was_claimed_and_for_how_long() {
         resumed.reason
     );
     assert!(!resumed.reason.contains("no job was held"));
+}
+
+/// Issue 31, point 3: a job that declares its memory is activated only while that fits above
+/// the strained threshold in what is free of the node's budget; it waits, said once with the
+/// bound, and no less important job jumps ahead of it; it goes once memory frees up.
+#[test]
+fn a_job_whose_declared_memory_does_not_fit_waits_and_nothing_jumps_ahead() {
+    let mut jobs = vec![
+        JobView {
+            memory_limit: Some(256 * MIB),
+            ..job(1, 50)
+        },
+        JobView {
+            memory_limit: Some(10 * MIB),
+            ..job(2, 10)
+        },
+    ];
+    jobs[0].name = "big".into();
+    let mut w = World::start(PolicyConfig::default(), jobs);
+    // 380 MiB free of the cgroup's 400 MiB: 256 MiB would leave 124 MiB, under 200 MiB.
+    let tight = |_: usize, s: &mut Sample| {
+        s.memory_available = 380 * MIB;
+        s.memory_total = 400 * MIB;
+        s.memory_bound = Bound::Cgroup;
+    };
+    w.run(&trace(T0, 30, tight));
+    assert!(w.active_ids().is_empty(), "{}", w.dump());
+    let holds: Vec<&crate::policy::Decision> = w
+        .log
+        .iter()
+        .filter(|d| matches!(d.action, Action::Hold { job_id: 1 }))
+        .collect();
+    assert_eq!(holds.len(), 1, "said once: {}", w.dump());
+    assert!(
+        holds[0].reason.contains(
+            "`big` (priority 50) declares 256 MiB of memory and 380 MiB is free of the \
+             cgroup's 400 MiB: it would leave 124 MiB, below the strained threshold of 200 MiB"
+        ),
+        "{}",
+        holds[0].reason
+    );
+    // Memory frees up: the job goes first, then the smaller one.
+    w.run(&trace(T0 + 30 * TICK, 30, |_, s| {
+        s.memory_available = 2048 * MIB;
+        s.memory_total = 4096 * MIB;
+    }));
+    let order: Vec<i64> = w
+        .log
+        .iter()
+        .filter_map(|d| match d.action {
+            Action::Activate { job_id } => Some(job_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order, [1, 2], "{}", w.dump());
+}
+
+/// What active jobs declare counts as taken even when a sample catches them between runs.
+#[test]
+fn what_active_jobs_declare_counts_as_taken_between_their_runs() {
+    let mut jobs: Vec<JobView> = (1..=3)
+        .map(|i| JobView {
+            memory_limit: Some(100 * MIB),
+            ..job(i, 70 - 10 * i)
+        })
+        .collect();
+    jobs[0].name = "first".into();
+    let mut w = World::start(PolicyConfig::default(), jobs);
+    // The samples read 390 MiB free whatever runs: every run is caught between two runs.
+    w.run(&trace(T0, 40, |_, s| {
+        s.memory_available = 390 * MIB;
+        s.memory_total = 400 * MIB;
+        s.memory_bound = Bound::Cgroup;
+    }));
+    // 400 − 100 − 100 = 200 free for the third: it would leave 100 MiB.
+    assert_eq!(w.active_ids(), [1, 2], "{}", w.dump());
+    let hold = w
+        .log
+        .iter()
+        .find(|d| matches!(d.action, Action::Hold { job_id: 3 }))
+        .unwrap_or_else(|| panic!("{}", w.dump()));
+    assert!(
+        hold.reason.contains(
+            "declares 100 MiB of memory and 200 MiB is free of the cgroup's 400 MiB (counting \
+             the 200 MiB the active jobs declare): it would leave 100 MiB"
+        ),
+        "{}",
+        hold.reason
+    );
 }

@@ -42,6 +42,14 @@ pub fn register(r: &mut Registry) {
             .to_string())
     });
     r.register("debug.sleep", debug_sleep);
+    // A fault hook: blocks the thread the node's actors run on for `ms` (default 1000, at most
+    // a minute), as a hung actor would — what must stop then (the service manager's watchdog
+    // pings) can be tested on a real node.
+    r.register_async("debug.wedge", |_, input| {
+        let ms = int(&input, "ms", 1000).clamp(0, 60_000) as u64;
+        std::thread::sleep(Duration::from_millis(ms));
+        std::future::ready(Ok(json!({ "wedged_ms": ms })))
+    });
 }
 
 fn err(e: CatalogError) -> String {

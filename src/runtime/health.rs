@@ -1,5 +1,7 @@
 //! Health is an actor. It owns the device sampler (sysinfo for CPU, memory and network;
-//! `statvfs` for the data folder's file system; `/proc/pressure` for PSI); every
+//! `statvfs` for the data folder's file system; `/proc/pressure` for PSI; the node's own
+//! cgroup, `runtime::cgroup`, whose limits bound memory and CPU where they are tighter than the
+//! host's, and whose pressure files stand in for the host's where it has them); every
 //! `health.interval` it sends a typed report to the Supervisor, which feeds the policy and
 //! records the sample as `stat` rows.
 //!
@@ -15,9 +17,10 @@ use actix::prelude::*;
 use serde::Serialize;
 use sysinfo::{Networks, Pid, ProcessRefreshKind, ProcessesToUpdate, System};
 
+use super::cgroup::Cgroup;
 use crate::catalog::upkeep::StatSample;
 use crate::executor::Clock;
-use crate::policy::Sample;
+use crate::policy::{Bound, Sample};
 
 /// A health sample, sent to the Supervisor: what the policy judges (`sample`), plus what is
 /// only recorded.
@@ -37,6 +40,9 @@ pub struct HealthReport {
     pub process_cpu: f64,
     /// This process's resident memory, bytes.
     pub process_rss: u64,
+    /// How many times the OOM killer acted in the node's cgroup, when it has a memory
+    /// controller that says.
+    pub cgroup_oom_kills: Option<u64>,
 }
 
 impl HealthReport {
@@ -77,6 +83,37 @@ impl HealthReport {
         }
         push("node.cpu_used", "%", self.process_cpu);
         push("node.rss", "bytes", self.process_rss as f64);
+        if let Some(v) = self.sample.cpu_throttled {
+            push("device.cpu_throttled", "%", v);
+        }
+        if let Some(n) = self.cgroup_oom_kills {
+            push("node.cgroup_oom_kills", "kills", n as f64);
+        }
+        // The budget, its source as the subject: `jobvisor stats` lists it beside the rest.
+        let mut budget = |t: &str, unit: &'static str, bound: Bound, v: f64| {
+            out.push(StatSample {
+                stat_type: t.into(),
+                unit,
+                subject: Some(bound.as_str().into()),
+                value: v,
+            });
+        };
+        if self.sample.memory_total > 0 {
+            budget(
+                "node.budget_memory",
+                "bytes",
+                self.sample.memory_bound,
+                self.sample.memory_total as f64,
+            );
+        }
+        if self.sample.cpu_cores > 0.0 {
+            budget(
+                "node.budget_cpu",
+                "cores",
+                self.sample.cpu_bound,
+                self.sample.cpu_cores,
+            );
+        }
         out
     }
 }
@@ -189,8 +226,12 @@ struct PsiWindow {
 }
 
 impl PsiWindow {
-    fn read(&mut self, resource: &str) -> Option<f64> {
-        let text = std::fs::read_to_string(format!("/proc/pressure/{resource}")).ok()?;
+    /// The share from the cgroup's pressure file for `resource`, else the host's.
+    fn read(&mut self, cgroup: &Cgroup, resource: &str) -> Option<f64> {
+        let file = cgroup
+            .pressure_file(resource)
+            .unwrap_or_else(|| PathBuf::from(format!("/proc/pressure/{resource}")));
+        let text = std::fs::read_to_string(file).ok()?;
         self.update(&text, Instant::now())
     }
 
@@ -216,6 +257,66 @@ impl PsiWindow {
     }
 }
 
+/// The cgroup's cumulative CPU counters at one reading.
+#[derive(Debug, Clone, Copy)]
+struct CpuCounters {
+    at: Instant,
+    usage_usec: Option<u64>,
+    periods: Option<u64>,
+    throttled_periods: Option<u64>,
+}
+
+/// The node's CPU budget from one reading of the host and the cgroup.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CpuBudget {
+    /// Percent of `cores` in use.
+    pub used: f64,
+    /// The cores it is measured against.
+    pub cores: f64,
+    /// Whose they are.
+    pub bound: Bound,
+}
+
+/// CPU use against the tightest budget: the cgroup's use of its effective cores
+/// (`cgroup_used_cores`, from its usage counter) when its quota or cpuset allows fewer cores
+/// than the host has, else the host's use of its cores. Contention from outside the cgroup
+/// (a busy host starving a quota it does not reach) shows as CPU pressure, not here: a share
+/// of the host would make the budget flip between two sizes from one sample to the next.
+pub fn cpu_budget(
+    host_used: f64,
+    host_cores: f64,
+    effective_cores: f64,
+    cgroup_used_cores: Option<f64>,
+) -> CpuBudget {
+    match cgroup_used_cores {
+        Some(used) if effective_cores < host_cores && effective_cores > 0.0 => CpuBudget {
+            used: used * 100.0 / effective_cores,
+            cores: effective_cores,
+            bound: Bound::Cgroup,
+        },
+        _ => CpuBudget {
+            used: host_used,
+            cores: host_cores,
+            bound: Bound::Host,
+        },
+    }
+}
+
+/// Memory against the tightest budget: `(available, total, bound)` — the host's, or the
+/// cgroup's limit less its usage when that leaves less.
+pub fn memory_budget(
+    host_available: u64,
+    host_total: u64,
+    cgroup: Option<&super::cgroup::Memory>,
+) -> (u64, u64, Bound) {
+    match cgroup.and_then(|m| Some((m.available()?, m.limit?))) {
+        Some((available, limit)) if available < host_available || host_total == 0 => {
+            (available, limit, Bound::Cgroup)
+        }
+        _ => (host_available, host_total, Bound::Host),
+    }
+}
+
 /// Reads the device's counters.
 pub struct Sampler {
     system: Option<System>,
@@ -228,6 +329,10 @@ pub struct Sampler {
     /// When the network counters were last read (`received()` counts since then).
     last_net: Option<Instant>,
     psi: [PsiWindow; 3],
+    /// The node's own cgroup.
+    cgroup: Cgroup,
+    /// The cgroup's CPU counters at the previous sample.
+    cpu_before: Option<CpuCounters>,
 }
 
 impl Sampler {
@@ -245,7 +350,14 @@ impl Sampler {
             pid: sysinfo::get_current_pid().ok(),
             last_net: None,
             psi: Default::default(),
+            cgroup: Cgroup::of_self(),
+            cpu_before: None,
         }
+    }
+
+    /// The node's cgroup, as found at start.
+    pub fn cgroup(&self) -> &Cgroup {
+        &self.cgroup
     }
 
     /// The folder whose file system is watched, and that file system's mount.
@@ -274,22 +386,67 @@ impl Sampler {
                 disk_total,
                 disk_mount,
                 net_bytes_per_s: 0.0,
-                psi_cpu: cpu.read("cpu"),
-                psi_memory: memory.read("memory"),
-                psi_io: io.read("io"),
+                psi_cpu: cpu.read(&self.cgroup, "cpu"),
+                psi_memory: memory.read(&self.cgroup, "memory"),
+                psi_io: io.read(&self.cgroup, "io"),
+                cpu_cores: 0.0,
+                cpu_bound: Bound::Host,
+                cpu_throttled: None,
+                memory_bound: Bound::Host,
             },
             net_rx_per_s: 0.0,
             net_tx_per_s: 0.0,
             load_1: System::load_average().map(|l| l.one).unwrap_or(0.0),
             process_cpu: 0.0,
             process_rss: 0,
+            cgroup_oom_kills: None,
         };
+        let memory = self.cgroup.memory();
+        r.cgroup_oom_kills = memory.as_ref().and_then(|m| m.oom_kills);
+        let cpu = self.cgroup.cpu();
+        let now = Instant::now();
+        let counters = CpuCounters {
+            at: now,
+            usage_usec: cpu.usage_usec,
+            periods: cpu.periods,
+            throttled_periods: cpu.throttled_periods,
+        };
+        let before = self.cpu_before.replace(counters);
+        let delta = |f: fn(&CpuCounters) -> Option<u64>| {
+            let b = before.as_ref()?;
+            Some(f(&counters)?.saturating_sub(f(b)?))
+        };
+        let cgroup_used_cores = before.and_then(|b| {
+            let wall_us = now.duration_since(b.at).as_micros().max(1) as f64;
+            delta(|c| c.usage_usec).map(|us| us as f64 / wall_us)
+        });
+        if cpu.quota_cores.is_some() {
+            r.sample.cpu_throttled = match (delta(|c| c.periods), delta(|c| c.throttled_periods)) {
+                // No period elapses while nothing in the cgroup wants a CPU.
+                (Some(0), Some(_)) => Some(0.0),
+                (Some(p), Some(t)) => Some((t as f64 * 100.0 / p as f64).min(100.0)),
+                _ => None,
+            };
+        }
         if let Some(sys) = &mut self.system {
             sys.refresh_cpu_usage();
             sys.refresh_memory();
-            r.sample.cpu_used = f64::from(sys.global_cpu_usage());
-            r.sample.memory_available = sys.available_memory();
-            r.sample.memory_total = sys.total_memory();
+            let host_cores = sys.cpus().len() as f64;
+            let (effective, _) = cpu.effective_cores(host_cores);
+            let budget = cpu_budget(
+                f64::from(sys.global_cpu_usage()),
+                host_cores,
+                effective,
+                cgroup_used_cores,
+            );
+            r.sample.cpu_used = budget.used;
+            r.sample.cpu_cores = budget.cores;
+            r.sample.cpu_bound = budget.bound;
+            let (available, total, bound) =
+                memory_budget(sys.available_memory(), sys.total_memory(), memory.as_ref());
+            r.sample.memory_available = available;
+            r.sample.memory_total = total;
+            r.sample.memory_bound = bound;
             r.sample.swap_used = sys.used_swap();
             r.sample.swap_total = sys.total_swap();
             if let Some(pid) = self.pid {
@@ -358,6 +515,21 @@ impl Health {
                 "disk: watching the data folder (its mount is not listed in /proc/self/mountinfo)"
             ),
         }
+        let cgroup = sampler.cgroup();
+        let limit = cgroup
+            .memory()
+            .and_then(|m| m.limit)
+            .map_or("none".to_string(), |l| crate::policy::size(l as f64));
+        let quota = cgroup
+            .cpu()
+            .quota_cores
+            .map_or("none".to_string(), crate::policy::cores);
+        tracing::info!(
+            cgroup = %cgroup.describe(),
+            memory_limit = %limit,
+            cpu_quota = %quota,
+            "budget: the tightest of the host and this cgroup"
+        );
         Self {
             sampler,
             interval,
@@ -449,6 +621,66 @@ mod tests {
         // 250 ms of stall in 500 ms.
         assert_eq!(w.update(&text(2_150_000, 27.0), at(2_500)), Some(50.0));
         assert_eq!(w.update("garbage", at(3_000)), None);
+    }
+
+    const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn memory_is_the_tightest_of_host_and_cgroup() {
+        let cg = |limit: Option<u64>, usage: u64, inactive: u64| super::super::cgroup::Memory {
+            version: super::super::cgroup::Version::V1,
+            limit,
+            usage,
+            inactive_file: inactive,
+            oom_kills: Some(0),
+        };
+        // The measurement of issue 31: a 400 MB cgroup on a host with 20 GiB free.
+        let host = (20 * 1024 * MIB, 24 * 1024 * MIB);
+        let m = cg(Some(400 * MIB), 380 * MIB, 18 * MIB);
+        assert_eq!(
+            memory_budget(host.0, host.1, Some(&m)),
+            (38 * MIB, 400 * MIB, Bound::Cgroup)
+        );
+        // No limit, or a limit looser than what the host has free: the host's.
+        assert_eq!(
+            memory_budget(host.0, host.1, Some(&cg(None, 1, 0))),
+            (host.0, host.1, Bound::Host)
+        );
+        let loose = cg(Some(64 * 1024 * MIB), 0, 0);
+        assert_eq!(
+            memory_budget(host.0, host.1, Some(&loose)),
+            (host.0, host.1, Bound::Host)
+        );
+        assert_eq!(
+            memory_budget(host.0, host.1, None),
+            (host.0, host.1, Bound::Host)
+        );
+    }
+
+    #[test]
+    fn cpu_is_measured_against_the_effective_cores() {
+        // Half a core used of a half-core quota on an idle 2-core host: 100 % of the cgroup's.
+        assert_eq!(
+            cpu_budget(25.0, 2.0, 0.5, Some(0.5)),
+            CpuBudget {
+                used: 100.0,
+                cores: 0.5,
+                bound: Bound::Cgroup
+            }
+        );
+        // A busy host beside an idle cgroup: the node's own share of its quota (the host's
+        // contention is CPU pressure's to show).
+        assert_eq!(
+            cpu_budget(99.0, 2.0, 0.5, Some(0.1)),
+            CpuBudget {
+                used: 20.0,
+                cores: 0.5,
+                bound: Bound::Cgroup
+            }
+        );
+        // No quota or cpuset below the host's cores, or no usage counter: the host's.
+        assert_eq!(cpu_budget(40.0, 2.0, 2.0, Some(0.8)).bound, Bound::Host);
+        assert_eq!(cpu_budget(40.0, 2.0, 0.5, None).bound, Bound::Host);
     }
 
     #[test]

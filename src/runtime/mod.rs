@@ -7,9 +7,11 @@
 //! the one CatalogWriter.
 
 pub mod builtins;
+pub mod cgroup;
 pub mod events;
 pub mod health;
 pub mod inbox;
+pub mod notify;
 pub mod processor;
 pub mod scheduler;
 pub mod supervisor;
@@ -103,6 +105,7 @@ pub struct EngineBuilder {
     config: NodeConfig,
     registry: Registry,
     clock: Arc<dyn Clock>,
+    notifier: notify::Notifier,
 }
 
 impl Default for EngineBuilder {
@@ -111,6 +114,7 @@ impl Default for EngineBuilder {
             config: NodeConfig::default(),
             registry: crate::runtime::builtins::registry(),
             clock: Arc::new(SystemClock),
+            notifier: notify::Notifier::default(),
         }
     }
 }
@@ -168,6 +172,15 @@ impl EngineBuilder {
     /// Use this clock for schedules (tests).
     pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
         self.clock = clock;
+        self
+    }
+
+    /// Pings a service manager's watchdog from the Supervisor while it handles messages
+    /// (`WATCHDOG=1` every half of `WATCHDOG_USEC`; default: no notifications). The daemon
+    /// passes [`notify::Notifier::from_env`]; an embedding application that answers its
+    /// manager itself leaves it out.
+    pub fn notifier(mut self, notifier: notify::Notifier) -> Self {
+        self.notifier = notifier;
         self
     }
 
@@ -305,7 +318,8 @@ impl EngineBuilder {
                 scheduler.clone(),
                 cfg.policy.clone(),
             )
-            .with_events(events.clone(), &node_name),
+            .with_events(events.clone(), &node_name)
+            .with_watchdog(self.notifier),
         );
         tracing::info!(node = %node_name, node_id, db = %db_path.display(), seeded, "engine started");
         Ok(Engine {

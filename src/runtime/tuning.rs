@@ -47,6 +47,7 @@ pub fn job_view(j: &JobActivation) -> JobView {
         maintenance: j.maintenance,
         stretch: j.stretch,
         stretch_max: j.stretch_max,
+        memory_limit: j.memory_limit,
     }
 }
 
@@ -326,12 +327,17 @@ mod tests {
                 psi_cpu: None,
                 psi_memory: None,
                 psi_io: None,
+                cpu_cores: 0.0,
+                cpu_bound: crate::policy::Bound::Host,
+                cpu_throttled: None,
+                memory_bound: crate::policy::Bound::Host,
             },
             net_rx_per_s: 0.0,
             net_tx_per_s: 0.0,
             load_1: 0.0,
             process_cpu: 0.0,
             process_rss: 0,
+            cgroup_oom_kills: None,
         }
     }
 
@@ -454,6 +460,7 @@ mod tests {
             stretch_max: 1,
             schedule_kind: ScheduleKind::Cron,
             processor_id: 1,
+            memory_limit: None,
         }
     }
 

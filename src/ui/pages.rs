@@ -83,6 +83,8 @@ pub(super) struct OverviewPage {
     state_why: String,
     level: &'static str,
     levels: Vec<LevelRow>,
+    /// The node's budget and whose limits bind it, in words ("" before a sample).
+    budget: String,
     paused: bool,
     activation: Vec<(String, i64)>,
     queued: i64,
@@ -114,7 +116,11 @@ fn thousands(n: i64) -> String {
 /// A health reading's name and value in its unit, from the status's JSON.
 fn reading(name: &str, v: &Json) -> Option<(String, String)> {
     let x = v.as_f64()?;
-    let text = if name.starts_with("psi") || name.contains("cpu") {
+    let text = if name == "cpu_cores" {
+        crate::policy::cores(x)
+    } else if name == "cgroup_oom_kills" {
+        format!("{x:.0}")
+    } else if name.starts_with("psi") || name.contains("cpu") {
         format!("{x:.1} %")
     } else if name.ends_with("_per_s") {
         format!("{:.1} KiB/s", x / 1024.0)
@@ -190,6 +196,11 @@ pub(super) async fn overview(
             state_why,
             level,
             levels,
+            budget: status
+                .budget
+                .as_ref()
+                .map(|b| b.describe())
+                .unwrap_or_default(),
             paused: status.paused,
             activation: queue.activation.clone(),
             queued: queue.queued,

@@ -21,6 +21,7 @@ mod remote_cli;
 mod rpc;
 mod run_params;
 mod runtime;
+mod service;
 mod slots;
 mod support;
 mod transport;

@@ -62,6 +62,8 @@ fn metrics_pass_promtool_and_count_runs_by_job_and_outcome(ws: Workspace) {
         "jobvisor_paused 0",
         "jobvisor_writes_paused 0",
         "jobvisor_stale_completions_total 0",
+        "jobvisor_budget_memory_bytes{source=\"",
+        "jobvisor_budget_cpu_cores{source=\"",
     ] {
         assert!(r.body.contains(needle), "{needle} missing:\n{}", r.body);
     }

@@ -15,6 +15,9 @@ pub struct Workspace {
     pub node_env: std::cell::RefCell<Vec<(String, String)>>,
     /// Where nodes' logs go (the folder itself when `None`).
     pub log_dir: std::cell::RefCell<Option<PathBuf>>,
+    /// Cgroups' `cgroup.procs` files that nodes started from here join before the node's
+    /// program starts (so its every allocation, CPU second and child is charged there).
+    pub node_cgroups: std::cell::RefCell<Vec<PathBuf>>,
 }
 
 impl Workspace {
@@ -26,6 +29,7 @@ impl Workspace {
             pg: None,
             node_env: Default::default(),
             log_dir: Default::default(),
+            node_cgroups: Default::default(),
         };
         ws.set_node_env("JOBVISOR__POLICY__PRIORITY_FLOOR", "-1000000000");
         ws
@@ -251,8 +255,23 @@ impl Workspace {
 
     /// [`Self::spawn_node`] listening on `bind`.
     pub fn spawn_node_on(&self, name: &str, bind: &str) -> std::process::Child {
-        Command::new(env!("CARGO_BIN_EXE_jobvisor"))
-            .arg("--db")
+        let cgroups = self.node_cgroups.borrow();
+        let mut cmd = if cgroups.is_empty() {
+            Command::new(env!("CARGO_BIN_EXE_jobvisor"))
+        } else {
+            // The shell joins each cgroup, then becomes the node (same pid).
+            let mut c = Command::new("/bin/sh");
+            c.args([
+                "-c",
+                r#"while [ "$1" != -- ]; do echo $$ > "$1" || exit 1; shift; done; shift; exec "$@""#,
+                "sh",
+            ])
+            .args(cgroups.iter())
+            .arg("--")
+            .arg(env!("CARGO_BIN_EXE_jobvisor"));
+            c
+        };
+        cmd.arg("--db")
             .arg(self.db_arg())
             .args(["run", "--bind", bind, "--node", name, "--data-dir"])
             .arg(self.path("data"))

@@ -805,8 +805,33 @@ fn the_node_api_and_the_overview_give_each_resources_level_and_a_standby_job_its
     );
     let cpu = resources.iter().find(|r| r["resource"] == "cpu").unwrap();
     assert_eq!(cpu["level"], "ok", "{cpu}");
+    // Issue 31: the budget and whose limit binds it, in the status and beside each reading.
+    let budget = &status["budget"];
+    assert!(
+        ["host", "cgroup"].contains(&budget["memory_source"].as_str().unwrap_or("")),
+        "{budget}"
+    );
+    assert!(budget["memory_bytes"].as_u64().unwrap_or(0) > 0, "{budget}");
+    assert!(
+        budget["cpu_cores"].as_f64().unwrap_or(0.0) > 0.0,
+        "{budget}"
+    );
+    let whose = format!(
+        "free of the {}'s ",
+        budget["memory_source"].as_str().unwrap()
+    );
+    assert!(
+        memory["text"].as_str().unwrap().contains(&whose),
+        "{memory}"
+    );
+    assert!(memory["budget"].as_str().is_some(), "{memory}");
     let b = Browser::sign_in(&node.api, "vic", "viewer password 12");
     let page = b.get("/ui/");
+    assert!(
+        page.body.contains("id=\"node-budget\"") && page.body.contains("Budget: memory: the "),
+        "{}",
+        page.body
+    );
     assert!(
         page.body
             .contains("<span class=\"st st-critical\" id=\"node-level\""),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::policy::health::{duration, samples_over};
+use crate::policy::health::{duration, samples_over, size};
 use crate::policy::{Action, Cause, Decision, JobView, Level, Resource};
 
 use super::{Policy, activation_order, shed_order, which};
@@ -265,6 +265,9 @@ impl Policy {
             if !undo_allowed || !self.may_toggle(job.job_id, now) {
                 return;
             }
+            if self.waits_for_memory(now, job, jobs, &ok_again, out) {
+                return;
+            }
             out.push(Decision {
                 at: now,
                 action: Action::Activate { job_id: job.job_id },
@@ -326,6 +329,9 @@ impl Policy {
         {
             return;
         }
+        if self.waits_for_memory(now, job, jobs, &format!("{all} ok for {ok_for}"), out) {
+            return;
+        }
         out.push(Decision {
             at: now,
             action: Action::Activate { job_id: job.job_id },
@@ -339,6 +345,72 @@ impl Policy {
         });
         self.increased(now, false);
         self.record_toggle(job.job_id, now);
+    }
+
+    /// Whether `job`, next in line to activate, waits because the memory it declares
+    /// (`memory_limit`) would leave less than the strained threshold free; says so once per
+    /// wait, naming the bound the free memory is measured against. Free is the smaller of what
+    /// the sample read and the budget less what the active jobs declare: a run between two
+    /// runs holds nothing at the instant of a sample, yet its next run takes what it declared.
+    /// Priority order is kept: no smaller job jumps ahead of it.
+    fn waits_for_memory(
+        &mut self,
+        now: i64,
+        job: &JobView,
+        jobs: &[JobView],
+        conditions: &str,
+        out: &mut Vec<Decision>,
+    ) -> bool {
+        let reserved: u64 = jobs
+            .iter()
+            .filter(|j| j.active)
+            .filter_map(|j| j.memory_limit)
+            .sum();
+        let misfit = job.memory_limit.and_then(|need| {
+            let measured = self.health.value(Resource::Memory, &self.cfg)?;
+            let total = self.health.last().map_or(0, |s| s.memory_total) as f64;
+            let free = measured.min(total - reserved as f64).max(0.0);
+            let left = free - need as f64;
+            (left < self.cfg.memory_strained as f64).then_some((need, free, left))
+        });
+        let Some((need, free, left)) = misfit else {
+            self.admit_holding = None;
+            return false;
+        };
+        if self.admit_holding != Some(job.job_id) {
+            self.admit_holding = Some(job.job_id);
+            let of = self
+                .health
+                .last()
+                .and_then(|s| Resource::Memory.budget(s))
+                .map(|b| format!(" of {b}"))
+                .unwrap_or_default();
+            let counted = if reserved > 0 {
+                format!(
+                    " (counting the {} the active jobs declare)",
+                    size(reserved as f64)
+                )
+            } else {
+                String::new()
+            };
+            out.push(Decision {
+                at: now,
+                action: Action::Hold { job_id: job.job_id },
+                reason: format!(
+                    "{conditions}, but `{}` (priority {}) declares {} of memory and {} is free{of}{counted}: it would leave {}, below the strained threshold of {}; it waits in standby",
+                    job.name,
+                    job.priority,
+                    size(need as f64),
+                    size(free),
+                    size(left.max(0.0)),
+                    size(self.cfg.memory_strained as f64)
+                ),
+                evidence: self.all_evidence(),
+                cause: Cause::Health,
+                jobs: Vec::new(),
+            });
+        }
+        true
     }
 
     pub(super) fn increased(&mut self, now: i64, undo: bool) {

@@ -121,6 +121,8 @@ pub struct Supervisor {
     events: Arc<EventBus>,
     /// This node's name (in each run's trace span).
     node_name: Arc<str>,
+    /// The service manager's watchdog, pinged from this actor's timer.
+    notifier: crate::runtime::notify::Notifier,
 }
 
 impl Supervisor {
@@ -156,7 +158,14 @@ impl Supervisor {
             stats: StatsBook::default(),
             events: Arc::default(),
             node_name: Arc::from(""),
+            notifier: crate::runtime::notify::Notifier::default(),
         }
+    }
+
+    /// Pings the service manager's watchdog from this actor's timer (when it asks for pings).
+    pub fn with_watchdog(mut self, notifier: crate::runtime::notify::Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Tells `events` this node's decisions, and gives it to the processors (their runs'
@@ -691,6 +700,14 @@ impl Actor for Supervisor {
         self.sync_processors(ctx);
         let every = Duration::from_millis(self.tenure.cadence().heartbeat_ms() as u64);
         ctx.run_interval(every, |act, ctx| act.heartbeat(ctx));
+        // The Supervisor is the actor every decision and report goes through: when it stops
+        // handling messages the node is of no use, and its own timer stops pinging.
+        if let Some(every) = self.notifier.watchdog_every() {
+            self.notifier.watchdog();
+            ctx.run_interval(every, |act, _| {
+                act.notifier.watchdog();
+            });
+        }
     }
 }
 
