@@ -208,13 +208,13 @@ pub(super) const UPSERT_JOB: &str = "INSERT INTO job
     (job_name, processor_id, job_group_id, job_type_id, job_payload, description, priority,
      timeout, run_always, run_delay, run_every, run_on_the, run_at, run_date, cron, timezone,
      misfire_policy, misfire_window, max_catchup, overlap_policy, max_overlap, max_attempts,
-     backoff_base, backoff_max, required, status, stretch_max, start_within)
+     backoff_base, backoff_max, required, status, stretch_max, start_within, aging)
     VALUES (?1,
         (SELECT processor_id FROM job_processor WHERE processor_name = ?2),
         (SELECT job_group_id FROM job_group WHERE job_group_name = ?3),
         (SELECT job_type_id FROM job_type WHERE job_type = ?4),
         ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21, ?22,
-        ?23, ?24, ?25, ?26, ?27, ?28)
+        ?23, ?24, ?25, ?26, ?27, ?28, ?29)
     ON CONFLICT (job_name) DO UPDATE SET
         processor_id = excluded.processor_id, job_group_id = excluded.job_group_id,
         job_type_id = excluded.job_type_id, job_payload = excluded.job_payload,
@@ -228,7 +228,8 @@ pub(super) const UPSERT_JOB: &str = "INSERT INTO job
         max_overlap = excluded.max_overlap, max_attempts = excluded.max_attempts,
         backoff_base = excluded.backoff_base, backoff_max = excluded.backoff_max,
         required = excluded.required, status = excluded.status,
-        stretch_max = excluded.stretch_max, start_within = excluded.start_within";
+        stretch_max = excluded.stretch_max, start_within = excluded.start_within,
+        aging = excluded.aging";
 pub(super) const SELECT_JOB_ID: &str = "SELECT job_id FROM job WHERE job_name = ?1";
 pub(super) const DELETE_JOB_OBJECTS: &str = "DELETE FROM job_object WHERE job_id = ?1";
 pub(super) const INSERT_JOB_OBJECT: &str = "INSERT INTO job_object (job_id, object_id)
@@ -267,6 +268,7 @@ pub(super) fn upsert_job(tx: &mut impl Sql, name: &str, j: &JobDef) -> Result<()
             Val::Flag(j.enabled),
             int(j.stretch_max),
             Val::Int((j.start_within > 0).then_some(j.start_within)),
+            Val::Int((j.aging > 0).then_some(j.aging)),
         ],
     )?;
     let job_id = tx
@@ -309,7 +311,7 @@ macro_rules! select_jobs {
     j.job_id, j.in_progress, j.last_date_begin, j.last_date_end, j.last_elapse,
     j.last_response, ",
                 next_run!(),
-                ", j.stretch_max, j.start_within",
+                ", j.stretch_max, j.start_within, j.aging",
                 job_joins!(),
                 $tail
             ),
@@ -320,7 +322,7 @@ macro_rules! select_jobs {
     j.job_id, pr.in_progress, pr.last_date_begin, pr.last_date_end, pr.last_elapse,
     pr.last_response, ",
                 next_run!(),
-                ", j.stretch_max, j.start_within",
+                ", j.stretch_max, j.start_within, j.aging",
                 job_joins!(),
                 "
     JOIN job_progress pr ON pr.job_id = j.job_id",
@@ -553,6 +555,7 @@ pub(crate) fn job_record_of<C: Cols + ?Sized>(
         objects: objects.into_iter().collect(),
         stretch_max: r.int(34)?,
         start_within: r.opt_int(35)?.unwrap_or(0),
+        aging: r.opt_int(36)?.unwrap_or(0),
     };
     Ok(Ok(JobRecord {
         name,

@@ -151,6 +151,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0026_start_deadlines.sql",
         sql: include_str!("../../migrations/0026_start_deadlines.sql"),
     },
+    Migration {
+        version: 27,
+        name: "0027_priority_aging.sql",
+        sql: include_str!("../../migrations/0027_priority_aging.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

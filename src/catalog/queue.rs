@@ -844,6 +844,35 @@ pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogE
     Ok(names)
 }
 
+/// Ages the queued runs of jobs with an `aging` rate: each gains a point of priority per
+/// `aging` ms it has been due (at most [`MAX_AGING_BOOST`](crate::jobconf::MAX_AGING_BOOST)),
+/// counted from the priority it was queued with, which it keeps (`aged_from`). Returns how many
+/// runs moved up.
+pub fn age_queued(mut c: impl Sql, now: i64) -> Result<usize, CatalogError> {
+    // The queue index finds a job's queued runs by its processor; `aged_from` is set once.
+    const AGE: Query = Query::each(
+        "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
+            priority = coalesce(aged_from, priority) + min(?2, (?1 - run_after) /
+                (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
+         WHERE run_id IN (
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= ?1
+               AND coalesce(r.aged_from, r.priority) + min(?2, (?1 - r.run_after) / j.aging)
+                   > r.priority)",
+        "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
+            priority = coalesce(aged_from, priority) + LEAST($2, ($1 - run_after) /
+                (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
+         WHERE run_id IN (
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= $1
+               AND coalesce(r.aged_from, r.priority) + LEAST($2, ($1 - r.run_after) / j.aging)
+                   > r.priority)",
+    );
+    c.exec(&AGE, &[now.into(), crate::jobconf::MAX_AGING_BOOST.into()])
+}
+
 /// Marks a deactivated job's queued slots `skipped` (its ad-hoc runs and retries stay queued).
 pub fn skip_queued_slots(
     mut c: impl Sql,

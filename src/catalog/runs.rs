@@ -45,7 +45,8 @@ macro_rules! select_runs {
         Query::same(concat!(
             "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at,
+    r.priority, r.aged_from
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id",
             $($tail),*
@@ -96,13 +97,15 @@ const SELECT_TREE: Query = Query::same(concat!(
     "SELECT * FROM (",
     "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at,
+    r.priority, r.aged_from
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id WHERE r.run_id = ?1) root UNION ALL
     SELECT * FROM (",
     "SELECT r.run_id, j.job_name, r.status, r.attempt, r.scheduled_for,
     r.created_at, r.started_at, r.finished_at, r.elapsed, r.params, r.result, r.error, r.log,
-    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at
+    r.pid, r.stump, r.retry_of, n.node_name, r.cancel_requested, r.step, r.claimed_at,
+    r.priority, r.aged_from
     FROM job_run r JOIN job j ON j.job_id = r.job_id
     LEFT JOIN node n ON n.node_id = r.node_id WHERE r.stump = ?1 ORDER BY r.run_id
     LIMIT ?2 - 1) below"
@@ -151,6 +154,10 @@ pub struct RunRow {
     pub step: Option<String>,
     /// When its node claimed it (epoch ms).
     pub claimed_at: Option<i64>,
+    /// Its claim order now.
+    pub priority: i64,
+    /// The priority it was queued with, when it aged since.
+    pub aged_from: Option<i64>,
 }
 
 fn run_row(r: &Fields<'_>) -> Result<RunRow, CatalogError> {
@@ -175,6 +182,8 @@ fn run_row(r: &Fields<'_>) -> Result<RunRow, CatalogError> {
         cancel_requested: r.flag(17)?,
         step: r.opt_text(18)?,
         claimed_at: r.opt_int(19)?,
+        priority: r.int(20)?,
+        aged_from: r.opt_int(21)?,
     })
 }
 

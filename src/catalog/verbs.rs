@@ -625,18 +625,22 @@ impl DbWriter {
             .await
     }
 
-    /// Ends `expired` the queued runs past their deadline that no claim took
-    /// ([`queue::expire_overdue`]); returns their jobs' names, one per run.
-    pub async fn expire_overdue(&self, now: i64) -> Result<Vec<String>, CatalogError> {
+    /// The queue's upkeep after each sweep, in one transaction: ends `expired` the queued runs
+    /// past their deadline that no claim took ([`queue::expire_overdue`]: their jobs' names, one
+    /// per run) and ages the queued runs of jobs with an aging rate ([`queue::age_queued`]:
+    /// how many moved up).
+    pub async fn queue_upkeep(&self, now: i64) -> Result<(Vec<String>, usize), CatalogError> {
+        fn upkeep(mut c: impl Sql, now: i64) -> Result<(Vec<String>, usize), CatalogError> {
+            let expired = queue::expire_overdue(&mut c, now)?;
+            Ok((expired, queue::age_queued(&mut c, now)?))
+        }
         if let Some(pg) = self.postgres() {
             return pg
-                .off_thread(move |pg| pg.transact(move |tx| queue::expire_overdue(tx, now)))
+                .off_thread(move |pg| pg.transact(move |tx| upkeep(tx, now)))
                 .await;
         }
-        self.call("expiring overdue runs", move |c| {
-            queue::expire_overdue(c, now)
-        })
-        .await
+        self.call("the queue's upkeep", move |c| upkeep(c, now))
+            .await
     }
 
     /// Gives the node name up at a clean stop (if this process still holds it).

@@ -291,6 +291,9 @@ pub struct JobFields {
     /// A run not started this many ms after it became due ends `expired` (0 = no deadline).
     #[arg(long, allow_negative_numbers = true)]
     pub start_within: Option<i64>,
+    /// Priority aging: ms a queued run waits per point of priority it gains (0 = none).
+    #[arg(long, allow_negative_numbers = true)]
+    pub aging: Option<i64>,
     /// Clear every schedule field before applying the ones given.
     #[arg(long)]
     pub clear_schedule: bool,

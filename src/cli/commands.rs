@@ -279,6 +279,7 @@ pub(super) fn job_patch(f: &JobFields) -> Result<JobPatch, Failure> {
         required: f.required,
         stretch_max: f.stretch_max,
         start_within: f.start_within,
+        aging: f.aging,
         ..JobPatch::default()
     })
 }

@@ -85,6 +85,7 @@ pub(super) fn runs(cli: &Cli, cmd: &RunsCommand) -> CliResult {
                 ("job", r.job.clone()),
                 ("status", status),
                 ("attempt", r.attempt.to_string()),
+                ("priority", r.priority_text()),
                 ("slot", render::time_long(r.scheduled_for)),
                 ("queued", render::time_long(Some(r.created_at))),
                 ("claimed", render::time_long(r.claimed_at)),

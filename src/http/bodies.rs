@@ -67,6 +67,9 @@ pub struct JobFields {
     /// Milliseconds after becoming due by which a run must start, else it ends `expired`;
     /// 0 = no deadline.
     pub start_within_ms: Option<i64>,
+    /// Priority aging: milliseconds a queued run waits per point of priority it gains (at most
+    /// 1,000 points); 0 = its runs never age.
+    pub aging_ms: Option<i64>,
     /// Clear every schedule field before applying the ones given.
     pub clear_schedule: Option<bool>,
     /// Run again `run_delay_ms` after each run ends.
@@ -167,9 +170,10 @@ impl JobFields {
     }
 
     /// The job.conf keys whose field here has another name (the unit in it), as (key, field).
-    pub const FIELD_NAMES: [(&str, &str); 6] = [
+    pub const FIELD_NAMES: [(&str, &str); 7] = [
         ("timeout", "timeout_ms"),
         ("start_within", "start_within_ms"),
+        ("aging", "aging_ms"),
         ("run_delay", "run_delay_ms"),
         ("misfire_window", "misfire_window_ms"),
         ("backoff_base", "backoff_base_ms"),
@@ -217,6 +221,7 @@ impl JobFields {
             required: self.required,
             stretch_max: self.stretch_max,
             start_within: self.start_within_ms,
+            aging: self.aging_ms,
         })
     }
 }
@@ -272,6 +277,7 @@ pub fn job_body(name: Option<&str>, p: &JobPatch) -> JsonMap<String, Json> {
     put("required", p.required.map(Json::from));
     put("stretch_max", p.stretch_max.map(Json::from));
     put("start_within_ms", p.start_within.map(Json::from));
+    put("aging_ms", p.aging.map(Json::from));
     b
 }
 

@@ -96,6 +96,7 @@ fn constrain_bodies(schemas: &mut Value) {
     for field in [
         "timeout_ms",
         "start_within_ms",
+        "aging_ms",
         "misfire_window_ms",
         "backoff_base_ms",
         "backoff_max_ms",

@@ -101,7 +101,7 @@ fn merge_job(old: &JobDef, new: &mut JobDef, named: &[&'static str]) {
         "max_overlap" => max_overlap, "max_attempts" => max_attempts,
         "backoff_base" => backoff_base, "backoff_max" => backoff_max, "objects" => objects,
         "enabled" => enabled, "required" => required, "stretch_max" => stretch_max,
-        "start_within" => start_within,
+        "start_within" => start_within, "aging" => aging,
     ]);
     if !SCHEDULE_FIELDS.iter().any(|f| named.contains(f)) {
         new.schedule = old.schedule.clone();

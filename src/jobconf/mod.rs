@@ -316,7 +316,14 @@ pub struct JobDef {
     /// Milliseconds: a run not started this long after it became due ends `expired`; 0 = no
     /// deadline.
     pub start_within: i64,
+    /// Milliseconds a queued run waits per point of priority it gains (up to
+    /// [`MAX_AGING_BOOST`]), so that a stream of more important work cannot starve it; 0 = its
+    /// runs never age.
+    pub aging: i64,
 }
+
+/// The most priority a queued run gains by aging.
+pub const MAX_AGING_BOOST: i64 = 1000;
 
 /// The largest accepted `stretch_max`.
 pub const STRETCH_MAX_LIMIT: i64 = 64;
@@ -357,6 +364,7 @@ impl JobDef {
             required: false,
             stretch_max: 1,
             start_within: 0,
+            aging: 0,
         }
     }
 }

@@ -325,6 +325,7 @@ fn validate_job(p: &mut Problems, file: Layered<'_>, name: &str, job: &JobDef) {
     for (field, value, min) in [
         ("timeout", job.timeout, 0),
         ("start_within", job.start_within, 0),
+        ("aging", job.aging, 0),
         ("misfire_window", job.misfire_window, 0),
         ("max_catchup", job.max_catchup, 1),
         ("max_overlap", job.max_overlap, 1),

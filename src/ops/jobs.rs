@@ -64,6 +64,8 @@ pub struct JobView {
     pub timeout_ms: i64,
     /// Milliseconds after becoming due by which a run must start, or it expires; 0 = none.
     pub start_within_ms: i64,
+    /// Milliseconds a queued run waits per point of priority it gains; 0 = it never ages.
+    pub aging_ms: i64,
     /// The schedule in words.
     pub schedule: String,
     /// Run again `run_delay` ms after each run ends.
@@ -149,6 +151,7 @@ fn job_view(j: &JobRecord, activation: ActivationView) -> JobView {
         required: d.required,
         timeout_ms: d.timeout,
         start_within_ms: d.start_within,
+        aging_ms: d.aging,
         schedule: schedule_words(s),
         run_always: s.run_always,
         run_delay_ms: s.run_delay,
@@ -250,6 +253,8 @@ pub struct JobPatch {
     pub stretch_max: Option<i64>,
     /// Start deadline after becoming due, ms (0: none).
     pub start_within: Option<i64>,
+    /// Priority aging, ms per point (0: none).
+    pub aging: Option<i64>,
 }
 
 impl JobPatch {
@@ -273,6 +278,7 @@ impl JobPatch {
         set(&mut job.stretch_max, &self.stretch_max);
         set(&mut job.timeout, &self.timeout);
         set(&mut job.start_within, &self.start_within);
+        set(&mut job.aging, &self.aging);
         if self.clear_schedule {
             job.schedule = ScheduleSpec::default();
         }

@@ -76,6 +76,20 @@ pub struct RunView {
     pub cancel_requested: bool,
     /// The workflow step it runs (its parent is the workflow's run).
     pub step: Option<String>,
+    /// Its claim order (larger first).
+    pub priority: i64,
+    /// How its priority aged while it waited ("aged from 10 to 40 while it waited"), if it did.
+    pub aged: Option<String>,
+}
+
+impl RunView {
+    /// Its priority in words, with how it aged: "40 (aged from 10 to 40 while it waited)".
+    pub fn priority_text(&self) -> String {
+        match &self.aged {
+            Some(aged) => format!("{} ({aged})", self.priority),
+            None => self.priority.to_string(),
+        }
+    }
 }
 
 fn run_view(r: RunRow) -> RunView {
@@ -100,6 +114,11 @@ fn run_view(r: RunRow) -> RunView {
         retry_of: r.retry_of,
         cancel_requested: r.cancel_requested,
         step: r.step,
+        priority: r.priority,
+        aged: r
+            .aged_from
+            .filter(|&from| from != r.priority)
+            .map(|from| format!("aged from {from} to {} while it waited", r.priority)),
     }
 }
 

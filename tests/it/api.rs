@@ -16,6 +16,7 @@ crate::on_both_backends!(
     host_names_outside_the_allowlist_are_refused,
     a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed,
     a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed,
+    an_aging_run_overtakes_a_stream_of_more_important_work_within_its_bound,
 );
 
 /// A node on a fresh catalog with only the test's jobs active, and its admin token.
@@ -1069,4 +1070,113 @@ fn a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed(ws: Worksp
     );
     assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");
     assert_eq!(node.stop(), Some(0));
+}
+
+/// Priority aging: on a one-instance processor kept busy by a stream of priority-50 runs, a
+/// priority-0 run of a job that ages a point every 100 ms starts once it has outranked them
+/// (51 points: 5.1 s, plus one sweep), while the stream still flows, and says how it aged; a
+/// run of a job that does not age, queued beside it, still waits.
+fn an_aging_run_overtakes_a_stream_of_more_important_work_within_its_bound(ws: Workspace) {
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    ws.set_node_env("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "200");
+    let file = ws.write(
+        "aging.conf",
+        "[processor.one]\ninstances = 1\nmax_instances = 1\n\n\
+         [job.hot]\ntype = \"function\"\nprocessor = \"one\"\npriority = 50\n\
+         overlap_policy = \"allow\"\nmax_overlap = 100000\n\
+         payload = { function = \"debug.sleep\", ms = 20 }\n\n\
+         [job.patient]\ntype = \"function\"\nprocessor = \"one\"\naging = 100\n\
+         payload = { function = \"debug.noop\" }\n\n\
+         [job.stuck]\ntype = \"function\"\nprocessor = \"one\"\n\
+         payload = { function = \"debug.noop\" }\n",
+    );
+    ws.ok(&["import", &file.display().to_string()]);
+    let node = ws.start_node("n1");
+    let t = node
+        .token
+        .clone()
+        .expect("a first start prints an admin token");
+    let base = node.api.as_str();
+    let hot = |n: usize| {
+        let runs: Vec<Value> = (0..n).map(|_| json!({})).collect();
+        ok(
+            api(
+                base,
+                Some(&t),
+                "POST",
+                "/api/v1/jobs/hot/runs/batch",
+                Some(&json!({"runs": runs})),
+            ),
+            201,
+        );
+    };
+    let trigger = |job: &str| {
+        let queued = ok(
+            api(
+                base,
+                Some(&t),
+                "POST",
+                &format!("/api/v1/jobs/{job}/runs"),
+                None,
+            ),
+            201,
+        );
+        queued["run_ids"][0].as_i64().unwrap()
+    };
+    let run = |id: i64| api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None).json();
+    hot(200);
+    let queued_at = std::time::Instant::now();
+    let (patient, stuck) = (trigger("patient"), trigger("stuck"));
+    // Keep the stream ahead of the instance: 50 runs of 20 ms every half second.
+    let started = loop {
+        let r = run(patient);
+        if r["status"] == "succeeded" {
+            break queued_at.elapsed();
+        }
+        assert!(
+            queued_at.elapsed() < std::time::Duration::from_secs(20),
+            "{r}"
+        );
+        hot(25);
+        std::thread::sleep(std::time::Duration::from_millis(250));
+    };
+    let r = run(patient);
+    let still = run(stuck);
+    let hot_queued = api(
+        base,
+        Some(&t),
+        "GET",
+        "/api/v1/runs?job=hot&status=queued&limit=1000",
+        None,
+    )
+    .json()
+    .as_array()
+    .map_or(0, Vec::len);
+    assert_eq!(node.stop(), Some(0));
+    eprintln!(
+        "aging: the priority-0 run started {:.1} s after it was queued; {hot_queued} priority-50 \
+         runs were still queued; {}",
+        started.as_secs_f64(),
+        r["aged"]
+    );
+    assert!(
+        started >= std::time::Duration::from_millis(5000),
+        "it started before it could outrank the stream: {started:?} {r}"
+    );
+    assert!(
+        started <= std::time::Duration::from_millis(8000),
+        "it started {started:?} after it was queued (bound: 5.1 s and a sweep): {r}"
+    );
+    assert!(
+        hot_queued > 0,
+        "the stream ran dry: the aging run proves nothing"
+    );
+    let aged = r["aged"].as_str().unwrap_or_default();
+    assert!(aged.starts_with("aged from 0 to 5"), "{r}");
+    assert_eq!(
+        still["status"], "queued",
+        "a job that does not age waited: {still}"
+    );
+    assert!(still["aged"].is_null(), "{still}");
 }

@@ -51,6 +51,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0008_start_deadlines.sql",
         sql: include_str!("../../../migrations/postgres/0008_start_deadlines.sql"),
     },
+    Migration {
+        version: 9,
+        name: "0009_priority_aging.sql",
+        sql: include_str!("../../../migrations/postgres/0009_priority_aging.sql"),
+    },
 ];
 
 /// The advisory lock key migrations hold ("jobvisor" in ASCII, as a bigint).

@@ -265,6 +265,7 @@ fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     job.required = r.bool("required").unwrap_or(false);
     job.stretch_max = r.int("stretch_max").unwrap_or(job.stretch_max);
     job.start_within = r.int("start_within").unwrap_or(job.start_within);
+    job.aging = r.int("aging").unwrap_or(job.aging);
     (job_type.is_some()).then_some(job)
 }
 

@@ -99,6 +99,7 @@ fn render_job(out: &mut String, name: &str, j: &JobDef) -> Result<(), String> {
     e.int_if("max_overlap", j.max_overlap, j.max_overlap != d.max_overlap);
     e.int_if("stretch_max", j.stretch_max, j.stretch_max != d.stretch_max);
     e.int_if("start_within", j.start_within, j.start_within != 0);
+    e.int_if("aging", j.aging, j.aging != 0);
     e.int_if(
         "max_attempts",
         j.max_attempts,

@@ -57,7 +57,7 @@ impl Supervisor {
                 .map(move |result, act, ctx| match result {
                     Ok(swept) => {
                         act.on_swept(&swept, now);
-                        act.expire_overdue(ctx);
+                        act.queue_upkeep(ctx);
                     }
                     // This node lost its name meanwhile: its next heartbeat says so.
                     Err(CatalogError::Fenced { .. }) => {}
@@ -67,20 +67,31 @@ impl Supervisor {
     }
 
     /// Ends `expired` the queued runs past their start deadline that no claim took (a paused
-    /// processor's, one running on no node); a claimed run past it is its processor's to end.
-    fn expire_overdue(&mut self, ctx: &mut Context<Self>) {
+    /// processor's, one running on no node; a claimed run past it is its processor's to end),
+    /// and ages the queued runs of jobs with an aging rate; wakes the processors when a run
+    /// moved up, so the next claim sees the new order.
+    fn queue_upkeep(&mut self, ctx: &mut Context<Self>) {
         let (writer, now) = (self.writer.clone(), self.now());
-        let expire = async move { writer.expire_overdue(now).await };
-        ctx.spawn(expire.into_actor(self).map(|result, _, _| match result {
-            Ok(jobs) if !jobs.is_empty() => {
-                tracing::info!(
-                    runs = jobs.len(),
-                    "expired queued runs not started by their deadline"
-                );
-                crate::metrics::runs_recorded(jobs.iter().map(|j| (j.as_str(), "expired", 0.0)));
+        let upkeep = async move { writer.queue_upkeep(now).await };
+        ctx.spawn(upkeep.into_actor(self).map(|result, act, _| match result {
+            Ok((expired, aged)) => {
+                if !expired.is_empty() {
+                    tracing::info!(
+                        runs = expired.len(),
+                        "expired queued runs not started by their deadline"
+                    );
+                    crate::metrics::runs_recorded(
+                        expired.iter().map(|j| (j.as_str(), "expired", 0.0)),
+                    );
+                }
+                if aged > 0 {
+                    tracing::debug!(runs = aged, "queued runs aged");
+                    for (_, addr) in act.processors.values() {
+                        addr.do_send(Wake);
+                    }
+                }
             }
-            Ok(_) => {}
-            Err(e) => super::super::log_write_error("expiring overdue runs", &e),
+            Err(e) => super::super::log_write_error("the queue's upkeep", &e),
         }));
     }
 
