@@ -647,7 +647,7 @@ impl Processor {
             self.gave_back = true;
             self.sizer.handle_short_claim();
             crate::metrics::given_back(n);
-            tracing::debug!(processor = %self.cfg.name, runs = n, "returned claimed runs to the queue: every instance stayed busy");
+            tracing::info!(processor = %self.cfg.name, runs = n, held_ms = HOLD_WHILE_BUSY_MS, "returned claimed runs to the queue: every instance stayed busy");
             self.flush(ctx);
         }
         if !self.local.is_empty() {
