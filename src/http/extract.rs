@@ -150,6 +150,10 @@ pub fn parse_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     no_duplicate_keys(text)?;
     let mut json: serde_json::Value = serde_json::from_str(text)
         .map_err(|e| ApiError::bad_request(None, format!("not valid JSON: {e}")))?;
+    // Every body is an object: serde would read a struct from an array by position too.
+    if !json.is_object() {
+        return Err(ApiError::invalid("body", "expected a JSON object"));
+    }
     integral_numbers(&mut json);
     serde_path_to_error::deserialize(json)
         .map_err(|e| field_error(&e.path().to_string(), e.inner(), false))
@@ -270,6 +274,8 @@ mod tests {
         assert_eq!(e.body.field.as_deref(), Some("prio"));
         let e = parse_json::<Sample>(br#"{"inner": {"n": 1, "m": 2}}"#).unwrap_err();
         assert_eq!(e.body.field.as_deref(), Some("inner.m"));
+        let e = parse_json::<Sample>(br#"[1, null]"#).unwrap_err();
+        assert_eq!(e.body.field.as_deref(), Some("body"), "{e:?}");
         let e = parse_json::<Sample>(br#"{"priority": 1"#).unwrap_err();
         assert_eq!(e.status, StatusCode::BAD_REQUEST);
         let s = parse_json::<Sample>(br#"{"priority": 8.0}"#).unwrap();
