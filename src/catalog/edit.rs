@@ -259,17 +259,18 @@ impl Catalog {
         name: &str,
         params: Option<&Json>,
         actor: &str,
+        start_within: Option<i64>,
     ) -> Result<i64, CatalogError> {
         let params = params.map(Json::to_string);
         let conn = match &mut self.store {
             Store::Sqlite(lite) => &mut lite.conn,
             Store::Postgres(pg) => {
-                let queued = pg.trigger(name, vec![params], now_ms(), actor)?;
+                let queued = pg.trigger(name, vec![params], now_ms(), actor, start_within)?;
                 return Ok(queued.run_ids[0]);
             }
         };
         let tx = write_tx(conn)?;
-        let queued = verbs::trigger(&tx, name, &[params], now_ms(), actor)?;
+        let queued = verbs::trigger(&tx, name, &[params], now_ms(), actor, start_within)?;
         tx.commit()?;
         Ok(queued.run_ids[0])
     }

@@ -68,7 +68,7 @@ fn processor(conn: &Connection) -> i64 {
 /// Queues `n` on-demand runs of `job`.
 fn queue_runs(conn: &Connection, job: &str, n: usize) {
     for _ in 0..n {
-        verbs::trigger(conn, job, &[None], 0, "t").unwrap();
+        verbs::trigger(conn, job, &[None], 0, "t", None).unwrap();
     }
 }
 

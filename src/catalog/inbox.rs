@@ -55,7 +55,7 @@ pub(crate) fn enqueue_file(
     }
     let params = run_params(f);
     let actor = format!("inbox:{}", f.inbox);
-    let t = verbs::trigger(c, &f.job, &[Some(params)], now, &actor)?;
+    let t = verbs::trigger(c, &f.job, &[Some(params)], now, &actor, None)?;
     let run_id = t.run_ids[0];
     c.prepare_cached(INSERT_KEY)?
         .execute(params![f.key, run_id, f.path, f.source, now])?;

@@ -154,7 +154,14 @@ pub fn enqueue_in(
             "params: expected a JSON object".into(),
         ));
     }
-    let queued = verbs::trigger(conn, job, &[params.map(Json::to_string)], now_ms(), actor)?;
+    let queued = verbs::trigger(
+        conn,
+        job,
+        &[params.map(Json::to_string)],
+        now_ms(),
+        actor,
+        None,
+    )?;
     Ok(queued.run_ids[0])
 }
 

@@ -844,6 +844,25 @@ pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogE
     Ok(names)
 }
 
+/// Gives runs just queued a start deadline of their own, `start_within` ms after `now` (a
+/// trigger's option): not started by then, each ends `expired`.
+pub fn set_start_within(
+    mut c: impl Sql,
+    run_ids: &[i64],
+    now: i64,
+    start_within: Option<i64>,
+) -> Result<(), CatalogError> {
+    const SET: Query = Query::same("UPDATE job_run SET start_by = ?2 WHERE run_id = ?1");
+    let Some(within) = start_within else {
+        return Ok(());
+    };
+    let by = now.saturating_add(within);
+    for id in run_ids {
+        c.exec(&SET, &[(*id).into(), by.into()])?;
+    }
+    Ok(())
+}
+
 /// Ages the queued runs of jobs with an `aging` rate: each gains a point of priority per
 /// `aging` ms it has been due (at most [`MAX_AGING_BOOST`](crate::jobconf::MAX_AGING_BOOST)),
 /// counted from the priority it was queued with, which it keeps (`aged_from`). Returns how many

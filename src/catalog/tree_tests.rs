@@ -102,7 +102,7 @@ impl World {
     fn trigger(&mut self, job: &str, params: Option<Json>) -> i64 {
         let now = self.clock;
         let params = [params.map(|p| p.to_string())];
-        let t = verbs::trigger(self.catalog.writer(), job, &params, now, "t").unwrap();
+        let t = verbs::trigger(self.catalog.writer(), job, &params, now, "t", None).unwrap();
         t.run_ids[0]
     }
 

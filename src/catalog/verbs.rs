@@ -98,6 +98,7 @@ pub(crate) fn trigger(
     params: &[Option<String>],
     now: i64,
     actor: &str,
+    start_within: Option<i64>,
 ) -> Result<Triggered, CatalogError> {
     let target = queue::job_for_trigger(c, job)?;
     for p in params {
@@ -116,6 +117,7 @@ pub(crate) fn trigger(
         }
         run_ids.push(id);
     }
+    queue::set_start_within(c, &run_ids, now, start_within)?;
     audit_at(
         c,
         now,
@@ -420,13 +422,15 @@ impl DbWriter {
         Ok(id)
     }
 
-    /// Queues one run of `job` per parameter set, with one audit row naming `actor`.
+    /// Queues one run of `job` per parameter set, with one audit row naming `actor` (and a
+    /// start deadline `start_within` ms from now, if given).
     pub async fn trigger(
         &self,
         job: String,
         params: Vec<Option<Json>>,
         now: i64,
         actor: String,
+        start_within: Option<i64>,
     ) -> Result<Triggered, CatalogError> {
         let params: Vec<Option<String>> = params
             .into_iter()
@@ -434,14 +438,14 @@ impl DbWriter {
             .collect();
         if let Some(pg) = self.postgres() {
             let triggered = pg
-                .off_thread(move |pg| pg.trigger(&job, params, now, &actor))
+                .off_thread(move |pg| pg.trigger(&job, params, now, &actor, start_within))
                 .await?;
             self.announce(&triggered.also_queued);
             return Ok(triggered);
         }
         let triggered = self
             .call("queueing runs", move |c| {
-                trigger(c, &job, &params, now, &actor)
+                trigger(c, &job, &params, now, &actor, start_within)
             })
             .await?;
         self.announce(&triggered.also_queued);

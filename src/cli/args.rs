@@ -251,6 +251,10 @@ pub enum JobsCommand {
         /// Parameters, a JSON object overlaying the payload.
         #[arg(long)]
         params: Option<String>,
+        /// The run must start within this many ms, else it ends `expired` (default: the job's
+        /// start_within).
+        #[arg(long, allow_negative_numbers = true)]
+        start_within: Option<i64>,
     },
     /// Pin a job active or inactive on a node regardless of health, or remove the pin.
     Pin {

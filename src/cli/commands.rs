@@ -440,12 +440,16 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
                 );
             }
         }
-        JobsCommand::Run { name, params } => {
+        JobsCommand::Run {
+            name,
+            params,
+            start_within,
+        } => {
             let params = params
                 .as_deref()
                 .map(|p| json_object("--params", p).map(Json::Object))
                 .transpose()?;
-            let id = writing(cli)?.trigger(name, params.as_ref())?;
+            let id = writing(cli)?.trigger(name, params.as_ref(), *start_within)?;
             if cli.json {
                 render::json(&serde_json::json!({ "run_id": id, "job": name }));
             } else {

@@ -119,7 +119,11 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
                 body: None,
             },
             JobsCommand::Show { name } => get(format!("/api/v1/jobs/{}", seg(name))),
-            JobsCommand::Run { name, params } => {
+            JobsCommand::Run {
+                name,
+                params,
+                start_within,
+            } => {
                 let params = params
                     .as_deref()
                     .map(serde_json::from_str::<Json>)
@@ -132,7 +136,7 @@ fn request_for(cli: &Cli) -> Result<Request, Failure> {
                     })?;
                 post(
                     format!("/api/v1/jobs/{}/runs", seg(name)),
-                    Some(json!({ "params": params })),
+                    Some(json!({ "params": params, "start_within_ms": start_within })),
                 )
             }
             JobsCommand::Enable { name } => {

@@ -411,6 +411,19 @@ pub struct TriggerBody {
     /// Parameters: a JSON object overlaying the job's payload.
     #[schema(value_type = Option<Object>)]
     pub params: Option<Json>,
+    /// The run must start within this many ms, else it ends `expired` (default: the job's
+    /// `start_within_ms`).
+    #[schema(minimum = 1)]
+    pub start_within_ms: Option<i64>,
+}
+
+/// One run of a batch.
+#[derive(Debug, Clone, Default, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchRun {
+    /// Parameters: a JSON object overlaying the job's payload.
+    #[schema(value_type = Option<Object>)]
+    pub params: Option<Json>,
 }
 
 /// A child run to queue under a running run (in its tree).
@@ -429,7 +442,11 @@ pub struct SpawnBody {
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
     /// The runs (1–10,000).
-    pub runs: Vec<TriggerBody>,
+    pub runs: Vec<BatchRun>,
+    /// Each run must start within this many ms, else it ends `expired` (default: the job's
+    /// `start_within_ms`).
+    #[schema(minimum = 1)]
+    pub start_within_ms: Option<i64>,
 }
 
 /// A job's pin on this node.

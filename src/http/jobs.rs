@@ -320,8 +320,11 @@ async fn queue(
     who: &Principal,
     job: String,
     params: Vec<Option<Json>>,
+    start_within_ms: Option<i64>,
 ) -> Result<HttpResponse, ApiError> {
-    let run_ids = crate::ops::node::trigger(&state.engine, &who.user, &job, params).await?;
+    let options = crate::ops::node::trigger_options(start_within_ms, "start_within_ms")?;
+    let run_ids =
+        crate::ops::node::trigger(&state.engine, &who.user, &job, params, options).await?;
     Ok(HttpResponse::Created().json(Queued { job, run_ids }))
 }
 
@@ -338,7 +341,15 @@ async fn trigger(
     name: web::Path<String>,
     body: Body<TriggerBody>,
 ) -> Result<HttpResponse, ApiError> {
-    queue(&state, &who, name.into_inner(), vec![body.0.params]).await
+    let body = body.0;
+    queue(
+        &state,
+        &who,
+        name.into_inner(),
+        vec![body.params],
+        body.start_within_ms,
+    )
+    .await
 }
 
 /// Queue many runs of a job in one transaction (1–10,000).
@@ -354,6 +365,14 @@ async fn trigger_batch(
     name: web::Path<String>,
     body: Body<BatchBody>,
 ) -> Result<HttpResponse, ApiError> {
-    let params = body.0.runs.into_iter().map(|r| r.params).collect();
-    queue(&state, &who, name.into_inner(), params).await
+    let body = body.0;
+    let params = body.runs.into_iter().map(|r| r.params).collect();
+    queue(
+        &state,
+        &who,
+        name.into_inner(),
+        params,
+        body.start_within_ms,
+    )
+    .await
 }

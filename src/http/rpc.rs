@@ -173,6 +173,20 @@ fn id_param(params: &Json) -> Result<i64, ApiError> {
         .ok_or_else(|| ApiError::invalid("params.id", "expected a run id (a positive integer)"))
 }
 
+/// A trigger's options from a call's params: `start_within_ms`, a positive integer.
+fn rpc_trigger_options(p: &Json) -> Result<crate::runtime::TriggerOptions, ApiError> {
+    let ms = match p.get("start_within_ms") {
+        None | Some(Json::Null) => None,
+        Some(v) => Some(v.as_i64().ok_or_else(|| {
+            ApiError::invalid("params.start_within_ms", "expected an integer (ms)")
+        })?),
+    };
+    Ok(crate::ops::node::trigger_options(
+        ms,
+        "params.start_within_ms",
+    )?)
+}
+
 async fn command(
     state: &ApiState,
     who: &Principal,
@@ -183,8 +197,10 @@ async fn command(
         "job.run" => {
             let job = string_param(&p, "job")?;
             let params = p.get("params").cloned().filter(|v| !v.is_null());
+            let options = rpc_trigger_options(&p)?;
             let ids =
-                crate::ops::node::trigger(&state.engine, &who.user, &job, vec![params]).await?;
+                crate::ops::node::trigger(&state.engine, &who.user, &job, vec![params], options)
+                    .await?;
             json!({ "run_id": ids[0] })
         }
         "job.run_many" => {
@@ -195,7 +211,9 @@ async fn command(
                 .iter()
                 .map(|v| Some(v.clone()).filter(|v| !v.is_null()))
                 .collect();
-            let ids = crate::ops::node::trigger(&state.engine, &who.user, &job, runs).await?;
+            let options = rpc_trigger_options(&p)?;
+            let ids =
+                crate::ops::node::trigger(&state.engine, &who.user, &job, runs, options).await?;
             json!({ "run_ids": ids })
         }
         "job.enable" | "job.disable" => {
@@ -307,7 +325,14 @@ async fn call_function(
         .write(&who.user, move |ops| Ok(ops.rpc_job(&function)?))
         .await?;
     let params = (!params.is_null()).then_some(params);
-    let ids = crate::ops::node::trigger(&state.engine, &who.user, &job, vec![params]).await?;
+    let ids = crate::ops::node::trigger(
+        &state.engine,
+        &who.user,
+        &job,
+        vec![params],
+        Default::default(),
+    )
+    .await?;
     let id = ids[0];
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(1);

@@ -537,7 +537,13 @@ impl Ops {
     }
 
     /// Queues a run of `name` now with `params` (a JSON object); returns the run id.
-    pub fn trigger(&mut self, name: &str, params: Option<&Json>) -> Result<i64, OpError> {
+    pub fn trigger(
+        &mut self,
+        name: &str,
+        params: Option<&Json>,
+        start_within_ms: Option<i64>,
+    ) -> Result<i64, OpError> {
+        let start_within = super::node::start_within(start_within_ms, "start_within")?;
         if let Some(p) = params
             && !p.is_object()
         {
@@ -546,7 +552,7 @@ impl Ops {
         let actor = self.caller.actor.clone();
         let doing = format!("queueing a run of `{name}`");
         self.catalog
-            .enqueue_now(name, params, &actor)
+            .enqueue_now(name, params, &actor, start_within)
             .map_err(self.within(doing))
     }
 

@@ -10,7 +10,7 @@ use super::view::Time;
 use super::{OpError, Ops};
 use crate::catalog::observe::{NodeRow, SeriesFilter};
 use crate::policy::{Bound, Evidence, Level, Resource};
-use crate::runtime::{Engine, EngineError};
+use crate::runtime::{Engine, EngineError, TriggerOptions};
 
 /// The most runs one trigger request may queue.
 pub const MAX_BATCH: usize = 10_000;
@@ -58,12 +58,33 @@ pub async fn trigger(
     actor: &str,
     job: &str,
     params: Vec<Option<Json>>,
+    options: TriggerOptions,
 ) -> Result<Vec<i64>, OpError> {
     check_params(&params)?;
     engine
-        .trigger_many_as(actor, job, params)
+        .trigger_with(actor, job, params, options)
         .await
         .map_err(engine_error)
+}
+
+/// A trigger's start deadline in ms as the faces take it, checked (`field` names it in an
+/// error): at least 1 ms.
+pub fn start_within(ms: Option<i64>, field: &str) -> Result<Option<i64>, OpError> {
+    match ms {
+        Some(ms) if ms < 1 => Err(OpError::invalid(
+            field,
+            format!("must be at least 1 ms, got {ms}"),
+        )),
+        ms => Ok(ms),
+    }
+}
+
+/// Trigger options from a start deadline in ms, checked as [`start_within`] does.
+pub fn trigger_options(ms: Option<i64>, field: &str) -> Result<TriggerOptions, OpError> {
+    Ok(TriggerOptions {
+        start_within: start_within(ms, field)?
+            .map(|ms| std::time::Duration::from_millis(ms as u64)),
+    })
 }
 
 /// Queues a child run of the running run `parent` through the running engine, in its tree,

@@ -36,6 +36,14 @@ pub use crate::executor::{Clock, SystemClock};
 pub use events::{Event, EventStream, RunOutcome, Subscription};
 pub use supervisor::EngineStatus;
 
+/// How runs are queued, beyond their parameters.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TriggerOptions {
+    /// Each run must start within this long, else it ends `expired` (the job's own
+    /// `start_within` applies when this is not given).
+    pub start_within: Option<std::time::Duration>,
+}
+
 /// Logs a catalog write that failed while the node runs: at `error`, or at `debug` when the
 /// disk is full — the Supervisor says that once, and writes pause until space returns (a
 /// line every sample or claim would fill the log of a node that can do nothing about it) —
@@ -591,17 +599,33 @@ impl Engine {
     }
 
     /// Like [`Engine::trigger_many`], with the audit row naming `actor` (a user or token of the
-    /// API, say): the one trigger path of the CLI, the API, JSON-RPC and embedding code.
+    /// API, say).
     pub async fn trigger_many_as(
         &self,
         actor: &str,
         job: &str,
         params: Vec<Option<Json>>,
     ) -> Result<Vec<i64>, EngineError> {
+        self.trigger_with(actor, job, params, TriggerOptions::default())
+            .await
+    }
+
+    /// Queues one run of `job` per parameter set as `actor`, with `options`: the one trigger
+    /// path of the CLI, the API, JSON-RPC and embedding code.
+    pub async fn trigger_with(
+        &self,
+        actor: &str,
+        job: &str,
+        params: Vec<Option<Json>>,
+        options: TriggerOptions,
+    ) -> Result<Vec<i64>, EngineError> {
         let msg = scheduler::Trigger {
             job: job.to_string(),
             params,
             actor: actor.to_string(),
+            start_within: options
+                .start_within
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX)),
             parent: tracing::Span::current(),
         };
         Ok(self

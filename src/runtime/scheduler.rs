@@ -82,6 +82,8 @@ pub struct Trigger {
     pub params: Vec<Option<Json>>,
     /// Who asked, for the audit row.
     pub actor: String,
+    /// A start deadline for each run, ms from now: not started by then, it ends `expired`.
+    pub start_within: Option<i64>,
     /// The span the runs execute under as children (the caller's current span).
     pub parent: tracing::Span,
 }
@@ -639,7 +641,11 @@ impl Handler<Trigger> for Scheduler {
         let writer = self.writer.clone();
         let now = self.clock.now_ms();
         let (job, parent) = (msg.job.clone(), msg.parent);
-        let insert = async move { writer.trigger(msg.job, msg.params, now, msg.actor).await };
+        let insert = async move {
+            writer
+                .trigger(msg.job, msg.params, now, msg.actor, msg.start_within)
+                .await
+        };
         Box::pin(insert.into_actor(self).map(move |result, act, _| {
             let queued = result?;
             // Before the processor hears of them: a run may start as soon as it does.

@@ -550,8 +550,14 @@ pub(super) async fn run_now(
             )
         })?),
     };
-    let ids = crate::ops::node::trigger(&api.engine, &session.principal.user, &name, vec![params])
-        .await?;
+    let ids = crate::ops::node::trigger(
+        &api.engine,
+        &session.principal.user,
+        &name,
+        vec![params],
+        Default::default(),
+    )
+    .await?;
     let note = format!(
         "run {} of `{name}` queued",
         ids.first().map(|i| i.to_string()).unwrap_or_default()

@@ -967,7 +967,7 @@ fn workflows_on_three_postgres_nodes_keep_every_step_order_and_end_once_with_the
         .collect();
     let t0 = Instant::now();
     let roots = catalog
-        .trigger("pipe", params, jobvisor::catalog::now_ms(), "test")
+        .trigger("pipe", params, jobvisor::catalog::now_ms(), "test", None)
         .unwrap()
         .run_ids;
     drop(catalog);

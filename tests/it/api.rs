@@ -1059,13 +1059,54 @@ fn a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed(ws: Worksp
         "{r}"
     );
 
+    // A deadline of the run's own, on a job without one: through the API, JSON-RPC and the CLI.
+    let bad = api(
+        base,
+        Some(&t),
+        "POST",
+        "/api/v1/jobs/slow/runs",
+        Some(&json!({"start_within_ms": 0})),
+    );
+    assert_eq!(bad.status, 422, "{}", bad.body);
+    assert_eq!(bad.json()["field"], "start_within_ms", "{}", bad.body);
+    let own = ok(
+        api(
+            base,
+            Some(&t),
+            "POST",
+            "/api/v1/jobs/slow/runs",
+            Some(&json!({"start_within_ms": 200})),
+        ),
+        201,
+    )["run_ids"][0]
+        .as_i64()
+        .unwrap();
+    let call = json!({"jsonrpc": "2.0", "method": "job.run", "id": 1,
+                      "params": {"job": "slow", "start_within_ms": 200}});
+    let by_rpc = api(base, Some(&t), "POST", "/rpc", Some(&call)).json()["result"]["run_id"]
+        .as_i64()
+        .unwrap();
+    let by_cli: Value =
+        serde_json::from_str(&ws.ok(&["--json", "jobs", "run", "slow", "--start-within", "200"]))
+            .unwrap();
+    for id in [own, by_rpc, by_cli["run_id"].as_i64().unwrap()] {
+        let r = ended(id);
+        assert_eq!(r["status"], "expired", "{r}");
+    }
+
     let metrics = api(base, Some(&t), "GET", "/metrics", None).body;
     assert!(
         metrics.contains("jobvisor_runs_total{job=\"quick\",status=\"expired\"} 2"),
         "{metrics}"
     );
     let listed = ok(
-        api(base, Some(&t), "GET", "/api/v1/runs?status=expired", None),
+        api(
+            base,
+            Some(&t),
+            "GET",
+            "/api/v1/runs?status=expired&job=quick",
+            None,
+        ),
         200,
     );
     assert_eq!(listed.as_array().map(Vec::len), Some(2), "{listed}");

@@ -1347,7 +1347,9 @@ fn pg_a_trigger_queues_a_run_per_parameter_set_with_one_audit_row() {
     cat.import(&toml_format::parse(DEFINITIONS).unwrap(), "test")
         .unwrap();
     let params = (1..=3).map(|n| Some(format!("{{\"n\":{n}}}"))).collect();
-    let t = cat.trigger("fetch", params, now_ms(), "alice").unwrap();
+    let t = cat
+        .trigger("fetch", params, now_ms(), "alice", None)
+        .unwrap();
     assert_eq!(t.run_ids.len(), 3);
     assert_eq!(t.priority, 7);
     let rows = db
@@ -1369,7 +1371,7 @@ fn pg_a_trigger_queues_a_run_per_parameter_set_with_one_audit_row() {
         .get(0);
     let detail: serde_json::Value = serde_json::from_str(&detail).unwrap();
     assert_eq!(detail["runs"], 3);
-    let missing = cat.trigger("nope", vec![None], now_ms(), "alice");
+    let missing = cat.trigger("nope", vec![None], now_ms(), "alice", None);
     assert!(
         matches!(missing, Err(CatalogError::NotFound { .. })),
         "{missing:?}"

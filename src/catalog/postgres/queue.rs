@@ -708,9 +708,11 @@ fn trigger_in(
     params: &[Option<String>],
     now: i64,
     actor: &str,
+    start_within: Option<i64>,
 ) -> Result<Triggered, CatalogError> {
     let mut tx = client.transaction()?;
     let triggered = trigger_tx(&mut tx, job, params, now, actor)?;
+    crate::catalog::queue::set_start_within(&mut tx, &triggered.run_ids, now, start_within)?;
     commit(tx)?;
     Ok(triggered)
 }
@@ -795,9 +797,10 @@ impl PgCatalog {
         params: Vec<Option<String>>,
         now: i64,
         actor: &str,
+        start_within: Option<i64>,
     ) -> Result<Triggered, CatalogError> {
         let (job, actor) = (job.to_string(), actor.to_string());
-        self.call(move |client, _| trigger_in(client, &job, &params, now, &actor))
+        self.call(move |client, _| trigger_in(client, &job, &params, now, &actor, start_within))
     }
 
     /// Queues `runs` (see [`enqueue`]).

@@ -120,7 +120,13 @@ impl World {
     fn trigger(&mut self, job: &str, params: Option<Json>) -> i64 {
         let t = self
             .pg
-            .trigger(job, vec![params.map(|p| p.to_string())], self.clock, "t")
+            .trigger(
+                job,
+                vec![params.map(|p| p.to_string())],
+                self.clock,
+                "t",
+                None,
+            )
             .unwrap();
         t.run_ids[0]
     }
@@ -640,7 +646,7 @@ payload.steps = [
         return;
     };
     let t =
-        w.pg.trigger("outer", vec![None; WORKFLOWS], w.clock, "t")
+        w.pg.trigger("outer", vec![None; WORKFLOWS], w.clock, "t", None)
             .unwrap();
     let processors: HashMap<String, i64> = w
         .client
