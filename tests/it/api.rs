@@ -31,6 +31,14 @@ fn node(ws: Workspace) -> (Workspace, Node, String) {
     (ws, node, token)
 }
 
+/// Queues a run of `job` through the API; its id.
+fn queue_one(base: &str, token: &str, job: &str) -> i64 {
+    let path = format!("/api/v1/jobs/{job}/runs");
+    ok(api(base, Some(token), "POST", &path, None), 201)["run_ids"][0]
+        .as_i64()
+        .unwrap()
+}
+
 /// A token for a new user with `role`, made with the CLI while the node runs.
 fn token_for(ws: &Workspace, user: &str, role: &str) -> String {
     ws.ok(&["users", "add", user, "--role", role]);
@@ -995,19 +1003,7 @@ fn a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed(ws: Worksp
     }
     let job = ok(api(base, Some(&t), "GET", "/api/v1/jobs/quick", None), 200);
     assert_eq!(job["start_within_ms"], 300, "{job}");
-    let trigger = |job: &str| {
-        let queued = ok(
-            api(
-                base,
-                Some(&t),
-                "POST",
-                &format!("/api/v1/jobs/{job}/runs"),
-                None,
-            ),
-            201,
-        );
-        queued["run_ids"][0].as_i64().unwrap()
-    };
+    let trigger = |job: &str| queue_one(base, &t, job);
     let run = |id: i64| api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None).json();
     let ended = |id: i64| {
         wait_for(20.0, "the run to end", || {
@@ -1152,19 +1148,7 @@ fn an_aging_run_overtakes_a_stream_of_more_important_work_within_its_bound(ws: W
             201,
         );
     };
-    let trigger = |job: &str| {
-        let queued = ok(
-            api(
-                base,
-                Some(&t),
-                "POST",
-                &format!("/api/v1/jobs/{job}/runs"),
-                None,
-            ),
-            201,
-        );
-        queued["run_ids"][0].as_i64().unwrap()
-    };
+    let trigger = |job: &str| queue_one(base, &t, job);
     let run = |id: i64| api(base, Some(&t), "GET", &format!("/api/v1/runs/{id}"), None).json();
     hot(200);
     let queued_at = std::time::Instant::now();
