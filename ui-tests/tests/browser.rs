@@ -504,7 +504,7 @@ async fn the_web_ui_in_headless_chromium() {
         )
         .await;
     let row = row.as_str().unwrap();
-    assert!(row.contains("db upgrade") && row.contains("admin"), "{row}");
+    assert!(row.contains("db upgrade") && row.contains(ADMIN.0), "{row}");
     ui.shots("pauses").await;
     ui.click("tr[data-pause=\"processor/main@fleet\"] button")
         .await;
