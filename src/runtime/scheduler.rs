@@ -138,6 +138,11 @@ pub struct Scheduler {
     /// Runs that ended while due planners were away deciding, by job: the planners that come
     /// back learn of them (else a run_always job forgot its run's end and ran again at once).
     ended_while_deciding: Vec<(i64, i64)>,
+    /// Loads of the schedules in flight, and the run ends heard meanwhile: a planner restored
+    /// from a history read before such an end would count that run in flight until its next
+    /// look at the catalog (`RECHECK_IN_FLIGHT`), so `install` replays the ends it did not see.
+    loading: u32,
+    ended_while_loading: Vec<(i64, i64)>,
     tick_again: bool,
     /// Counts installs: planners coming back from the writer replace only the same install's.
     installs: u64,
@@ -175,6 +180,8 @@ impl Scheduler {
             timer: None,
             ticking: false,
             ended_while_deciding: Vec::new(),
+            loading: 0,
+            ended_while_loading: Vec::new(),
             tick_again: false,
             installs: 0,
             retry_at: i64::MIN,
@@ -199,14 +206,21 @@ impl Scheduler {
         let load = actix_rt::task::spawn_blocking(move || {
             Ok::<_, CatalogError>((reader.scheduled(node)?, reader.next_runs(node)?))
         });
-        ctx.spawn(load.into_actor(self).map(|joined, act, ctx| match joined {
-            Ok(Ok((jobs, recorded))) => {
-                act.install(jobs, &recorded);
-                act.tick(ctx);
-                act.record_next_runs(recorded, ctx);
+        self.loading += 1;
+        ctx.spawn(load.into_actor(self).map(|joined, act, ctx| {
+            act.loading -= 1;
+            match joined {
+                Ok(Ok((jobs, recorded))) => {
+                    act.install(jobs, &recorded);
+                    act.tick(ctx);
+                    act.record_next_runs(recorded, ctx);
+                }
+                Ok(Err(e)) => tracing::error!("loading schedules: {e}"),
+                Err(e) => tracing::error!("loading schedules panicked: {e}"),
             }
-            Ok(Err(e)) => tracing::error!("loading schedules: {e}"),
-            Err(e) => tracing::error!("loading schedules panicked: {e}"),
+            if act.loading == 0 {
+                act.ended_while_loading.clear();
+            }
         }));
     }
 
@@ -219,6 +233,7 @@ impl Scheduler {
         let mut entries = HashMap::with_capacity(jobs.len());
         let mut old = std::mem::take(&mut self.entries);
         let mut parsed = 0;
+        let mut restored = Vec::new();
         for job in jobs {
             // A job whose plan did not change keeps its planner (a re-lived span, the counts,
             // where it is in stretched slots); only the stretch the policy set may change.
@@ -252,6 +267,7 @@ impl Scheduler {
             if let Some(previous) = &previous {
                 planner.continue_from(&previous.planner);
             }
+            restored.push(job.job_id);
             entries.insert(
                 job.job_id,
                 Entry {
@@ -261,6 +277,16 @@ impl Scheduler {
                     checked_at: i64::MIN,
                 },
             );
+        }
+        // Ends heard while this load read the catalog, which a restored planner's history may
+        // not hold yet (its latest end is older): a kept planner heard them itself.
+        for &(job_id, at) in &self.ended_while_loading {
+            if let Some(e) = entries.get_mut(&job_id)
+                && restored.contains(&job_id)
+                && e.planner.history().last_end.is_none_or(|end| end < at)
+            {
+                e.planner.handle_run_finished(at);
+            }
         }
         self.entries = entries;
         // The planners of jobs that changed or went away are dropped by now.
@@ -607,6 +633,9 @@ impl Handler<RunEvents> for Scheduler {
                 RunEvent::Started(job, at) => (job, at, false),
                 RunEvent::Finished(job, at) => (job, at, true),
             };
+            if finished && self.loading > 0 {
+                self.ended_while_loading.push((job_id, at));
+            }
             let Some(entry) = self.entries.get_mut(&job_id) else {
                 continue;
             };
