@@ -35,6 +35,7 @@ pub mod stats;
 pub mod tree;
 pub mod upkeep;
 pub mod verbs;
+pub mod waiting;
 pub mod writer;
 
 pub use audit::{AuditRow, audit_field};

@@ -18,6 +18,7 @@ use super::slots::{self, Decided, DueJob, NextRun};
 use super::sql::Sql;
 use super::tree::{self, Queued};
 use super::upkeep::{self, StatSample};
+use super::waiting;
 use super::writer::DbWriter;
 use super::{CatalogError, audit_at};
 use crate::model::ActivationState;
@@ -117,7 +118,7 @@ pub(crate) fn trigger(
         }
         run_ids.push(id);
     }
-    queue::set_start_within(c, &run_ids, now, start_within)?;
+    waiting::set_start_within(c, &run_ids, now, start_within)?;
     audit_at(
         c,
         now,
@@ -630,13 +631,13 @@ impl DbWriter {
     }
 
     /// The queue's upkeep after each sweep, in one transaction: ends `expired` the queued runs
-    /// past their deadline that no claim took ([`queue::expire_overdue`]: their jobs' names, one
-    /// per run) and ages the queued runs of jobs with an aging rate ([`queue::age_queued`]:
+    /// past their deadline that no claim took ([`waiting::expire_overdue`]: their jobs' names, one
+    /// per run) and ages the queued runs of jobs with an aging rate ([`waiting::age_queued`]:
     /// how many moved up).
     pub async fn queue_upkeep(&self, now: i64) -> Result<(Vec<String>, usize), CatalogError> {
         fn upkeep(mut c: impl Sql, now: i64) -> Result<(Vec<String>, usize), CatalogError> {
-            let expired = queue::expire_overdue(&mut c, now)?;
-            Ok((expired, queue::age_queued(&mut c, now)?))
+            let expired = waiting::expire_overdue(&mut c, now)?;
+            Ok((expired, waiting::age_queued(&mut c, now)?))
         }
         if let Some(pg) = self.postgres() {
             return pg

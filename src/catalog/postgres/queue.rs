@@ -712,7 +712,7 @@ fn trigger_in(
 ) -> Result<Triggered, CatalogError> {
     let mut tx = client.transaction()?;
     let triggered = trigger_tx(&mut tx, job, params, now, actor)?;
-    crate::catalog::queue::set_start_within(&mut tx, &triggered.run_ids, now, start_within)?;
+    crate::catalog::waiting::set_start_within(&mut tx, &triggered.run_ids, now, start_within)?;
     commit(tx)?;
     Ok(triggered)
 }

@@ -1,0 +1,102 @@
+//! What happens to runs while they wait in the queue: start deadlines (a trigger's own, set
+//! when it queues runs; a queued run past its deadline that no claim took ends `expired`) and
+//! priority aging (a queued run of a job with an `aging` rate gains priority as it waits). A
+//! claimed run past its deadline is its processor's to end, through the completion path.
+//!
+//! Invariant: like `queue`, every function works inside the caller's transaction, on both
+//! backends, and reads no clock: `now` is an argument.
+
+use super::CatalogError;
+use super::sql::{Query, Sql};
+
+/// Ends `expired` the queued runs past their deadline that no claim took (their processor
+/// paused, or running on no node): runs with a `start_by` of their own, and runs of jobs with
+/// a `start_within`. A run in a tree is left to its processor, which records its end through
+/// its tree. Returns the expired runs' jobs' names, a name per run.
+pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogError> {
+    const EXPIRE: Query = Query::each(
+        "UPDATE job_run SET status = 'expired', finished_at = ?1,
+            error = 'not started by its deadline (' || (?1 - coalesce(start_by, run_after +
+                (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
+                || ' ms late): still queued'
+         WHERE run_id IN (
+             SELECT r.run_id FROM job_run r INDEXED BY job_run_start_by_idx
+             WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < ?1
+               AND r.pid IS NULL
+             UNION ALL
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.start_within IS NOT NULL AND r.status = 'queued' AND r.start_by IS NULL
+               AND r.pid IS NULL AND r.run_after + j.start_within < ?1)
+         RETURNING job_id",
+        "UPDATE job_run SET status = 'expired', finished_at = $1,
+            error = 'not started by its deadline (' || ($1 - coalesce(start_by, run_after +
+                (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
+                || ' ms late): still queued'
+         WHERE run_id IN (
+             SELECT r.run_id FROM job_run r
+             WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < $1
+               AND r.pid IS NULL
+             UNION ALL
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.start_within IS NOT NULL AND r.status = 'queued' AND r.start_by IS NULL
+               AND r.pid IS NULL AND r.run_after + j.start_within < $1)
+         RETURNING job_id",
+    );
+    const NAME: Query = Query::same("SELECT job_name FROM job WHERE job_id = ?1");
+    let jobs = c.rows(&EXPIRE, &[now.into()], |r| r.int(0))?;
+    let mut names = Vec::with_capacity(jobs.len());
+    for job_id in jobs {
+        names.extend(c.row(&NAME, &[job_id.into()], |r| r.text(0))?);
+    }
+    Ok(names)
+}
+
+/// Gives runs just queued a start deadline of their own, `start_within` ms after `now` (a
+/// trigger's option): not started by then, each ends `expired`.
+pub fn set_start_within(
+    mut c: impl Sql,
+    run_ids: &[i64],
+    now: i64,
+    start_within: Option<i64>,
+) -> Result<(), CatalogError> {
+    const SET: Query = Query::same("UPDATE job_run SET start_by = ?2 WHERE run_id = ?1");
+    let Some(within) = start_within else {
+        return Ok(());
+    };
+    let by = now.saturating_add(within);
+    for id in run_ids {
+        c.exec(&SET, &[(*id).into(), by.into()])?;
+    }
+    Ok(())
+}
+
+/// Ages the queued runs of jobs with an `aging` rate: each gains a point of priority per
+/// `aging` ms it has been due (at most [`MAX_AGING_BOOST`](crate::jobconf::MAX_AGING_BOOST)),
+/// counted from the priority it was queued with, which it keeps (`aged_from`). Returns how many
+/// runs moved up.
+pub fn age_queued(mut c: impl Sql, now: i64) -> Result<usize, CatalogError> {
+    // The queue index finds a job's queued runs by its processor; `aged_from` is set once.
+    const AGE: Query = Query::each(
+        "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
+            priority = coalesce(aged_from, priority) + min(?2, (?1 - run_after) /
+                (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
+         WHERE run_id IN (
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= ?1
+               AND coalesce(r.aged_from, r.priority) + min(?2, (?1 - r.run_after) / j.aging)
+                   > r.priority)",
+        "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
+            priority = coalesce(aged_from, priority) + LEAST($2, ($1 - run_after) /
+                (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
+         WHERE run_id IN (
+             SELECT r.run_id FROM job j JOIN job_run r
+                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+             WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= $1
+               AND coalesce(r.aged_from, r.priority) + LEAST($2, ($1 - r.run_after) / j.aging)
+                   > r.priority)",
+    );
+    c.exec(&AGE, &[now.into(), crate::jobconf::MAX_AGING_BOOST.into()])
+}
