@@ -208,6 +208,11 @@ fn read_object(r: &mut Reader<'_>) -> ObjectDef {
     }
 }
 
+/// The spellings a choice accepts, for its error: "once, skip, all".
+fn spelled<'a>(names: impl Iterator<Item = &'a str>) -> String {
+    names.collect::<Vec<_>>().join(", ")
+}
+
 fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     let job_type = r.choice("type", JobType::parse, JobType::expected);
     let processor = r.string("processor");
@@ -236,22 +241,14 @@ fn read_job(r: &mut Reader<'_>) -> Option<JobDef> {
     job.schedule.timezone = r.string("timezone");
     job.misfire_policy = r
         .choice("misfire_policy", MisfirePolicy::parse, || {
-            MisfirePolicy::ALL
-                .iter()
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            spelled(MisfirePolicy::ALL.iter().map(|p| p.as_str()))
         })
         .unwrap_or_default();
     job.misfire_window = r.int("misfire_window").unwrap_or(job.misfire_window);
     job.max_catchup = r.int("max_catchup").unwrap_or(job.max_catchup);
     job.overlap_policy = r
         .choice("overlap_policy", OverlapPolicy::parse, || {
-            OverlapPolicy::ALL
-                .iter()
-                .map(|p| p.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            spelled(OverlapPolicy::ALL.iter().map(|p| p.as_str()))
         })
         .unwrap_or_default();
     job.max_overlap = r.int("max_overlap").unwrap_or(job.max_overlap);
