@@ -597,14 +597,26 @@ impl Processor {
         if stale.is_empty() {
             return;
         }
-        let n = stale.len();
-        for run in stale {
+        let n = self.give_back(stale, ctx);
+        tracing::info!(processor = %self.cfg.name, runs = n, lease_ms = self.cfg.lease_ms, "returned claimed runs not started within their claim's lease to the queue");
+    }
+
+    /// Puts claimed runs this processor has not started back in the queue (recorded
+    /// interrupted, flushed now), and claims smaller batches for a while; returns how many.
+    fn give_back(
+        &mut self,
+        runs: impl IntoIterator<Item = ClaimedRun>,
+        ctx: &mut Context<Self>,
+    ) -> usize {
+        let mut n = 0;
+        for run in runs {
             self.end_unstarted(run, Outcome::Interrupted);
+            n += 1;
         }
         self.sizer.handle_short_claim();
         crate::metrics::given_back(n);
-        tracing::info!(processor = %self.cfg.name, runs = n, lease_ms = self.cfg.lease_ms, "returned claimed runs not started within their claim's lease to the queue");
         self.flush(ctx);
+        n
     }
 
     /// Looks at the buffer once its oldest run has waited [`HOLD_WHILE_BUSY_MS`] (one such
@@ -640,15 +652,9 @@ impl Processor {
             .partition(|run| run.started_at <= since);
         self.local = kept;
         if !held.is_empty() {
-            let n = held.len();
-            for run in held {
-                self.end_unstarted(run, Outcome::Interrupted);
-            }
             self.gave_back = true;
-            self.sizer.handle_short_claim();
-            crate::metrics::given_back(n);
+            let n = self.give_back(held, ctx);
             tracing::info!(processor = %self.cfg.name, runs = n, held_ms = HOLD_WHILE_BUSY_MS, "returned claimed runs to the queue: every instance stayed busy");
-            self.flush(ctx);
         }
         if !self.local.is_empty() {
             self.arm_hold_check(ctx);
@@ -767,14 +773,9 @@ impl Handler<GiveBack> for Processor {
             return;
         }
         let back = self.local.split_off(self.local.len() - n);
-        for run in back {
-            self.end_unstarted(run, Outcome::Interrupted);
-        }
         self.gave_back = true;
-        self.sizer.handle_short_claim();
-        crate::metrics::given_back(n);
+        self.give_back(back, ctx);
         tracing::info!(processor = %self.cfg.name, runs = n, kept = self.local.len(), "gave claimed runs not started back to the queue, for an idle node");
-        self.flush(ctx);
     }
 }
 
