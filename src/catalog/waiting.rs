@@ -14,36 +14,32 @@ use super::sql::{Query, Sql};
 /// a `start_within`. A run in a tree is left to its processor, which records its end through
 /// its tree. Returns the expired runs' jobs' names, a name per run.
 pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogError> {
-    const EXPIRE: Query = Query::each(
-        "UPDATE job_run SET status = 'expired', finished_at = ?1,
-            error = 'not started by its deadline (' || (?1 - coalesce(start_by, run_after +
-                (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
-                || ' ms late): still queued'
-         WHERE run_id IN (
-             SELECT r.run_id FROM job_run r INDEXED BY job_run_start_by_idx
-             WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < ?1
-               AND r.pid IS NULL
-             UNION ALL
-             SELECT r.run_id FROM job j JOIN job_run r
-                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
-             WHERE j.start_within IS NOT NULL AND r.status = 'queued' AND r.start_by IS NULL
-               AND r.pid IS NULL AND r.run_after + j.start_within < ?1)
-         RETURNING job_id",
-        "UPDATE job_run SET status = 'expired', finished_at = $1,
-            error = 'not started by its deadline (' || ($1 - coalesce(start_by, run_after +
-                (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
-                || ' ms late): still queued'
-         WHERE run_id IN (
-             SELECT r.run_id FROM job_run r
-             WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < $1
-               AND r.pid IS NULL
-             UNION ALL
-             SELECT r.run_id FROM job j JOIN job_run r
-                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
-             WHERE j.start_within IS NOT NULL AND r.status = 'queued' AND r.start_by IS NULL
-               AND r.pid IS NULL AND r.run_after + j.start_within < $1)
-         RETURNING job_id",
-    );
+    // SQLite is told which index finds the runs with a deadline of their own; PostgreSQL's
+    // planner takes that partial index by itself.
+    macro_rules! expire {
+        ($hint:literal) => {
+            concat!(
+                "UPDATE job_run SET status = 'expired', finished_at = ?1,
+                    error = 'not started by its deadline (' || (?1 - coalesce(start_by, run_after +
+                        (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
+                        || ' ms late): still queued'
+                 WHERE run_id IN (
+                     SELECT r.run_id FROM job_run r ",
+                $hint,
+                "
+                     WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < ?1
+                       AND r.pid IS NULL
+                     UNION ALL
+                     SELECT r.run_id FROM job j JOIN job_run r
+                         ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+                     WHERE j.start_within IS NOT NULL AND r.status = 'queued'
+                       AND r.start_by IS NULL AND r.pid IS NULL
+                       AND r.run_after + j.start_within < ?1)
+                 RETURNING job_id"
+            )
+        };
+    }
+    const EXPIRE: Query = Query::each(expire!("INDEXED BY job_run_start_by_idx"), expire!(""));
     const NAME: Query = Query::same("SELECT job_name FROM job WHERE job_id = ?1");
     let jobs = c.rows(&EXPIRE, &[now.into()], |r| r.int(0))?;
     let mut names = Vec::with_capacity(jobs.len());
@@ -78,25 +74,26 @@ pub fn set_start_within(
 /// runs moved up.
 pub fn age_queued(mut c: impl Sql, now: i64) -> Result<usize, CatalogError> {
     // The queue index finds a job's queued runs by its processor; `aged_from` is set once.
-    const AGE: Query = Query::each(
-        "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
-            priority = coalesce(aged_from, priority) + min(?2, (?1 - run_after) /
-                (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
-         WHERE run_id IN (
-             SELECT r.run_id FROM job j JOIN job_run r
-                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
-             WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= ?1
-               AND coalesce(r.aged_from, r.priority) + min(?2, (?1 - r.run_after) / j.aging)
-                   > r.priority)",
-        "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
-            priority = coalesce(aged_from, priority) + LEAST($2, ($1 - run_after) /
-                (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
-         WHERE run_id IN (
-             SELECT r.run_id FROM job j JOIN job_run r
-                 ON r.processor_id = j.processor_id AND r.job_id = j.job_id
-             WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= $1
-               AND coalesce(r.aged_from, r.priority) + LEAST($2, ($1 - r.run_after) / j.aging)
-                   > r.priority)",
-    );
+    // The smaller of two values is `min` in SQLite, `LEAST` in PostgreSQL.
+    macro_rules! age {
+        ($least:literal) => {
+            concat!(
+                "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
+                    priority = coalesce(aged_from, priority) + ",
+                $least,
+                "(?2, (?1 - run_after) /
+                        (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
+                 WHERE run_id IN (
+                     SELECT r.run_id FROM job j JOIN job_run r
+                         ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+                     WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= ?1
+                       AND coalesce(r.aged_from, r.priority) + ",
+                $least,
+                "(?2, (?1 - r.run_after) / j.aging)
+                           > r.priority)"
+            )
+        };
+    }
+    const AGE: Query = Query::each(age!("min"), age!("LEAST"));
     c.exec(&AGE, &[now.into(), crate::jobconf::MAX_AGING_BOOST.into()])
 }
