@@ -147,15 +147,16 @@ fn bookkeeping(c: &mut Client, job: &str) -> (i64, BTreeMap<String, i64>) {
     (begun, ended)
 }
 
-/// How many claimed runs not started the nodes `names` gave back to the queue for an idle node
-/// (from their logs): each is claimed again, and ended once more in its first node's tally.
+/// How many claimed runs not started the nodes `names` returned to the queue (from their logs:
+/// for an idle node, past their claim's lease, or while every instance stayed busy): each is
+/// claimed again, and ended once more in its first node's tally.
 fn given_back(ws: &Workspace, names: &[&str]) -> i64 {
     names
         .iter()
         .map(|n| std::fs::read_to_string(ws.log_path(n)).unwrap_or_default())
         .flat_map(|log| {
             log.lines()
-                .filter(|l| l.contains("gave claimed runs not started back"))
+                .filter(|l| l.contains("claimed runs") && l.contains("to the queue"))
                 .filter_map(|l| {
                     let n = l.split("runs=").nth(1)?;
                     n.split(|c: char| !c.is_ascii_digit())
@@ -576,6 +577,7 @@ fn postgres_restarted_mid_drain_the_nodes_reconnect_and_lose_nothing() {
     let rows = count(&mut c, "SELECT count(*) FROM job_run");
     let stale = count(&mut c, "SELECT sum(stale_completions)::bigint FROM node");
     let swept = sweeps(&mut c);
+    let back = given_back(&ws, &["n1", "n2", "n3"]);
     let reconnects: usize = ["n1", "n2", "n3"]
         .iter()
         .map(|n| {
@@ -597,7 +599,8 @@ fn postgres_restarted_mid_drain_the_nodes_reconnect_and_lose_nothing() {
             ),
             format!(
                 "rows {rows} of {RUNS}; claims {claimed}, completions recorded {recorded:?} \
-                 (sum {recorded_sum}); stale {stale}; sweeps {}; 'reconnecting' log lines {reconnects}",
+                 (sum {recorded_sum}); stale {stale}; sweeps {}; claimed runs returned to the \
+                 queue unstarted {back}; 'reconnecting' log lines {reconnects}",
                 swept.len()
             ),
         ],
@@ -608,8 +611,9 @@ fn postgres_restarted_mid_drain_the_nodes_reconnect_and_lose_nothing() {
     let requeued: i64 = swept.iter().map(|(_, r)| r.len() as i64).sum();
     assert_eq!(
         recorded_sum,
-        RUNS + requeued,
-        "each run recorded once (runs requeued by a sweep end twice on the tallies)"
+        RUNS + requeued + back,
+        "each run recorded once (runs requeued by a sweep or returned unstarted end twice on \
+         the tallies)"
     );
     assert_eq!(claimed, recorded_sum, "every claim ended once");
 }
