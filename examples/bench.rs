@@ -1,6 +1,6 @@
 //! Throughput and cost benchmark (issue: group commit, adaptive claims, SQLite's own limit).
 //!
-//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile|pg|pg-profile|forbid] [--rounds 3] [--n 20000]`
+//! `cargo run --release --example bench -- [all|floor|drain|fleet|sql|latency|priority|idle|scale|flow|api|profile|api-readers|pg|pg-profile|pg-priority|forbid] [--rounds 3] [--n 20000] [--aging MS]`
 //! (`profile` with `BENCH_DEAF=1`: beside a subscriber that never reads)
 //!
 //! Every workload runs on a fresh database file on disk; figures are medians over the rounds.
@@ -9,8 +9,11 @@
 //! (the machine's speed drifts between minutes on a shared host).
 //! The drains also report the largest size of the catalog's WAL file during a drain and its size
 //! after the engine shut down. `priority` measures the due-to-start latency of high-priority
-//! per-second jobs while N low-priority runs drain on the same processor.
-//! `api` drives a real node process over HTTP (see `bench/api.rs`); `fleet` drains by 1 and by 3
+//! per-second jobs while N low-priority runs drain on the same processor (`pg-priority` the same
+//! on PostgreSQL; `--aging MS` gives the low-priority job an aging rate).
+//! `api` drives a real node process over HTTP (see `bench/api.rs`; `api-readers` times a cheap
+//! request beside 4 expensive ones, and with `BENCH_BEFORE=<a jobvisor binary>` another build's
+//! node in the same rounds); `fleet` drains by 1 and by 3
 //! node processes on one catalog file (see `bench/fleet.rs`; part of `drain` and `all`). `flow`
 //! measures workflows: the delay from a step's end to its successor's start, and the drain rate
 //! of 10,000 two-step workflows beside a plain drain of as many runs in the same round.
@@ -48,6 +51,8 @@ struct Args {
     what: String,
     rounds: usize,
     n: usize,
+    /// `priority`: the bulk job's aging, ms per point (0: none).
+    aging: u64,
 }
 
 fn args() -> Args {
@@ -55,12 +60,14 @@ fn args() -> Args {
         what: "all".into(),
         rounds: 3,
         n: 20_000,
+        aging: 0,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
         match arg.as_str() {
             "--rounds" => a.rounds = it.next().and_then(|v| v.parse().ok()).unwrap_or(3),
             "--n" => a.n = it.next().and_then(|v| v.parse().ok()).unwrap_or(20_000),
+            "--aging" => a.aging = it.next().and_then(|v| v.parse().ok()).unwrap_or(0),
             // Read by `idle-once` itself.
             "--distinct" => {}
             other => a.what = other.to_string(),
@@ -427,24 +434,45 @@ fn latency(jobs: usize, secs: u64) -> (f64, f64, usize) {
     (pct(0.50), pct(0.99), delays.len())
 }
 
-/// Due-to-start latency (p50, p99 ms) of high-priority per-second jobs while `n` low-priority
-/// runs drain on the same processor; with the number of their slots that ran and that were
-/// skipped while the drain lasted.
-fn priority_latency(n: usize) -> (f64, f64, usize, usize) {
+/// What one `priority` round measured.
+struct Priority {
+    /// Due-to-start latency of the per-second jobs' slots during the drain, ms.
+    p50: f64,
+    p99: f64,
+    /// Their slots that ran, and that were skipped, while the drain lasted.
+    ran: usize,
+    skipped: usize,
+    /// The longest a bulk run waited from its trigger to its start, ms.
+    bulk_wait: f64,
+}
+
+/// Due-to-start latency of high-priority per-second jobs while `n` low-priority runs drain on
+/// the same processor, on a SQLite file or (`pg`) a PostgreSQL database of the round's own.
+/// `aging` (ms per point, 0 for none) is the bulk job's.
+fn priority_latency(n: usize, aging: u64, pg: bool) -> Priority {
     const TICKS: usize = 5;
     let dir = fresh_dir("priority");
-    let cfg = node_config(&dir, Durability::Normal);
+    let mut cfg = node_config(&dir, Durability::Normal);
     // The bulk runs sleep 1 ms each, so that 20,000 of them on 2 executions last about 10 s.
-    let mut text = String::from(
-        "[job.bulk]\ntype = \"function\"\nprocessor = \"bench\"\npriority = 0\noverlap_policy = \"allow\"\nmax_overlap = 1000000\npayload = { function = \"debug.sleep\", ms = 1 }\n",
+    let mut text = format!(
+        "[job.bulk]\ntype = \"function\"\nprocessor = \"bench\"\npriority = 0\naging = {aging}\noverlap_policy = \"allow\"\nmax_overlap = 1000000\npayload = {{ function = \"debug.sleep\", ms = 1 }}\n",
     );
     for i in 0..TICKS {
         text.push_str(&format!(
             "[job.tick{i}]\ntype = \"function\"\nprocessor = \"bench\"\npriority = 1000\ncron = \"* * * * * *\"\npayload = {{ function = \"debug.noop\" }}\n"
         ));
     }
-    prepare(&dir, &cfg, &catalog_text(2, &text));
-    let db = PathBuf::from(&cfg.database.path);
+    let text = catalog_text(2, &text);
+    let db = pg.then(|| pg::Db::create("priority"));
+    match &db {
+        Some(db) => {
+            cfg.database.url = db.url.clone();
+            pg::seed(&db.url, &text);
+            std::fs::create_dir_all(dir.join("data")).unwrap();
+        }
+        None => prepare(&dir, &cfg, &text),
+    }
+    let file = PathBuf::from(&cfg.database.path);
     let (from, to) = actix_rt::System::new().block_on(async move {
         let engine = Engine::builder().config(cfg).start().unwrap();
         engine.pause();
@@ -463,17 +491,61 @@ fn priority_latency(n: usize) -> (f64, f64, usize, usize) {
         engine.shutdown(Duration::from_secs(5)).await.unwrap();
         (from, to)
     });
-    let conn = Connection::open(&db).unwrap();
-    let rows: Vec<(String, Option<i64>)> = conn
-        .prepare(
-            "SELECT r.status, r.started_at - r.scheduled_for FROM job_run r JOIN job j USING (job_id)
-             WHERE j.job_name LIKE 'tick%' AND r.scheduled_for >= ?1 AND r.scheduled_for < ?2",
-        )
-        .unwrap()
-        .query_map(params![from, to], |r| Ok((r.get(0)?, r.get(1)?)))
-        .unwrap()
-        .map(Result::unwrap)
-        .collect();
+    // Both dialects read these alike.
+    const TICKS_SQL: &str = "SELECT r.status, r.started_at - r.scheduled_for FROM job_run r
+        JOIN job j USING (job_id)
+        WHERE j.job_name LIKE 'tick%' AND r.scheduled_for >= $1 AND r.scheduled_for < $2";
+    const BULK_SQL: &str = "SELECT max(r.started_at - r.created_at) FROM job_run r
+        JOIN job j USING (job_id) WHERE j.job_name = 'bulk'";
+    // Where a slot's delay goes: queued after its time, claimed after queued, started after
+    // claimed (`BENCH_PHASES=1`).
+    const PHASES_SQL: &str = "SELECT r.created_at - r.scheduled_for, r.claimed_at - r.created_at,
+            r.started_at - r.claimed_at FROM job_run r JOIN job j USING (job_id)
+        WHERE j.job_name LIKE 'tick%' AND r.status = 'succeeded' AND r.scheduled_for >= $1
+          AND r.scheduled_for < $2";
+    let phases = std::env::var_os("BENCH_PHASES").is_some();
+    let (rows, bulk_wait): (Vec<(String, Option<i64>)>, Option<i64>) = match &db {
+        Some(db) => pg::read(&db.url, |c| {
+            let rows = c
+                .query(TICKS_SQL, &[&from, &to])
+                .unwrap()
+                .iter()
+                .map(|r| (r.get(0), r.get(1)))
+                .collect();
+            if phases {
+                let rows: Vec<[i64; 3]> = c
+                    .query(PHASES_SQL, &[&from, &to])
+                    .unwrap()
+                    .iter()
+                    .map(|r| [r.get(0), r.get(1), r.get(2)])
+                    .collect();
+                print_phases(&rows);
+            }
+            (rows, c.query_one(BULK_SQL, &[]).unwrap().get(0))
+        }),
+        None => {
+            let conn = Connection::open(&file).unwrap();
+            let rows = conn
+                .prepare(TICKS_SQL)
+                .unwrap()
+                .query_map(params![from, to], |r| Ok((r.get(0)?, r.get(1)?)))
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            if phases {
+                let rows: Vec<[i64; 3]> = conn
+                    .prepare(PHASES_SQL)
+                    .unwrap()
+                    .query_map(params![from, to], |r| Ok([r.get(0)?, r.get(1)?, r.get(2)?]))
+                    .unwrap()
+                    .map(Result::unwrap)
+                    .collect();
+                print_phases(&rows);
+            }
+            (rows, conn.query_row(BULK_SQL, [], |r| r.get(0)).unwrap())
+        }
+    };
+    drop(db);
     let _ = std::fs::remove_dir_all(&dir);
     let mut delays: Vec<f64> = rows
         .iter()
@@ -485,11 +557,73 @@ fn priority_latency(n: usize) -> (f64, f64, usize, usize) {
         .filter(|(status, _)| status == "skipped")
         .count();
     delays.sort_by(|a, b| a.total_cmp(b));
-    if delays.is_empty() {
-        return (f64::NAN, f64::NAN, 0, skipped);
+    let pct = |p: f64| {
+        delays
+            .get(((delays.len().max(1) - 1) as f64 * p).round() as usize)
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Priority {
+        p50: pct(0.50),
+        p99: pct(0.99),
+        ran: delays.len(),
+        skipped,
+        bulk_wait: bulk_wait.map_or(f64::NAN, |w| w as f64),
     }
-    let pct = |p: f64| delays[((delays.len() - 1) as f64 * p).round() as usize];
-    (pct(0.50), pct(0.99), delays.len(), skipped)
+}
+
+/// Prints the p50 and p99 of each phase of the slots' delays, ms (stderr).
+fn print_phases(rows: &[[i64; 3]]) {
+    let names = [
+        "queued after its time",
+        "claimed after queued",
+        "started after claimed",
+    ];
+    let text: Vec<String> = (0..3)
+        .map(|k| {
+            let v: Vec<f64> = rows.iter().map(|r| r[k] as f64).collect();
+            format!(
+                "{} p50 {} p99 {}",
+                names[k],
+                api::pct(&v, 0.5),
+                api::pct(&v, 0.99)
+            )
+        })
+        .collect();
+    eprintln!("priority phases: {}", text.join("; "));
+}
+
+/// Prints `priority` (and `pg-priority`): medians over the rounds.
+fn print_priority(n: usize, rounds: usize, aging: u64, pg: bool) {
+    let results: Vec<Priority> = (0..rounds)
+        .map(|_| priority_latency(n, aging, pg))
+        .collect();
+    let on = if pg { "postgres" } else { "sqlite" };
+    let rows = [
+        ("p50", median(results.iter().map(|r| r.p50).collect())),
+        ("p99", median(results.iter().map(|r| r.p99).collect())),
+    ];
+    for (what, ms) in rows {
+        println!(
+            "{:<52} {:>11.1} ms",
+            format!("priority ({on}): per-second jobs during a drain, {what}"),
+            ms
+        );
+    }
+    println!(
+        "{:<52} {:>14}",
+        "  (slots run/skipped per round)",
+        results
+            .iter()
+            .map(|r| format!("{}/{}", r.ran, r.skipped))
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    println!(
+        "{:<52} {:>11.1} s",
+        format!("  longest wait of a bulk run (aging {aging} ms/point)"),
+        median(results.iter().map(|r| r.bulk_wait).collect()) / 1000.0
+    );
 }
 
 // ---------------------------------------------------------------- idle
@@ -1049,26 +1183,11 @@ fn main() {
         }
     }
     if all || a.what == "priority" {
-        let results: Vec<_> = (0..rounds).map(|_| priority_latency(a.n)).collect();
-        let p50 = median(results.iter().map(|r| r.0).collect());
-        let p99 = median(results.iter().map(|r| r.1).collect());
-        println!(
-            "{:<52} {:>11.1} ms",
-            "priority: per-second jobs during a drain, p50", p50
-        );
-        println!(
-            "{:<52} {:>11.1} ms",
-            "priority: per-second jobs during a drain, p99", p99
-        );
-        println!(
-            "{:<52} {:>14}",
-            "  (slots run/skipped per round)",
-            results
-                .iter()
-                .map(|r| format!("{}/{}", r.2, r.3))
-                .collect::<Vec<_>>()
-                .join(" ")
-        );
+        print_priority(a.n, rounds, a.aging, false);
+    }
+    // Needs a PostgreSQL server (see bench/pg.rs): only when asked for.
+    if a.what == "pg-priority" {
+        print_priority(a.n, rounds, a.aging, true);
     }
     if all || a.what == "latency" {
         let results: Vec<(f64, f64, usize)> = (0..rounds).map(|_| latency(1000, 12)).collect();
@@ -1127,6 +1246,9 @@ fn main() {
     }
     if all || a.what == "api" {
         api::print(a.n, rounds);
+    }
+    if a.what == "api-readers" {
+        api::print_readers(rounds);
     }
     // Needs a PostgreSQL server (see bench/pg.rs): only when asked for.
     if a.what == "pg" {

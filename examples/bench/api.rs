@@ -2,7 +2,7 @@
 //! `jobvisor run` through `cli::main_with`) on a fresh catalog, driven over HTTP/1.1 with
 //! keep-alive (awc): single-run triggers, batch triggers against the in-process
 //! `Engine::trigger_many` of the same round, JSON-RPC round trips, and the node's idle CPU and
-//! RSS with the API up.
+//! RSS with the API up; and (`api-readers`) whether requests wait for each other.
 
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
@@ -311,6 +311,127 @@ pub fn idle(jobs: usize, secs: u64) -> (f64, f64) {
     drop(node);
     let _ = std::fs::remove_dir_all(&dir);
     (cpu, rss)
+}
+
+/// What `readers` measured, ms.
+pub struct Readers {
+    /// `GET /api/v1/jobs` with nothing else asked: p50, p99.
+    pub alone: (f64, f64),
+    /// The expensive read alone, median.
+    pub heavy: f64,
+    /// `GET /api/v1/jobs` while 4 clients run the expensive read back to back: p50, p99.
+    pub loaded: (f64, f64),
+}
+
+/// The expensive read: runs of `noop` that succeeded on a node that ran none of them, which
+/// looks at each of the job's 100,000 runs.
+const HEAVY: &str = "/api/v1/runs?job=noop&status=succeeded&node=elsewhere&limit=100";
+
+/// Requests waiting for each other: a node (`bin`, else this executable) whose catalog holds
+/// 100,000 finished runs; the cheap `GET /api/v1/jobs` timed alone, then while 4 clients run
+/// [`HEAVY`] back to back.
+pub fn readers(bin: Option<&Path>) -> Readers {
+    let dir = fresh_dir("api-readers");
+    let cfg = node_config(&dir, Durability::Normal);
+    prepare(&dir, &cfg, &catalog_text(2, NOOP));
+    rusqlite::Connection::open(&cfg.database.path)
+        .unwrap()
+        .execute(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 100000)
+             INSERT INTO job_run (job_id, processor_id, status, run_after, created_at,
+                 started_at, finished_at)
+             SELECT j.job_id, j.processor_id, 'succeeded', i, i, i, i + 1
+             FROM job j, n WHERE j.job_name = 'noop'",
+            [],
+        )
+        .unwrap();
+    let node = spawn_with(bin, &cfg, "bench", &[]);
+    let figures = actix_rt::System::new().block_on(async {
+        let c = client();
+        let timed = |c: awc::Client, url: String, token: String| async move {
+            let t0 = Instant::now();
+            let mut res = c.get(url).bearer_auth(token).send().await.unwrap();
+            let _ = res.body().limit(16 << 20).await.unwrap();
+            assert!(res.status().is_success(), "{}", res.status());
+            t0.elapsed().as_secs_f64() * 1000.0
+        };
+        let jobs = format!("{}/api/v1/jobs", node.base);
+        let heavy = format!("{}{HEAVY}", node.base);
+        let mut alone = Vec::new();
+        for _ in 0..200 {
+            alone.push(timed(c.clone(), jobs.clone(), node.token.clone()).await);
+        }
+        let mut heavy_alone = Vec::new();
+        for _ in 0..10 {
+            heavy_alone.push(timed(c.clone(), heavy.clone(), node.token.clone()).await);
+        }
+        let stop = std::rc::Rc::new(std::cell::Cell::new(false));
+        let clients: Vec<_> = (0..4)
+            .map(|_| {
+                let (stop, url, token) = (stop.clone(), heavy.clone(), node.token.clone());
+                let c = client();
+                actix_rt::spawn(async move {
+                    while !stop.get() {
+                        timed(c.clone(), url.clone(), token.clone()).await;
+                    }
+                })
+            })
+            .collect();
+        actix_rt::time::sleep(Duration::from_millis(300)).await;
+        let mut loaded = Vec::new();
+        for _ in 0..200 {
+            loaded.push(timed(c.clone(), jobs.clone(), node.token.clone()).await);
+            actix_rt::time::sleep(Duration::from_millis(5)).await;
+        }
+        stop.set(true);
+        for t in clients {
+            t.await.unwrap();
+        }
+        Readers {
+            alone: (pct(&alone, 0.5), pct(&alone, 0.99)),
+            heavy: median(heavy_alone),
+            loaded: (pct(&loaded, 0.5), pct(&loaded, 0.99)),
+        }
+    });
+    drop(node);
+    let _ = std::fs::remove_dir_all(&dir);
+    figures
+}
+
+/// Prints `readers` for this build's node and, when `BENCH_BEFORE` names another build's
+/// `jobvisor` binary, for that one in the same rounds (alternating).
+pub fn print_readers(rounds: usize) {
+    let before = std::env::var_os("BENCH_BEFORE").map(PathBuf::from);
+    let builds: Vec<(&str, Option<&Path>)> = match &before {
+        Some(bin) => vec![("before", Some(bin.as_path())), ("this build", None)],
+        None => vec![("this build", None)],
+    };
+    let mut results: Vec<Vec<Readers>> = builds.iter().map(|_| Vec::new()).collect();
+    for _ in 0..rounds {
+        for (k, (_, bin)) in builds.iter().enumerate() {
+            results[k].push(readers(*bin));
+        }
+    }
+    for ((name, _), rs) in builds.iter().zip(&results) {
+        let col = |f: fn(&Readers) -> f64| median(rs.iter().map(f).collect());
+        println!(
+            "{:<52} {:>6.1} /{:>6.1} ms",
+            format!("readers ({name}): GET /jobs alone, p50 / p99"),
+            col(|r| r.alone.0),
+            col(|r| r.alone.1)
+        );
+        println!(
+            "{:<52} {:>15.1} ms",
+            format!("readers ({name}): runs list over 100,000, alone"),
+            col(|r| r.heavy)
+        );
+        println!(
+            "{:<52} {:>6.1} /{:>6.1} ms",
+            format!("readers ({name}): GET /jobs beside 4 of them, p50 / p99"),
+            col(|r| r.loaded.0),
+            col(|r| r.loaded.1)
+        );
+    }
 }
 
 /// Percentile of latencies, ms.

@@ -15,9 +15,9 @@ use super::{NOOP, catalog_text, fresh_dir, node_config, prepare};
 const QUEUE: &str = "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?1)
     INSERT INTO job_run (job_id, processor_id, status, run_after, created_at)
     SELECT j.job_id, j.processor_id, 'queued', 0, 0 FROM job j, n WHERE j.job_name = 'noop'";
-// Both answered from the partial indexes of queued and running runs.
+// Both answered from the partial indexes of queued and of claimed or running runs.
 const LEFT: &str = "SELECT (SELECT count(*) FROM job_run WHERE status = 'queued'),
-    (SELECT count(*) FROM job_run WHERE status = 'running')";
+    (SELECT count(*) FROM job_run WHERE (status = 'claimed' OR status = 'running'))";
 
 /// Runs/s of a drain of `n` no-op runs by `nodes` node processes on one catalog.
 pub fn drain(n: usize, nodes: usize) -> f64 {

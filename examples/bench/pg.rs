@@ -25,14 +25,14 @@ use super::median;
 /// Runs claimed per transaction, by the floor and by the catalog alike.
 const BATCH: usize = 256;
 
-struct Db {
+pub(super) struct Db {
     admin: String,
     name: String,
-    url: String,
+    pub(super) url: String,
 }
 
 impl Db {
-    fn create(tag: &str) -> Db {
+    pub(super) fn create(tag: &str) -> Db {
         let admin = std::env::var("JOBVISOR_TEST_PG")
             .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/postgres".into());
         let name = format!("jv_bench_{tag}_{}", std::process::id());
@@ -59,6 +59,20 @@ impl Drop for Db {
             ));
         }
     }
+}
+
+/// Seeds the catalog at `url` with the catalog file `text`.
+pub(super) fn seed(url: &str, text: &str) {
+    let file = jobvisor::jobconf::toml_format::parse(text).unwrap_or_else(|d| panic!("{d:?}"));
+    PgCatalog::open(PgSettings::new(url), "bench")
+        .unwrap()
+        .seed_if_new(&file, "bench", 0)
+        .unwrap();
+}
+
+/// `read` with a connection to `url`.
+pub(super) fn read<T>(url: &str, read: impl FnOnce(&mut Client) -> T) -> T {
+    read(&mut Client::connect(url, NoTls).unwrap())
 }
 
 /// Runs/s of the bare loop with `workers` connections.
@@ -272,12 +286,7 @@ fn processes(n: usize, nodes: usize) -> f64 {
     let dir = super::fresh_dir("pgfleet");
     let cfg = super::node_config(&dir, jobvisor::config::Durability::Normal);
     std::fs::create_dir_all(dir.join("data")).unwrap();
-    let file = jobvisor::jobconf::toml_format::parse(&super::catalog_text(2, super::NOOP))
-        .unwrap_or_else(|d| panic!("{d:?}"));
-    PgCatalog::open(PgSettings::new(&db.url), "bench")
-        .unwrap()
-        .seed_if_new(&file, "bench", 0)
-        .unwrap();
+    seed(&db.url, &super::catalog_text(2, super::NOOP));
     try_schema(&mut Client::connect(&db.url, NoTls).unwrap());
     let env = [("JOBVISOR__DATABASE__URL", db.url.as_str())];
     let fleet: Vec<super::api::Node> = (1..=nodes)
@@ -316,7 +325,7 @@ fn processes(n: usize, nodes: usize) -> f64 {
             || ended < n as i64
             || c.query_one(
                 "SELECT EXISTS (SELECT 1 FROM job_run WHERE status = 'queued')
-                     OR EXISTS (SELECT 1 FROM job_run WHERE status = 'running')",
+                     OR EXISTS (SELECT 1 FROM job_run WHERE status = 'claimed' OR status = 'running')",
                 &[],
             )
             .unwrap()
