@@ -174,7 +174,7 @@ fn node_config(dir: &Path, durability: Durability) -> NodeConfig {
 }
 
 fn prepare(dir: &Path, cfg: &NodeConfig, text: &str) {
-    let mut catalog = Catalog::open(
+    let catalog = Catalog::open(
         Path::new(&cfg.database.path),
         &DbSettings::from(&cfg.database),
     )
@@ -727,7 +727,7 @@ fn idle(jobs: usize, secs: u64, distinct: bool) -> (f64, f64) {
 fn sql_catalog(tag: &str) -> (PathBuf, Connection, i64, i64, i64) {
     let dir = fresh_dir(tag);
     let db = dir.join("catalog.db");
-    let mut catalog = Catalog::open(&db, &DbSettings::default()).unwrap();
+    let catalog = Catalog::open(&db, &DbSettings::default()).unwrap();
     catalog
         .import(
             &toml_format::parse(&catalog_text(2, NOOP)).unwrap(),

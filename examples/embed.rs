@@ -210,7 +210,7 @@ async fn main() -> std::io::Result<()> {
     let db = dir.join("catalog.db");
     let file = toml_format::parse(CATALOG).map_err(|d| std::io::Error::other(format!("{d:?}")))?;
     Catalog::open(&db, &DbSettings::default())
-        .and_then(|mut c| c.import(&file, "embed"))
+        .and_then(|c| c.import(&file, "embed"))
         .map_err(std::io::Error::other)?;
     // The shop's own table lives in the catalog's file, so an order and its run share a
     // transaction.

@@ -178,14 +178,18 @@ fn has_users(cfg: &NodeConfig) -> bool {
         .unwrap_or(false)
 }
 
+/// Read connections of the API's catalog handle: requests read side by side up to this many
+/// (each connection idle for 30 s closes, so a quiet node keeps few).
+const API_READERS: u32 = 8;
+
 /// The application layer for the API: its own connection to the catalog the engine runs
-/// (one writer and a small read pool), and on a catalog without users a first admin token.
+/// (one writer and a read pool), and on a catalog without users a first admin token.
 fn api_ops(cfg: &NodeConfig, engine: &Engine) -> Result<(Ops, Option<String>), DaemonError> {
     let mut cfg = cfg.clone();
     if cfg.postgres_url().is_none() {
         cfg.database.path = engine.db_path().display().to_string();
     }
-    cfg.database.read_pool_size = 2;
+    cfg.database.read_pool_size = API_READERS;
     let caller = Caller {
         actor: "api".into(),
         node: engine.node_name().to_string(),
@@ -271,9 +275,8 @@ async fn serve(
         Err(e) => return Err(stop_after_failed_start(&engine, e).await),
     };
     let bound = listener.local_addr().ok().map(|a| a.ip());
-    let api_ops = std::sync::Arc::new(std::sync::Mutex::new(ops));
     let state = web::Data::new(crate::http::ApiState {
-        ops: api_ops.clone(),
+        ops: ops.clone(),
         engine: engine.clone(),
         auth: crate::http::auth::AuthState::new(bound, &cfg.http.allowed_hosts)
             .max_failures(cfg.http.max_failed_logins),
@@ -354,7 +357,7 @@ async fn serve(
             // damaged file. The runs it left running are recovered once it is repaired. The
             // API's own handle on the file, dropped when the server stops, checkpoints nothing
             // into it either.
-            api_ops.lock().unwrap_or_else(|p| p.into_inner()).keep_bytes();
+            ops.keep_bytes();
             handle.stop(false).await;
             return Err(DaemonError::Fatal(reason));
         }

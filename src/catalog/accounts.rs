@@ -72,7 +72,7 @@ impl Catalog {
 
     /// Adds a user with a password hash (a PHC string) and a role.
     pub fn add_user(
-        &mut self,
+        &self,
         name: &str,
         password_hash: &str,
         role: Role,
@@ -109,7 +109,7 @@ impl Catalog {
     }
 
     /// Removes a user and its tokens.
-    pub fn remove_user(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+    pub fn remove_user(&self, name: &str, actor: &str) -> Result<(), CatalogError> {
         let (name, actor) = (name.to_string(), actor.to_string());
         self.writing(move |tx| {
             if tx.exec(&Query::same(DELETE_USER), &[name.as_str().into()])? == 0 {
@@ -121,7 +121,7 @@ impl Catalog {
 
     /// Replaces a user's password hash.
     pub fn set_password(
-        &mut self,
+        &self,
         name: &str,
         password_hash: &str,
         actor: &str,
@@ -155,7 +155,7 @@ impl Catalog {
     /// Stores a token's hash for `user` under `token_name`, refused from `expires_at` (epoch
     /// ms) on when one is given; returns its id.
     pub fn add_token(
-        &mut self,
+        &self,
         user: &str,
         token_name: &str,
         token_hash: &str,
@@ -176,7 +176,7 @@ impl Catalog {
     /// made it: on SQLite the write transaction serialises the two, on PostgreSQL the second
     /// insert waits on the name's unique index and then inserts nothing).
     pub fn bootstrap_admin(
-        &mut self,
+        &self,
         password_hash: &str,
         token_name: &str,
         token_hash: &str,
@@ -215,7 +215,7 @@ impl Catalog {
     }
 
     /// Revokes a token by id.
-    pub fn revoke_token(&mut self, id: i64, actor: &str) -> Result<(), CatalogError> {
+    pub fn revoke_token(&self, id: i64, actor: &str) -> Result<(), CatalogError> {
         let actor = actor.to_string();
         self.writing(move |tx| {
             if tx.exec(&Query::same(DELETE_TOKEN), &[id.into()])? == 0 {

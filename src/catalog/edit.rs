@@ -25,12 +25,12 @@ impl Catalog {
     /// Imports `config`'s default catalog text into an empty, never-seeded catalog. Returns
     /// whether it did; a catalog that was seeded before is never touched again, so operator
     /// edits survive restarts.
-    pub fn seed_if_new(&mut self, file: &CatalogFile, source: &str) -> Result<bool, CatalogError> {
-        let conn = match &mut self.store {
-            Store::Sqlite(lite) => &mut lite.conn,
+    pub fn seed_if_new(&self, file: &CatalogFile, source: &str) -> Result<bool, CatalogError> {
+        let mut conn = match &self.store {
+            Store::Sqlite(lite) => lite.writer(),
             Store::Postgres(pg) => return pg.seed_if_new(file, source, now_ms()),
         };
-        let tx = write_tx(conn)?;
+        let tx = write_tx(&mut conn)?;
         let seeded: Option<String> = tx
             .query_row(SELECT_META, ["seeded_at"], |r| r.get(0))
             .optional()?;
@@ -46,11 +46,7 @@ impl Catalog {
     }
 
     /// Upserts every entry of `file` by name, in one transaction; entries not in the file stay.
-    pub fn import(
-        &mut self,
-        file: &CatalogFile,
-        actor: &str,
-    ) -> Result<ImportReport, CatalogError> {
+    pub fn import(&self, file: &CatalogFile, actor: &str) -> Result<ImportReport, CatalogError> {
         let file = std::sync::Arc::new(file.clone());
         self.update(actor, "import", move |_| {
             Ok::<_, CatalogError>(std::sync::Arc::clone(&file))
@@ -63,7 +59,7 @@ impl Catalog {
     /// diff against a catalog the other is changing), and `entries` is asked again if the
     /// connection was lost before the commit.
     pub fn update<E>(
-        &mut self,
+        &self,
         actor: &str,
         action: &str,
         mut entries: impl FnMut(&CatalogFile) -> Result<std::sync::Arc<CatalogFile>, E> + Send + 'static,
@@ -71,11 +67,11 @@ impl Catalog {
     where
         E: From<CatalogError> + Send + 'static,
     {
-        let conn = match &mut self.store {
-            Store::Sqlite(lite) => &mut lite.conn,
+        let mut conn = match &self.store {
+            Store::Sqlite(lite) => lite.writer(),
             Store::Postgres(pg) => return pg.update(actor, action, entries),
         };
-        let tx = write_tx(conn)?;
+        let tx = write_tx(&mut conn)?;
         let before = export_from(&tx)?;
         let file = entries(&before)?;
         let report = import_in(&tx, &before, &file, actor, action)?;
@@ -105,7 +101,7 @@ impl Catalog {
     }
 
     /// Inserts or replaces one job (already validated against the catalog).
-    pub fn put_job(&mut self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
+    pub fn put_job(&self, name: &str, job: &JobDef, actor: &str) -> Result<(), CatalogError> {
         let (name, job, actor) = (name.to_string(), job.clone(), actor.to_string());
         self.writing(move |tx| {
             let before = definitions::export_with(tx)?;
@@ -125,7 +121,7 @@ impl Catalog {
 
     /// Enables or disables a job.
     pub fn set_job_enabled(
-        &mut self,
+        &self,
         name: &str,
         enabled: bool,
         actor: &str,
@@ -152,7 +148,7 @@ impl Catalog {
     }
 
     /// Removes a job and its run history; refused while one of its runs is executing.
-    pub fn remove_job(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+    pub fn remove_job(&self, name: &str, actor: &str) -> Result<(), CatalogError> {
         let (name, actor) = (name.to_string(), actor.to_string());
         self.writing(move |tx| {
             let running = tx
@@ -193,7 +189,7 @@ impl Catalog {
     }
 
     /// Removes a processor; refused while jobs are assigned to it.
-    pub fn remove_processor(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+    pub fn remove_processor(&self, name: &str, actor: &str) -> Result<(), CatalogError> {
         let (name, actor) = (name.to_string(), actor.to_string());
         self.writing(move |tx| {
             let jobs = tx.row(&SELECT_PROCESSOR_JOBS, &[name.as_str().into()], |r| {
@@ -226,7 +222,7 @@ impl Catalog {
     }
 
     /// Removes an object; refused while a job writes it or a sql job targets it.
-    pub fn remove_object(&mut self, name: &str, actor: &str) -> Result<(), CatalogError> {
+    pub fn remove_object(&self, name: &str, actor: &str) -> Result<(), CatalogError> {
         let (name, actor) = (name.to_string(), actor.to_string());
         self.writing(move |tx| {
             let users = tx.row(&SELECT_OBJECT_USERS, &[name.as_str().into()], |r| {
@@ -255,21 +251,21 @@ impl Catalog {
     /// up within its change-check interval (on PostgreSQL, at once: the run is announced).
     /// Returns the run id.
     pub fn enqueue_now(
-        &mut self,
+        &self,
         name: &str,
         params: Option<&Json>,
         actor: &str,
         start_within: Option<i64>,
     ) -> Result<i64, CatalogError> {
         let params = params.map(Json::to_string);
-        let conn = match &mut self.store {
-            Store::Sqlite(lite) => &mut lite.conn,
+        let mut conn = match &self.store {
+            Store::Sqlite(lite) => lite.writer(),
             Store::Postgres(pg) => {
                 let queued = pg.trigger(name, vec![params], now_ms(), actor, start_within)?;
                 return Ok(queued.run_ids[0]);
             }
         };
-        let tx = write_tx(conn)?;
+        let tx = write_tx(&mut conn)?;
         let queued = verbs::trigger(&tx, name, &[params], now_ms(), actor, start_within)?;
         tx.commit()?;
         Ok(queued.run_ids[0])
@@ -278,7 +274,7 @@ impl Catalog {
     /// Writes one audit row on its own (for a change that lives outside the catalog, such as
     /// pausing a running node).
     pub fn record_audit(
-        &mut self,
+        &self,
         actor: &str,
         action: &str,
         subject: &str,
@@ -295,7 +291,7 @@ impl Catalog {
 
     /// Pins `name` active or inactive on node `node` (created if new), or removes the pin.
     pub fn pin_job(
-        &mut self,
+        &self,
         name: &str,
         node: &str,
         pin: Option<crate::model::Pin>,

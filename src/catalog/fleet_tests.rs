@@ -38,7 +38,7 @@ const TTL: i64 = 3_000;
 /// A catalog with [`CONF`] imported, in a folder of its own.
 fn catalog() -> (tempfile::TempDir, Catalog) {
     let dir = tempfile::tempdir().unwrap();
-    let mut catalog = Catalog::open(&dir.path().join("c.db"), &DbSettings::default()).unwrap();
+    let catalog = Catalog::open(&dir.path().join("c.db"), &DbSettings::default()).unwrap();
     catalog
         .import(&toml_format::parse(CONF).unwrap(), "t")
         .unwrap();

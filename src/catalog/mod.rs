@@ -53,6 +53,8 @@ pub use postgres::{PgCatalog, PgSettings, redact as redact_url};
 pub use runs::{CancelOutcome, RunFilter, RunRow};
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use r2d2::Pool;
@@ -190,11 +192,19 @@ enum Store {
 
 /// A SQLite catalog file's connections.
 struct Lite {
-    conn: Connection,
+    /// The write connection: one writer at a time, whichever thread holds the handle.
+    conn: Mutex<Connection>,
     pool: Pool<SqliteConnectionManager>,
     read_only: bool,
     /// The file keeps its bytes from now on ([`Catalog::keep_bytes`]).
-    kept: bool,
+    kept: AtomicBool,
+}
+
+impl Lite {
+    /// The write connection, for one transaction.
+    fn writer(&self) -> MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 /// Epoch milliseconds now (the catalog layer stamps audit rows; the pure core never reads a clock).
@@ -270,10 +280,10 @@ impl Catalog {
         Ok(Self {
             path: path.to_path_buf(),
             store: Store::Sqlite(Lite {
-                conn,
+                conn: Mutex::new(conn),
                 pool,
                 read_only: access == Access::ReadOnly,
-                kept: false,
+                kept: AtomicBool::new(false),
             }),
         })
     }
@@ -301,12 +311,12 @@ impl Catalog {
     /// checkpoint when its connection closes (SQLite runs one when the last connection to a WAL
     /// database closes). For a file the node found damaged (issue 12, defect 3), whose other
     /// writers already commit nothing.
-    pub fn keep_bytes(&mut self) {
-        let Store::Sqlite(lite) = &mut self.store else {
+    pub fn keep_bytes(&self) {
+        let Store::Sqlite(lite) = &self.store else {
             return;
         };
-        lite.kept = true;
-        if let Err(e) = lite.conn.set_db_config(
+        lite.kept.store(true, Ordering::Relaxed);
+        if let Err(e) = lite.writer().set_db_config(
             rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
             true,
         ) {
@@ -323,13 +333,12 @@ impl Catalog {
         let Store::Sqlite(lite) = &self.store else {
             return;
         };
-        if lite.read_only || lite.kept {
+        if lite.read_only || lite.kept.load(Ordering::Relaxed) {
             return;
         }
-        let _ = lite.conn.busy_timeout(Duration::ZERO);
-        let _ = lite
-            .conn
-            .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
+        let conn = lite.writer();
+        let _ = conn.busy_timeout(Duration::ZERO);
+        let _ = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(()));
     }
 
     /// Gives the write connection to a new [`writer::DbWriter`] (the node's CatalogWriter) and
@@ -343,7 +352,9 @@ impl Catalog {
                 let writer = writer::DbWriter::new(
                     "catalog",
                     self.path.clone(),
-                    lite.conn,
+                    lite.conn
+                        .into_inner()
+                        .unwrap_or_else(PoisonError::into_inner),
                     settings.clone(),
                 );
                 // One finding of damage for both: a read that meets it stops the writer too.
@@ -364,19 +375,20 @@ impl Catalog {
     /// (see [`node::register_node`] for `Held` and `Watch`). A SQLite catalog's: a node on
     /// PostgreSQL takes its name through `PgCatalog::try_take_node_name`.
     pub fn try_take_node_name(
-        &mut self,
+        &self,
         who: &node::Applicant<'_>,
         now: i64,
         stale_after_ms: i64,
         is_alive: impl Fn(i64) -> bool,
         watched: Option<&node::NodeHolder>,
     ) -> Result<(node::Registration, Option<node::Recovery>), CatalogError> {
-        let Store::Sqlite(lite) = &mut self.store else {
+        let Store::Sqlite(lite) = &self.store else {
             return Err(verbs::not_on_postgres(
                 "taking a node name through `Catalog`",
             ));
         };
-        let tx = write_tx(&mut lite.conn)?;
+        let mut conn = lite.writer();
+        let tx = write_tx(&mut conn)?;
         let registration = node::register_node(&tx, who, now, stale_after_ms, is_alive, watched)?;
         let recovery = match &registration {
             node::Registration::Taken(lease) => {
@@ -410,12 +422,13 @@ impl Catalog {
     /// commits when it succeeds: an error changes nothing. On PostgreSQL `f` runs again, from
     /// the start, after a lost connection or a conflict with another transaction.
     pub(in crate::catalog) fn writing<T: Send + 'static>(
-        &mut self,
+        &self,
         f: impl Fn(&mut sql::Tx<'_, '_>) -> Result<T, CatalogError> + Send + 'static,
     ) -> Result<T, CatalogError> {
-        match &mut self.store {
+        match &self.store {
             Store::Sqlite(lite) => {
-                let tx = write_tx(&mut lite.conn)?;
+                let mut conn = lite.writer();
+                let tx = write_tx(&mut conn)?;
                 let out = f(&mut sql::Tx::Lite(&tx))?;
                 tx.commit()?;
                 Ok(out)
@@ -437,7 +450,7 @@ impl Catalog {
     #[cfg(test)]
     pub(in crate::catalog) fn writer(&mut self) -> &mut Connection {
         match &mut self.store {
-            Store::Sqlite(lite) => &mut lite.conn,
+            Store::Sqlite(lite) => lite.conn.get_mut().unwrap_or_else(PoisonError::into_inner),
             Store::Postgres(_) => panic!("a SQLite catalog"),
         }
     }

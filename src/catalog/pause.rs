@@ -225,7 +225,7 @@ fn check_target(c: &mut impl Sql, scope: PauseScope, target: &str) -> Result<(),
 impl Catalog {
     /// Records `pause` (its target must exist), with an audit row at its time naming who
     /// paused; pausing again replaces who, when and why.
-    pub fn pause(&mut self, pause: PauseRow) -> Result<(), CatalogError> {
+    pub fn pause(&self, pause: PauseRow) -> Result<(), CatalogError> {
         self.writing(move |tx| {
             check_target(tx, pause.scope, &pause.target)?;
             let node = pause.node.clone().unwrap_or_default();
@@ -269,7 +269,7 @@ impl Catalog {
     /// Ends the pause of `target` of `scope` on `node` (`None`: the fleet's), as `actor` at
     /// `now`; false when there was none.
     pub fn resume(
-        &mut self,
+        &self,
         scope: PauseScope,
         target: &str,
         node: Option<&str>,

@@ -367,7 +367,7 @@ impl Catalog {
     /// Cancels a queued run, or records a request to cancel a running one (its node carries it
     /// out); a run heading a tree that has not ended (a workflow's run, a run that spawned
     /// runs) is cancelled with its whole tree. Refused for a run that has ended.
-    pub fn cancel_run(&mut self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
+    pub fn cancel_run(&self, run_id: i64, actor: &str) -> Result<CancelOutcome, CatalogError> {
         let actor = actor.to_string();
         self.writing(move |tx| cancel_in(tx, run_id, &actor, now_ms()))
     }
@@ -377,7 +377,7 @@ impl Catalog {
     /// workflow's run is retried in place (the same id is returned): its failed, cancelled and
     /// skipped steps run again, the steps that succeeded keep their results. A run inside a
     /// tree is retried through its root.
-    pub fn retry_run(&mut self, run_id: i64, actor: &str) -> Result<i64, CatalogError> {
+    pub fn retry_run(&self, run_id: i64, actor: &str) -> Result<i64, CatalogError> {
         let actor = actor.to_string();
         self.writing(move |tx| retry_in(tx, run_id, &actor, now_ms()))
     }

@@ -271,7 +271,7 @@ payload = { function = "report" }
 
 #[test]
 fn import_is_all_or_nothing() {
-    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let (_dir, catalog) = temp_catalog(&DbSettings::default());
     let mut file = toml_format::parse(SMALL).unwrap();
     // A job whose processor is missing passes no validation; force it past to hit the database.
     let mut broken = file.jobs["report"].clone();
@@ -285,7 +285,7 @@ fn import_is_all_or_nothing() {
 
 #[test]
 fn import_upserts_by_name_and_reports() {
-    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let (_dir, catalog) = temp_catalog(&DbSettings::default());
     let file = toml_format::parse(SMALL).unwrap();
     let first = catalog.import(&file, "test").unwrap();
     assert_eq!(first.created.len(), 4);
@@ -301,7 +301,7 @@ fn import_upserts_by_name_and_reports() {
 
 #[test]
 fn seeding_happens_once_and_keeps_operator_edits() {
-    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let (_dir, catalog) = temp_catalog(&DbSettings::default());
     let seed = toml_format::parse(SMALL).unwrap();
     assert!(catalog.seed_if_new(&seed, "test").unwrap());
     catalog
@@ -1183,7 +1183,7 @@ payload = { function = "f" }
 /// the audit log.
 #[test]
 fn audit_rows_hold_before_and_after_with_secrets_hidden() {
-    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let (_dir, catalog) = temp_catalog(&DbSettings::default());
     let conf = |pw: &str, instances: u32| {
         format!(
             "[processor.remote]\ninstances = {instances}\nip_address = \"10.0.0.2\"\nport = 8080\nrpc_user = \"a\"\nrpc_password = \"{pw}\"\n"
@@ -1219,7 +1219,7 @@ fn audit_rows_hold_before_and_after_with_secrets_hidden() {
 fn regression_an_import_describes_only_the_entries_its_audit_row_keeps() {
     use super::audit::AUDIT_MAX_ENTRIES;
     use crate::jobconf::merge::RENDERED;
-    let (_dir, mut catalog) = temp_catalog(&DbSettings::default());
+    let (_dir, catalog) = temp_catalog(&DbSettings::default());
     let mut file = toml_format::parse("[processor.main]\n").unwrap();
     let n = 6 * AUDIT_MAX_ENTRIES;
     for i in 0..n {

@@ -70,7 +70,7 @@ pub fn run(cli: &Cli) -> CliResult {
             fleet,
             reason,
         } => {
-            let mut ops = writing(cli)?;
+            let ops = writing(cli)?;
             let scope = crate::ops::pauses::parse_scope(scope, "scope")?;
             let at = ops.pause_where(*fleet);
             let view = ops.pause(scope, name, &at, reason.as_deref())?;
@@ -85,7 +85,7 @@ pub fn run(cli: &Cli) -> CliResult {
             Ok(())
         }
         Command::Resume { scope, name, fleet } => {
-            let mut ops = writing(cli)?;
+            let ops = writing(cli)?;
             let scope = crate::ops::pauses::parse_scope(scope, "scope")?;
             let at = ops.pause_where(*fleet);
             ops.resume(scope, name, &at)?;
@@ -380,7 +380,7 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
         } => {
             let job_type = job_type(t)?;
             let patch = job_patch(fields)?;
-            let mut ops = writing(cli)?;
+            let ops = writing(cli)?;
             let preview = ops.warnings(&one_job(name, job_type, &patch));
             warn(&preview, *strict, true)?;
             let saved = ops.add_job(name, job_type, processor, &patch)?;
@@ -397,7 +397,7 @@ fn jobs(cli: &Cli, cmd: &JobsCommand) -> CliResult {
             let mut patch = job_patch(fields)?;
             patch.job_type = t.as_deref().map(job_type).transpose()?;
             patch.processor = processor.clone();
-            let mut ops = writing(cli)?;
+            let ops = writing(cli)?;
             if *strict {
                 let (_, mut def) = ops.job(name)?;
                 patch.apply(&mut def);

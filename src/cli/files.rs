@@ -83,7 +83,7 @@ pub(super) fn import(cli: &Cli, path: &Path, format: Format, strict: bool) -> Cl
         strict,
         true,
     )?;
-    let (mut ops, _) = open(cli, Access::Create)?;
+    let (ops, _) = open(cli, Access::Create)?;
     let imported = ops.import(&parsed)?;
     if cli.json {
         render::json(&imported);

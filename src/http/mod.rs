@@ -26,8 +26,6 @@ pub mod rules;
 mod runs;
 pub mod tls;
 
-use std::sync::{Arc, Mutex};
-
 use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceFactory, ServiceRequest, ServiceResponse};
 use actix_web::middleware::from_fn;
@@ -45,9 +43,10 @@ pub const BODY_LIMIT: usize = 1 << 20;
 
 /// What every handler can reach.
 pub struct ApiState {
-    /// The application layer on the node's catalog; one caller at a time (its write
-    /// connection is one SQLite connection), always on the blocking pool.
-    pub ops: Arc<Mutex<Ops>>,
+    /// The application layer on the node's catalog, always called on the blocking pool: each
+    /// request on a clone of its own, so reads run side by side (writes take the catalog's
+    /// write lock in turn).
+    pub ops: Ops,
     /// The running engine.
     pub engine: Engine,
     /// Host allowlist, login throttling, the token cache.
@@ -61,13 +60,10 @@ impl ApiState {
         f: impl FnOnce(&Ops) -> Result<T, OpError> + Send + 'static,
     ) -> Result<T, ApiError> {
         let ops = self.ops.clone();
-        web::block(move || {
-            let ops = ops.lock().unwrap_or_else(|p| p.into_inner());
-            f(&ops)
-        })
-        .await
-        .map_err(|_| ApiError::unavailable("the node is stopping"))?
-        .map_err(ApiError::from)
+        web::block(move || f(&ops))
+            .await
+            .map_err(|_| ApiError::unavailable("the node is stopping"))?
+            .map_err(ApiError::from)
     }
 
     /// Runs a changing operation on the blocking pool, on behalf of `actor` (its audit rows
@@ -78,15 +74,11 @@ impl ApiState {
         actor: &str,
         f: impl FnOnce(&mut Ops) -> Result<T, ApiError> + Send + 'static,
     ) -> Result<T, ApiError> {
-        let ops = self.ops.clone();
-        let actor = actor.to_string();
-        web::block(move || {
-            let mut ops = ops.lock().unwrap_or_else(|p| p.into_inner());
-            ops.set_actor(&actor);
-            f(&mut ops)
-        })
-        .await
-        .map_err(|_| ApiError::unavailable("the node is stopping"))?
+        let mut ops = self.ops.clone();
+        ops.set_actor(actor);
+        web::block(move || f(&mut ops))
+            .await
+            .map_err(|_| ApiError::unavailable("the node is stopping"))?
     }
 }
 

@@ -257,7 +257,7 @@ impl Ops {
     /// Adds a user; a password of `None` gets a random one (returned, shown once), so no
     /// account ever has a default or empty password.
     pub fn add_user(
-        &mut self,
+        &self,
         name: &str,
         role: Role,
         password: Option<&str>,
@@ -305,7 +305,7 @@ impl Ops {
     }
 
     /// Removes a user and the user's tokens.
-    pub fn remove_user(&mut self, name: &str) -> Result<(), OpError> {
+    pub fn remove_user(&self, name: &str) -> Result<(), OpError> {
         let actor = self.caller.actor.clone();
         self.catalog
             .remove_user(name, &actor)
@@ -313,7 +313,7 @@ impl Ops {
     }
 
     /// Sets a user's password.
-    pub fn set_password(&mut self, name: &str, password: &str) -> Result<(), OpError> {
+    pub fn set_password(&self, name: &str, password: &str) -> Result<(), OpError> {
         if password.chars().count() < 12 {
             return Err(OpError::invalid(
                 "password",
@@ -330,7 +330,7 @@ impl Ops {
     /// Creates a token for `user`, refused once `expires` (a lifetime: `12h`, `30d`) has
     /// passed when one is given; its text is returned once and only its hash is stored.
     pub fn create_token(
-        &mut self,
+        &self,
         user: &str,
         token_name: &str,
         expires: Option<&str>,
@@ -372,7 +372,7 @@ impl Ops {
     }
 
     /// Revokes a token.
-    pub fn revoke_token(&mut self, id: i64) -> Result<(), OpError> {
+    pub fn revoke_token(&self, id: i64) -> Result<(), OpError> {
         let actor = self.caller.actor.clone();
         self.catalog
             .revoke_token(id, &actor)
@@ -431,7 +431,7 @@ impl Ops {
     /// shown) and a token for it, returned to be printed once. `None` when users exist — also
     /// when another node starting on the same catalog at the same moment made them: the check
     /// and both inserts are one transaction, so exactly one node prints a token.
-    pub fn bootstrap_admin(&mut self) -> Result<Option<NewToken>, OpError> {
+    pub fn bootstrap_admin(&self) -> Result<Option<NewToken>, OpError> {
         if self.has_users()? {
             return Ok(None);
         }

@@ -173,7 +173,7 @@ pub struct Imported {
 impl Ops {
     /// Upserts a parsed file: new entries as written, existing ones changed only in the fields
     /// the file names; validated as a whole catalog; one transaction.
-    pub fn import(&mut self, parsed: &Parsed) -> Result<Imported, OpError> {
+    pub fn import(&self, parsed: &Parsed) -> Result<Imported, OpError> {
         let warnings = self.warnings(&parsed.file);
         let doing = format!("importing {}", parsed.name);
         let within = self.within(doing);

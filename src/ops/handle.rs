@@ -7,8 +7,6 @@
 //! would: the engine notices changes by `data_version`), and each operation runs on the blocking
 //! pool, never on an actor's thread.
 
-use std::sync::{Arc, Mutex};
-
 use super::jobs::{ActivationView, Change, JobPatch, Saved};
 use super::processors::ProcessorPatch;
 use super::runs::Cancelled;
@@ -17,11 +15,11 @@ use crate::catalog::{Access, ImportReport};
 use crate::model::{JobType, Pin};
 use crate::runtime::Engine;
 
-/// The operations on an engine's catalog, for embedding code. Cheap to clone; calls are
-/// serialized (one connection).
+/// The operations on an engine's catalog, for embedding code. Cheap to clone; reads run side
+/// by side, writes take the catalog's write lock in turn.
 #[derive(Clone)]
 pub struct OpsHandle {
-    ops: Arc<Mutex<Ops>>,
+    ops: Ops,
 }
 
 impl OpsHandle {
@@ -30,7 +28,6 @@ impl OpsHandle {
     pub fn open(engine: &Engine, actor: &str) -> Result<Self, OpError> {
         let mut cfg = engine.config().clone();
         cfg.database.path = engine.db_path().display().to_string();
-        cfg.database.read_pool_size = 1;
         let caller = Caller {
             actor: actor.to_string(),
             node: engine.node_name().to_string(),
@@ -44,9 +41,7 @@ impl OpsHandle {
 
     /// A handle on `ops`.
     pub fn from_ops(ops: Ops) -> Self {
-        Self {
-            ops: Arc::new(Mutex::new(ops)),
-        }
+        Self { ops }
     }
 
     /// Runs `f` on the operations, on the blocking pool.
@@ -55,13 +50,10 @@ impl OpsHandle {
         T: Send + 'static,
         F: FnOnce(&mut Ops) -> Result<T, OpError> + Send + 'static,
     {
-        let ops = self.ops.clone();
-        actix_rt::task::spawn_blocking(move || {
-            let mut ops = ops.lock().unwrap_or_else(|p| p.into_inner());
-            f(&mut ops)
-        })
-        .await
-        .map_err(|_| OpError::Unavailable("the operation panicked".into()))?
+        let mut ops = self.ops.clone();
+        actix_rt::task::spawn_blocking(move || f(&mut ops))
+            .await
+            .map_err(|_| OpError::Unavailable("the operation panicked".into()))?
     }
 
     /// Adds job `name` of `job_type` on `processor` with `patch`'s fields, validated against

@@ -419,7 +419,7 @@ impl Ops {
     /// Adds a job of `job_type` on `processor` with `patch`'s fields, validated against the
     /// whole catalog.
     pub fn add_job(
-        &mut self,
+        &self,
         name: &str,
         job_type: JobType,
         processor: &str,
@@ -442,7 +442,7 @@ impl Ops {
     }
 
     /// Changes the fields `patch` names; writes nothing when they already hold those values.
-    pub fn edit_job(&mut self, name: &str, patch: &JobPatch) -> Result<Saved, OpError> {
+    pub fn edit_job(&self, name: &str, patch: &JobPatch) -> Result<Saved, OpError> {
         let mut file = self
             .catalog
             .export()
@@ -463,7 +463,7 @@ impl Ops {
     /// Validates `job` within the whole catalog (so references resolve) and stores it, unless
     /// it equals `old`.
     fn save(
-        &mut self,
+        &self,
         file: &mut CatalogFile,
         name: &str,
         job: JobDef,
@@ -498,7 +498,7 @@ impl Ops {
     }
 
     /// Enables or disables a job; unchanged when it already is.
-    pub fn set_job_enabled(&mut self, name: &str, enabled: bool) -> Result<Change, OpError> {
+    pub fn set_job_enabled(&self, name: &str, enabled: bool) -> Result<Change, OpError> {
         let job = self
             .catalog
             .job(name)
@@ -518,7 +518,7 @@ impl Ops {
     }
 
     /// Removes a job and its history; refused while one of its runs executes.
-    pub fn remove_job(&mut self, name: &str) -> Result<(), OpError> {
+    pub fn remove_job(&self, name: &str) -> Result<(), OpError> {
         let actor = self.caller.actor.clone();
         let doing = format!("removing job `{name}`");
         self.catalog
@@ -527,7 +527,7 @@ impl Ops {
     }
 
     /// Pins a job on the caller's node (or removes the pin).
-    pub fn pin_job(&mut self, name: &str, pin: Option<Pin>) -> Result<ActivationView, OpError> {
+    pub fn pin_job(&self, name: &str, pin: Option<Pin>) -> Result<ActivationView, OpError> {
         let (actor, node) = (self.caller.actor.clone(), self.caller.node.clone());
         let doing = format!("pinning job `{name}`");
         self.catalog
@@ -538,7 +538,7 @@ impl Ops {
 
     /// Queues a run of `name` now with `params` (a JSON object); returns the run id.
     pub fn trigger(
-        &mut self,
+        &self,
         name: &str,
         params: Option<&Json>,
         start_within_ms: Option<i64>,

@@ -25,6 +25,7 @@ pub mod stats;
 pub mod view;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use chrono_tz::Tz;
 
@@ -44,14 +45,18 @@ pub struct Caller {
     pub node: String,
 }
 
-/// An open catalog and the context of the operations on it.
+/// An open catalog and the context of the operations on it. Cheap to clone: clones share the
+/// catalog handle (SQLite's write connection behind its lock, the read pool, PostgreSQL's
+/// connection thread), so a face that serves many users clones it per request and sets who
+/// asks on its clone; operations of different clones run at once.
+#[derive(Clone)]
 pub struct Ops {
-    catalog: Catalog,
+    catalog: Arc<Shared>,
     data_dir: std::path::PathBuf,
     caller: Caller,
     tz: Tz,
-    functions: Option<BTreeSet<String>>,
-    executors: BTreeSet<String>,
+    functions: Option<Arc<BTreeSet<String>>>,
+    executors: Arc<BTreeSet<String>>,
     /// Passwords verified lately (Basic auth costs argon2 once a while, not per request).
     verified: std::sync::Arc<accounts::VerifiedPasswords>,
 }
@@ -78,7 +83,7 @@ impl Ops {
         } else {
             None
         };
-        let mut catalog = match cfg.postgres_url() {
+        let catalog = match cfg.postgres_url() {
             Some(url) => {
                 let settings = PgSettings {
                     url: url.to_string(),
@@ -99,12 +104,12 @@ impl Ops {
             opened = Opened::Seeded;
         }
         let ops = Ops {
-            catalog,
+            catalog: Arc::new(Shared(catalog)),
             data_dir: cfg.node.data_dir.clone().into(),
             caller,
             tz: cfg.timezone(),
             functions: None,
-            executors: BTreeSet::new(),
+            executors: Default::default(),
             verified: Default::default(),
         };
         Ok((ops, opened))
@@ -113,14 +118,14 @@ impl Ops {
     /// Warn about function jobs naming a function outside `names` (the functions registered in
     /// the engine that runs this catalog).
     pub fn with_functions<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
-        self.functions = Some(names.into_iter().map(String::from).collect());
+        self.functions = Some(Arc::new(names.into_iter().map(String::from).collect()));
         self
     }
 
     /// Warn about custom jobs naming an executor outside `names` (the executors registered in
     /// the engine that runs this catalog), once its functions are known ([`Ops::with_functions`]).
     pub fn with_executors<'a>(mut self, names: impl IntoIterator<Item = &'a str>) -> Self {
-        self.executors = names.into_iter().map(String::from).collect();
+        self.executors = Arc::new(names.into_iter().map(String::from).collect());
         self
     }
 
@@ -134,7 +139,7 @@ impl Ops {
 
     /// The catalog.
     pub fn catalog(&self) -> &Catalog {
-        &self.catalog
+        &self.catalog.0
     }
 
     /// Who asks.
@@ -144,7 +149,7 @@ impl Ops {
 
     /// The catalog file was found damaged: this handle copies nothing more into it, not even
     /// when it is dropped ([`Catalog::keep_bytes`]).
-    pub fn keep_bytes(&mut self) {
+    pub fn keep_bytes(&self) {
         self.catalog.keep_bytes();
     }
 
@@ -172,7 +177,7 @@ impl Ops {
     /// Adds (`exists = false`) or changes (`exists = true`) one entry of a section, validated
     /// against the whole catalog, in one transaction with its audit row.
     fn put_entry<T: Clone + Default + 'static>(
-        &mut self,
+        &self,
         section: Section,
         name: &str,
         exists: bool,
@@ -237,9 +242,21 @@ impl Ops {
     }
 }
 
-impl Drop for Ops {
+/// The catalog the clones of an [`Ops`] share; the last one to go copies the write-ahead log
+/// into the file ([`Catalog::settle`]).
+struct Shared(Catalog);
+
+impl std::ops::Deref for Shared {
+    type Target = Catalog;
+
+    fn deref(&self) -> &Catalog {
+        &self.0
+    }
+}
+
+impl Drop for Shared {
     fn drop(&mut self) {
-        self.catalog.settle();
+        self.0.settle();
     }
 }
 

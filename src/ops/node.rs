@@ -488,7 +488,7 @@ pub struct QueueGauges {
 impl Ops {
     /// The audit row of a pause or resume of node `node` (`node.pause` / `node.resume`, with
     /// the state before and after): written even when nothing changed, as the request was made.
-    pub fn audit_pause(&mut self, node: &str, before: bool, paused: bool) -> Result<(), OpError> {
+    pub fn audit_pause(&self, node: &str, before: bool, paused: bool) -> Result<(), OpError> {
         let action = if paused { "node.pause" } else { "node.resume" };
         let detail = crate::catalog::audit_field(
             "node",

@@ -95,7 +95,7 @@ impl Ops {
     /// Adds an object (`exists = false`) or changes one (`exists = true`), validated against
     /// the whole catalog. A running node starts a writer for a new object by itself.
     pub fn put_object(
-        &mut self,
+        &self,
         name: &str,
         patch: &ObjectPatch,
         exists: bool,
@@ -114,7 +114,7 @@ impl Ops {
     }
 
     /// Removes an object; refused while a job writes it or a sql job targets it.
-    pub fn remove_object(&mut self, name: &str) -> Result<(), OpError> {
+    pub fn remove_object(&self, name: &str) -> Result<(), OpError> {
         let actor = self.caller.actor.clone();
         let doing = format!("removing object `{name}`");
         self.catalog

@@ -80,7 +80,7 @@ impl Ops {
     /// Pauses `name` of `scope` where `at` says, with `reason`; pausing again replaces who,
     /// when and why. Nothing new of it is claimed from the next claim on.
     pub fn pause(
-        &mut self,
+        &self,
         scope: PauseScope,
         name: &str,
         at: &Where,
@@ -107,7 +107,7 @@ impl Ops {
     }
 
     /// Ends the pause of `name` of `scope` where `at` says; `NotFound` when there was none.
-    pub fn resume(&mut self, scope: PauseScope, name: &str, at: &Where) -> Result<(), OpError> {
+    pub fn resume(&self, scope: PauseScope, name: &str, at: &Where) -> Result<(), OpError> {
         let actor = self.caller().actor.clone();
         let resumed = self
             .catalog

@@ -143,7 +143,7 @@ impl Ops {
     /// Adds a processor (`exists = false`) or changes one (`exists = true`), validated against
     /// the whole catalog.
     pub fn put_processor(
-        &mut self,
+        &self,
         name: &str,
         patch: &ProcessorPatch,
         exists: bool,
@@ -172,7 +172,7 @@ impl Ops {
     }
 
     /// Removes a processor; refused while jobs are assigned to it.
-    pub fn remove_processor(&mut self, name: &str) -> Result<(), OpError> {
+    pub fn remove_processor(&self, name: &str) -> Result<(), OpError> {
         let actor = self.caller.actor.clone();
         let doing = format!("removing processor `{name}`");
         self.catalog

@@ -42,7 +42,7 @@ impl Ops {
 
     /// Makes sure the job `rpc.<function>` exists (on-demand, on the `main` processor or the
     /// first one) and is pinned active on the caller's node; returns its name.
-    pub fn rpc_job(&mut self, function: &str) -> Result<String, OpError> {
+    pub fn rpc_job(&self, function: &str) -> Result<String, OpError> {
         let name = job_of(function);
         match self.job(&name) {
             Ok((view, _)) if view.activation.pinned.as_deref() == Some("active") => {

@@ -325,7 +325,7 @@ impl Ops {
 
     /// Cancels a queued run at once, or asks the node executing a running one to cancel it;
     /// a run heading a tree that has not ended is cancelled with its whole tree.
-    pub fn cancel_run(&mut self, id: i64) -> Result<Cancelled, OpError> {
+    pub fn cancel_run(&self, id: i64) -> Result<Cancelled, OpError> {
         let actor = self.caller.actor.clone();
         self.catalog
             .cancel_run(id, &actor)
@@ -335,7 +335,7 @@ impl Ops {
 
     /// Queues a new attempt of a run that failed, timed out, died, was cancelled or skipped,
     /// with the same parameters; returns the new run's id.
-    pub fn retry_run(&mut self, id: i64) -> Result<i64, OpError> {
+    pub fn retry_run(&self, id: i64) -> Result<i64, OpError> {
         let actor = self.caller.actor.clone();
         self.catalog
             .retry_run(id, &actor)

@@ -202,7 +202,6 @@ fn each_planned_job_shows_its_next_run_and_a_node_at_rest_writes_none(ws: Worksp
         // Disabled, or pinned inactive here: no next run, at once, and the value goes.
         let node = engine.node_name().to_string();
         actix_rt::task::spawn_blocking(move || {
-            let mut cat = cat;
             cat.set_job_enabled("every", false, "test").unwrap();
             assert_eq!(
                 next_of(&cat, "every"),

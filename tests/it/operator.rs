@@ -188,7 +188,7 @@ fn database_errors_name_the_file_and_what_was_being_done() {
     ws.ok(&["init"]);
     // A read-only open (as `jobs list` makes) cannot write: the storage error names the file,
     // what was being done, and what the SQLite error usually means.
-    let mut catalog = jobvisor::catalog::Catalog::open_as(
+    let catalog = jobvisor::catalog::Catalog::open_as(
         &ws.db(),
         &jobvisor::catalog::DbSettings::default(),
         jobvisor::catalog::Access::ReadOnly,

@@ -907,7 +907,7 @@ fn pg_an_import_stores_what_sqlite_stores_and_a_failed_one_nothing() {
     let file = toml_format::parse(DEFINITIONS).unwrap();
     let pg = db.catalog("cli");
     let dir = tempfile::tempdir().unwrap();
-    let mut lite = Catalog::open(&dir.path().join("c.db"), &DbSettings::default()).unwrap();
+    let lite = Catalog::open(&dir.path().join("c.db"), &DbSettings::default()).unwrap();
     // The SQLite catalog starts seeded; PostgreSQL's empty: compare what this import adds.
     let seeded = lite.export().unwrap();
     let on_pg = pg.import(&file, "test").unwrap();

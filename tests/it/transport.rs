@@ -284,7 +284,7 @@ fn a_stalled_request_body_is_answered_408_and_closed_within_the_body_timeout() {
 
 fn a_token_is_refused_from_its_expiry_on(ws: Workspace) {
     use jobvisor::model::Role;
-    let mut catalog = ws.open_catalog();
+    let catalog = ws.open_catalog();
     catalog.add_user("eve", "x", Role::Viewer, "test").unwrap();
     catalog
         .add_token("eve", "short", "hash-short", Some(5_000), "test")

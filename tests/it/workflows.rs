@@ -270,7 +270,7 @@ fn a_failure_in_links_skips_strip_and_index_but_not_headers_and_geolocate_and_re
             actor: "operator".into(),
             node: "flow".into(),
         };
-        let (mut ops, _) =
+        let (ops, _) =
             jobvisor::ops::Ops::open(&ops_cfg, jobvisor::catalog::Access::ReadWrite, caller)
                 .unwrap();
         assert_eq!(ops.retry_run(failed).unwrap(), failed, "retried in place");
