@@ -160,6 +160,10 @@ pub struct DatabaseSection {
     pub busy_timeout: u64,
     /// Read connections in the pool. Default: 4.
     pub read_pool_size: u32,
+    /// How often the node looks at the catalog for changes another process made (a CLI
+    /// command, another node on the same file), milliseconds; what this node's API, web UI or
+    /// an embedding `OpsHandle` changes is seen at once. Default: 100.
+    pub watch_interval: u64,
 }
 
 impl Default for DatabaseSection {
@@ -171,6 +175,7 @@ impl Default for DatabaseSection {
             durability: Durability::Normal,
             busy_timeout: 5000,
             read_pool_size: 4,
+            watch_interval: 100,
         }
     }
 }
@@ -539,6 +544,12 @@ impl NodeConfig {
             return Err(ConfigError::Invalid {
                 key: "database.read_pool_size",
                 reason: "must be at least 1".into(),
+            });
+        }
+        if self.database.watch_interval == 0 {
+            return Err(ConfigError::Invalid {
+                key: "database.watch_interval",
+                reason: "must be at least 1 ms".into(),
             });
         }
         if self.health.interval < 100 {

@@ -76,9 +76,14 @@ impl ApiState {
     ) -> Result<T, ApiError> {
         let mut ops = self.ops.clone();
         ops.set_actor(actor);
-        web::block(move || f(&mut ops))
+        let done = web::block(move || f(&mut ops))
             .await
-            .map_err(|_| ApiError::unavailable("the node is stopping"))?
+            .map_err(|_| ApiError::unavailable("the node is stopping"))?;
+        if done.is_ok() {
+            // The engine's next decision sees the change, not its next look at the file.
+            self.engine.catalog_changed();
+        }
+        done
     }
 }
 

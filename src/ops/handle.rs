@@ -4,8 +4,8 @@
 //! [`Engine`] runs, from async code.
 //!
 //! Like the API's, the handle has a connection to the catalog of its own (as a second process
-//! would: the engine notices changes by `data_version`), and each operation runs on the blocking
-//! pool, never on an actor's thread.
+//! would), and each operation runs on the blocking pool, never on an actor's thread; after each
+//! one the engine is told to look at the catalog at once.
 
 use super::jobs::{ActivationView, Change, JobPatch, Saved};
 use super::processors::ProcessorPatch;
@@ -20,6 +20,8 @@ use crate::runtime::Engine;
 #[derive(Clone)]
 pub struct OpsHandle {
     ops: Ops,
+    /// Told after each operation through the handle, so that it sees a change at once.
+    engine: Option<Engine>,
 }
 
 impl OpsHandle {
@@ -36,12 +38,16 @@ impl OpsHandle {
         let ops = ops
             .with_functions(engine.functions().iter().map(String::as_str))
             .with_executors(engine.executors().iter().map(String::as_str));
-        Ok(Self::from_ops(ops))
+        Ok(Self {
+            ops,
+            engine: Some(engine.clone()),
+        })
     }
 
-    /// A handle on `ops`.
+    /// A handle on `ops` (an engine running on its catalog sees its changes at its next look
+    /// at the catalog).
     pub fn from_ops(ops: Ops) -> Self {
-        Self { ops }
+        Self { ops, engine: None }
     }
 
     /// Runs `f` on the operations, on the blocking pool.
@@ -51,9 +57,13 @@ impl OpsHandle {
         F: FnOnce(&mut Ops) -> Result<T, OpError> + Send + 'static,
     {
         let mut ops = self.ops.clone();
-        actix_rt::task::spawn_blocking(move || f(&mut ops))
+        let done = actix_rt::task::spawn_blocking(move || f(&mut ops))
             .await
-            .map_err(|_| OpError::Unavailable("the operation panicked".into()))?
+            .map_err(|_| OpError::Unavailable("the operation panicked".into()))?;
+        if let Some(engine) = self.engine.as_ref().filter(|_| done.is_ok()) {
+            engine.catalog_changed();
+        }
+        done
     }
 
     /// Adds job `name` of `job_type` on `processor` with `patch`'s fields, validated against

@@ -281,6 +281,7 @@ impl EngineBuilder {
         let events = Arc::new(events::EventBus::default());
         let sched_events = events.clone();
         let (clock, tz) = (self.clock.clone(), cfg.timezone());
+        let watch_every = Duration::from_millis(cfg.database.watch_interval);
         let (sched_reader, sched_writer, reload_to) = (
             reader.clone(),
             catalog_writer.clone(),
@@ -297,6 +298,7 @@ impl EngineBuilder {
                 Some(reload_to),
             )
             .with_events(sched_events.clone())
+            .watch_every(watch_every)
         });
         let interval = Duration::from_millis(cfg.health.interval);
         let report_to = sup_addr.clone().recipient();
@@ -448,6 +450,13 @@ impl Engine {
     /// A builder with the default configuration and the built-in functions.
     pub fn builder() -> EngineBuilder {
         EngineBuilder::default()
+    }
+
+    /// Tells the engine that the catalog changed through this process (another connection
+    /// than the engine's own, such as an [`OpsHandle`](crate::ops::handle::OpsHandle)): it
+    /// looks at once instead of at its next check (`database.watch_interval`).
+    pub fn catalog_changed(&self) {
+        self.scheduler.do_send(scheduler::Look);
     }
 
     /// This node's id in the catalog.

@@ -39,10 +39,17 @@ use crate::catalog::slots::{Decided, DueJob, NextRun};
 use crate::catalog::writer::DbWriter;
 use crate::schedule::{CronCache, JobPlanner, Schedule};
 
-/// How often the catalog file is checked for edits made by other connections: it bounds how
-/// long a run queued by another process (`jobvisor jobs run`) waits before a free processor
-/// notices it. The check is one `PRAGMA data_version` read.
+/// How often the catalog file is checked for edits made by other connections by default
+/// (`database.watch_interval`): it bounds how long a run queued by another process (`jobvisor
+/// jobs run`) waits before a free processor notices it. The check is one `PRAGMA
+/// data_version` read.
 pub const WATCH_INTERVAL: Duration = Duration::from_millis(100);
+
+/// The catalog changed through this process's own application layer (the API, the web UI,
+/// an `OpsHandle`): look now rather than at the next check.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Look;
 
 /// A run_always job waiting for a run in flight looks at the catalog this often, besides the
 /// run events it receives: the run may be another node's, or its event lost to a reload.
@@ -150,6 +157,8 @@ pub struct Scheduler {
     retry_at: i64,
     paused: bool,
     watch: Option<Watch>,
+    /// How often `watch` is looked at.
+    watch_every: Duration,
     on_reload: Option<Recipient<Reload>>,
     /// The embedding application's subscribers, and the runs' parent spans.
     events: Arc<EventBus>,
@@ -187,6 +196,7 @@ impl Scheduler {
             retry_at: i64::MIN,
             paused: false,
             watch: Some(watch),
+            watch_every: WATCH_INTERVAL,
             on_reload,
             events: Arc::default(),
             crons: CronCache::default(),
@@ -196,6 +206,12 @@ impl Scheduler {
     /// Tells `events` the runs it queues, and gives their parent spans to the processors.
     pub fn with_events(mut self, events: Arc<EventBus>) -> Self {
         self.events = events;
+        self
+    }
+
+    /// Looks at the catalog for other processes' changes every `every`.
+    pub fn watch_every(mut self, every: Duration) -> Self {
+        self.watch_every = every;
         self
     }
 
@@ -544,7 +560,7 @@ impl Actor for Scheduler {
             me.do_send(QueuedElsewhere(queued.to_vec()))
         }));
         self.reload(ctx);
-        ctx.run_interval(WATCH_INTERVAL, |act, ctx| act.watch(ctx));
+        ctx.run_interval(self.watch_every, |act, ctx| act.watch(ctx));
     }
 }
 
@@ -585,6 +601,18 @@ impl Handler<Spawn> for Scheduler {
                 .spawn(msg.parent, msg.job, msg.params, now, Some(msg.actor))
                 .await
         })
+    }
+}
+
+/// After a [`Look`], the watch is looked at once more this much later: on PostgreSQL the
+/// change's notification travels on a connection of its own and may arrive just after.
+const LOOK_AGAIN: Duration = Duration::from_millis(50);
+
+impl Handler<Look> for Scheduler {
+    type Result = ();
+    fn handle(&mut self, _: Look, ctx: &mut Context<Self>) {
+        self.watch(ctx);
+        ctx.run_later(LOOK_AGAIN, |act, ctx| act.watch(ctx));
     }
 }
 

@@ -17,6 +17,7 @@ crate::on_both_backends!(
     a_job_paused_through_the_api_or_json_rpc_waits_queued_until_resumed,
     a_run_not_started_within_its_jobs_deadline_ends_expired_not_failed,
     an_aging_run_overtakes_a_stream_of_more_important_work_within_its_bound,
+    a_schedule_changed_through_the_api_is_seen_at_once_and_by_another_process_at_the_next_look,
 );
 
 /// A node on a fresh catalog with only the test's jobs active, and its admin token.
@@ -29,6 +30,74 @@ fn node(ws: Workspace) -> (Workspace, Node, String) {
         .clone()
         .expect("a first start prints an admin token");
     (ws, node, token)
+}
+
+/// With `database.watch_interval` at a minute, a job whose schedule the CLI (another process)
+/// changed to every second has not run 2.5 s later: the node looks at the catalog only every
+/// minute. One changed the same way through the API has its first run within 3 s: the node was
+/// told at once (and loads the CLI's change with it).
+fn a_schedule_changed_through_the_api_is_seen_at_once_and_by_another_process_at_the_next_look(
+    ws: Workspace,
+) {
+    ws.ok(&["init"]);
+    ws.disable_seeded_jobs();
+    let never = "[job.by_cli]\ntype = \"function\"\nprocessor = \"main\"\ncron = \"0 0 1 1 *\"\n\
+        payload = { function = \"debug.noop\" }\n\n[job.by_api]\ntype = \"function\"\n\
+        processor = \"main\"\ncron = \"0 0 1 1 *\"\npayload = { function = \"debug.noop\" }\n";
+    ws.set_node_env("JOBVISOR__DATABASE__WATCH_INTERVAL", "60000");
+    let (node, t) = node_with(&ws, never);
+    let base = node.api.as_str();
+    let succeeded = |job: &str| {
+        let path = format!("/api/v1/runs?job={job}&status=succeeded");
+        ok(api(base, Some(&t), "GET", &path, None), 200)
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    // Both jobs planned: the node's start-up and policy loads are behind it.
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    ws.ok(&["jobs", "edit", "by_cli", "--cron", "* * * * * *"]);
+    std::thread::sleep(std::time::Duration::from_millis(2500));
+    assert_eq!(
+        succeeded("by_cli"),
+        0,
+        "the node looked before its interval"
+    );
+    let changed = std::time::Instant::now();
+    ok(
+        api(
+            base,
+            Some(&t),
+            "PATCH",
+            "/api/v1/jobs/by_api",
+            Some(&json!({"cron": "* * * * * *"})),
+        ),
+        200,
+    );
+    let first = wait_for(10.0, "a run of the job changed through the API", || {
+        (succeeded("by_api") > 0).then(|| changed.elapsed())
+    });
+    assert!(
+        first <= std::time::Duration::from_secs(3),
+        "its first run came {first:?} after the API changed it"
+    );
+    wait_for(
+        3.0,
+        "the CLI's change, loaded with the API's, to run",
+        || (succeeded("by_cli") > 0).then_some(()),
+    );
+    assert_eq!(node.stop(), Some(0));
+}
+
+/// Imports the job.conf text `conf`, then starts node `n1` and answers it with its admin token.
+fn node_with(ws: &Workspace, conf: &str) -> (Node, String) {
+    let file = ws.write("test.conf", conf);
+    ws.ok(&["import", &file.display().to_string()]);
+    let node = ws.start_node("n1");
+    let token = node
+        .token
+        .clone()
+        .expect("a first start prints an admin token");
+    (node, token)
 }
 
 /// Queues a run of `job` through the API; its id.
@@ -1117,8 +1186,8 @@ fn an_aging_run_overtakes_a_stream_of_more_important_work_within_its_bound(ws: W
     ws.ok(&["init"]);
     ws.disable_seeded_jobs();
     ws.set_node_env("JOBVISOR__NODE__HEARTBEAT_INTERVAL", "200");
-    let file = ws.write(
-        "aging.conf",
+    let (node, t) = node_with(
+        &ws,
         "[processor.one]\ninstances = 1\nmax_instances = 1\n\n\
          [job.hot]\ntype = \"function\"\nprocessor = \"one\"\npriority = 50\n\
          overlap_policy = \"allow\"\nmax_overlap = 100000\n\
@@ -1128,12 +1197,6 @@ fn an_aging_run_overtakes_a_stream_of_more_important_work_within_its_bound(ws: W
          [job.stuck]\ntype = \"function\"\nprocessor = \"one\"\n\
          payload = { function = \"debug.noop\" }\n",
     );
-    ws.ok(&["import", &file.display().to_string()]);
-    let node = ws.start_node("n1");
-    let t = node
-        .token
-        .clone()
-        .expect("a first start prints an admin token");
     let base = node.api.as_str();
     let hot = |n: usize| {
         let runs: Vec<Value> = (0..n).map(|_| json!({})).collect();
