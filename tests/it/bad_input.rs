@@ -138,6 +138,7 @@ const CONFIGS: &[(&str, &str)] = &[
     ("bad_log_filter", "[log]\nlevel = \"info,[[[\"\n"),
     ("bad_durability", "[database]\ndurability = \"paranoid\"\n"),
     ("pool_zero", "[database]\nread_pool_size = 0\n"),
+    ("watch_zero", "[database]\nwatch_interval = 0\n"),
     ("interval_10", "[health]\ninterval = 10\n"),
     ("toml_syntax", "[node\nname = \"x\"\n"),
 ];
@@ -722,6 +723,11 @@ const CASES: &[Case] = &[
     case(
         "config: read_pool_size 0",
         &["--config", "{c:pool_zero}", "jobs", "list"],
+        78,
+    ),
+    case(
+        "config: watch_interval 0",
+        &["--config", "{c:watch_zero}", "jobs", "list"],
         78,
     ),
     case(
