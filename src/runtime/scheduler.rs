@@ -466,16 +466,7 @@ impl Scheduler {
             let changed = self.next_run_changes(&replanned, now);
             self.write_next_runs(changed, ctx);
         }
-        let mut woken: HashMap<i64, i64> = HashMap::new();
-        for (pid, priority) in decided.fired {
-            let top = woken.entry(pid).or_insert(priority);
-            *top = (*top).max(priority);
-        }
-        for (pid, priority) in woken {
-            if let Some(p) = self.processors.get(&pid) {
-                p.do_send(Enqueued { priority });
-            }
-        }
+        wake_processors(&self.processors, decided.fired);
     }
 
     /// When an entry wants a poll: its planner's wake-up, or for a run_always job held back by
@@ -532,6 +523,25 @@ impl Scheduler {
                 r.do_send(Reload);
             }
             self.reload(ctx);
+        }
+    }
+}
+
+/// Tells each processor of `queued` runs (processor id, priority) how many it got and the
+/// highest priority among them.
+fn wake_processors(
+    processors: &HashMap<i64, Addr<Processor>>,
+    queued: impl IntoIterator<Item = (i64, i64)>,
+) {
+    let mut woken: HashMap<i64, Enqueued> = HashMap::new();
+    for (pid, priority) in queued {
+        let e = woken.entry(pid).or_insert(Enqueued { priority, runs: 0 });
+        e.priority = e.priority.max(priority);
+        e.runs += 1;
+    }
+    for (pid, enqueued) in woken {
+        if let Some(p) = processors.get(&pid) {
+            p.do_send(enqueued);
         }
     }
 }
@@ -619,16 +629,8 @@ impl Handler<Look> for Scheduler {
 impl Handler<QueuedElsewhere> for Scheduler {
     type Result = ();
     fn handle(&mut self, msg: QueuedElsewhere, _: &mut Context<Self>) {
-        let mut woken: HashMap<i64, i64> = HashMap::new();
-        for q in msg.0 {
-            let top = woken.entry(q.processor_id).or_insert(q.priority);
-            *top = (*top).max(q.priority);
-        }
-        for (pid, priority) in woken {
-            if let Some(p) = self.processors.get(&pid) {
-                p.do_send(Enqueued { priority });
-            }
-        }
+        let queued = msg.0.iter().map(|q| (q.processor_id, q.priority));
+        wake_processors(&self.processors, queued);
     }
 }
 
@@ -717,6 +719,7 @@ impl Handler<Trigger> for Scheduler {
             if let Some(p) = act.processors.get(&queued.processor_id) {
                 p.do_send(Enqueued {
                     priority: queued.priority,
+                    runs: queued.run_ids.len(),
                 });
             }
             Ok(queued.run_ids)

@@ -53,6 +53,8 @@ pub struct Wake;
 pub struct Enqueued {
     /// The highest priority among the runs queued.
     pub priority: i64,
+    /// How many runs were queued.
+    pub runs: usize,
 }
 
 /// Stop (true) or resume (false) claiming.
@@ -274,9 +276,11 @@ pub struct Processor {
     restarts: u32,
     last_error: Option<String>,
     requeue_pending: bool,
-    /// Runs were queued that come before the buffered ones: claim without waiting for the
-    /// buffer to run low.
-    urgent: bool,
+    /// How many runs were queued that come before the buffered ones: claimed without waiting
+    /// for the buffer to run low.
+    urgent: usize,
+    /// A claim of such runs is in flight beside the batch's.
+    claiming_urgent: bool,
     /// A pump is due after `RETRY_START`.
     retry_armed: bool,
     /// Runs were given back to an idle node: claim nothing until an instance is free (or the
@@ -337,7 +341,8 @@ impl Processor {
             restarts: 0,
             last_error: None,
             requeue_pending: false,
-            urgent: false,
+            urgent: 0,
+            claiming_urgent: false,
             retry_armed: false,
             gave_back: false,
             hold_armed: false,
@@ -404,6 +409,12 @@ impl Processor {
         }
         if self.claiming {
             self.wake_again = true;
+            // Runs that come before the buffered ones were queued while a claim is in flight
+            // (behind the writer's batch of completions): claim them beside it, not after it.
+            if self.urgent > 0 && !self.claiming_urgent && !self.gave_back {
+                let urgent = std::mem::take(&mut self.urgent);
+                self.claim(urgent.min(MAX_BATCH), true, ctx);
+            }
             return;
         }
         if self.gave_back {
@@ -412,18 +423,27 @@ impl Processor {
             }
             self.gave_back = false;
         }
-        let mut limit = self
+        // Every run queued before the buffered ones is claimed now, with the batch if one is
+        // due (a claim takes the highest priorities first).
+        let limit = self
             .sizer
-            .poll_claim(self.local.len(), self.free(), self.cfg.instances);
-        if limit == 0 && std::mem::take(&mut self.urgent) {
-            limit = 1;
-        }
+            .poll_claim(self.local.len(), self.free(), self.cfg.instances)
+            .max(std::mem::take(&mut self.urgent).min(MAX_BATCH));
         if limit == 0 {
             return;
         }
-        self.urgent = false;
-        self.claiming = true;
         self.wake_again = false;
+        self.claim(limit, false, ctx);
+    }
+
+    /// Claims up to `limit` runs through the writer: the batch (`urgent = false`; one at a
+    /// time), or beside it the runs that come before the buffered ones (`urgent`).
+    fn claim(&mut self, limit: usize, urgent: bool, ctx: &mut Context<Self>) {
+        if urgent {
+            self.claiming_urgent = true;
+        } else {
+            self.claiming = true;
+        }
         let (pid, node, lease, paused) = (
             self.cfg.processor_id,
             self.cfg.node_id,
@@ -448,7 +468,7 @@ impl Processor {
         ctx.spawn(
             claim
                 .into_actor(self)
-                .map(move |result, act, ctx| act.on_claimed(result, limit, ctx)),
+                .map(move |result, act, ctx| act.on_claimed(result, limit, urgent, ctx)),
         );
     }
 
@@ -456,9 +476,14 @@ impl Processor {
         &mut self,
         result: Result<Claim, CatalogError>,
         limit: usize,
+        urgent: bool,
         ctx: &mut Context<Self>,
     ) {
-        self.claiming = false;
+        if urgent {
+            self.claiming_urgent = false;
+        } else {
+            self.claiming = false;
+        }
         if self.fenced {
             // Claimed before the name was lost: another node has these runs now.
             return;
@@ -503,7 +528,7 @@ impl Processor {
         self.claim_failures = 0;
         crate::metrics::claimed(claim.runs.len());
         let full = claim.runs.len() == limit;
-        if !full {
+        if !full && !urgent {
             self.sizer.handle_short_claim();
         }
         self.buffer(claim.runs);
@@ -727,9 +752,9 @@ impl Handler<Enqueued> for Processor {
         if self
             .local
             .back()
-            .is_some_and(|buffered| buffered.priority < msg.priority)
+            .is_none_or(|buffered| buffered.priority < msg.priority)
         {
-            self.urgent = true;
+            self.urgent += msg.runs.max(1);
         }
         self.pump(ctx);
     }
