@@ -156,6 +156,11 @@ pub const MIGRATIONS: &[Migration] = &[
         name: "0027_priority_aging.sql",
         sql: include_str!("../../migrations/0027_priority_aging.sql"),
     },
+    Migration {
+        version: 28,
+        name: "0028_start_by_index.sql",
+        sql: include_str!("../../migrations/0028_start_by_index.sql"),
+    },
 ];
 
 const CREATE_HISTORY: &str = "CREATE TABLE IF NOT EXISTS schema_migration (

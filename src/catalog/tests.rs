@@ -397,7 +397,7 @@ mod queue_verbs {
     use crate::catalog::complete::{Completion, Outcome, Recorded};
     use crate::catalog::node;
     use crate::catalog::queue::{self, NewRun};
-    use crate::catalog::{loads, upkeep};
+    use crate::catalog::{complete, loads, upkeep, waiting};
 
     const TWO_ON_ONE_OBJECT: &str = r#"
 [processor.p]
@@ -788,6 +788,60 @@ payload = { function = "f" }
                 "steps of two claims of {limit}: {a} with {small} queued runs, {b} with {large}"
             );
         }
+    }
+
+    /// The sweep of overdue queued runs leaves its index of deadlines to the runs that may
+    /// still need one: a run that ended loses its deadline once it passed, a queued run past
+    /// it ends `expired` (and loses it too), a claimed run keeps it (it may go back to the
+    /// queue), and no claim or completion writes the index.
+    #[test]
+    fn the_sweep_of_deadlines_forgets_the_runs_that_ended() {
+        let (_dir, mut catalog, node, pid) = setup();
+        let free = catalog.job("free").unwrap().id;
+        let conn: &Connection = catalog.writer();
+        let [ended, claimed, queued] = [(); 3].map(|_| enqueue(conn, free, pid, 0, None).unwrap());
+        waiting::set_start_within(conn, &[ended, claimed, queued], 0, Some(100)).unwrap();
+        let indexed = || -> i64 {
+            conn.query_row(
+                "SELECT count(*) FROM job_run INDEXED BY job_run_start_by_idx
+                 WHERE start_by IS NOT NULL",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap()
+        };
+        let first = queue::claim(conn, pid, node, 1, 1, 1000, 1, false).unwrap();
+        assert_eq!(first.runs[0].run_id, ended);
+        assert_eq!(first.runs[0].start_by, Some(100));
+        let done = Completion {
+            run_id: ended,
+            job_id: free,
+            claim_token: first.runs[0].claim_token,
+            outcome: Outcome::Succeeded(serde_json::json!({})),
+            log: None,
+            started_at: Some(2),
+            finished_at: 3,
+            retry_at: None,
+        };
+        complete::complete_all(conn, node, &[done]).unwrap();
+        let second = queue::claim(conn, pid, node, 1, 4, 1000, 2, false).unwrap();
+        assert_eq!(second.runs[0].run_id, claimed);
+        // Before the deadline nothing changes.
+        assert!(waiting::expire_overdue(conn, 50).unwrap().is_empty());
+        assert_eq!(indexed(), 3);
+        assert_eq!(waiting::expire_overdue(conn, 200).unwrap(), ["free"]);
+        let start_by = |run: i64| -> (String, Option<i64>) {
+            conn.query_row(
+                "SELECT status, start_by FROM job_run WHERE run_id = ?1",
+                [run],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap()
+        };
+        assert_eq!(start_by(ended), ("succeeded".into(), None));
+        assert_eq!(start_by(claimed), ("claimed".into(), Some(100)));
+        assert_eq!(start_by(queued), ("expired".into(), None));
+        assert_eq!(indexed(), 1);
     }
 
     /// A job at its overlap cap does not hold back the runs queued just behind its backlog: a

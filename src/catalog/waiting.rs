@@ -40,8 +40,21 @@ pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogE
         };
     }
     const EXPIRE: Query = Query::each(expire!("INDEXED BY job_run_start_by_idx"), expire!(""));
+    // A run that ended needs its deadline no more. SQLite's index of deadlines leaves `status`
+    // out of its predicate (so that claims and completions never touch it): without this its
+    // entries of ended runs would pile up for the scan above. PostgreSQL's keeps `status` in
+    // it: nothing to clear there.
+    const FORGET_ENDED: Query = Query::each(
+        "UPDATE job_run SET start_by = NULL
+         WHERE run_id IN (
+             SELECT r.run_id FROM job_run r INDEXED BY job_run_start_by_idx
+             WHERE r.start_by IS NOT NULL AND r.start_by < ?1
+               AND r.status <> 'queued' AND r.status <> 'claimed' AND r.status <> 'running')",
+        "UPDATE job_run SET start_by = NULL WHERE false AND start_by < $1",
+    );
     const NAME: Query = Query::same("SELECT job_name FROM job WHERE job_id = ?1");
     let jobs = c.rows(&EXPIRE, &[now.into()], |r| r.int(0))?;
+    c.exec(&FORGET_ENDED, &[now.into()])?;
     let mut names = Vec::with_capacity(jobs.len());
     for job_id in jobs {
         names.extend(c.row(&NAME, &[job_id.into()], |r| r.text(0))?);

@@ -647,12 +647,15 @@ impl Processor {
     /// Looks at the buffer once its oldest run has waited [`HOLD_WHILE_BUSY_MS`] (one such
     /// timer at a time).
     fn arm_hold_check(&mut self, ctx: &mut Context<Self>) {
+        // The flag first: every pump calls this, and the scan for the oldest run walks the
+        // whole buffer (prefetch fills it with hundreds of runs during a drain).
+        if self.hold_armed {
+            return;
+        }
         let Some(oldest) = self.local.iter().map(|r| r.started_at).min() else {
             return;
         };
-        if std::mem::replace(&mut self.hold_armed, true) {
-            return;
-        }
+        self.hold_armed = true;
         let due = oldest + HOLD_WHILE_BUSY_MS - self.now();
         ctx.run_later(Duration::from_millis(due.max(1) as u64), |act, ctx| {
             act.hold_armed = false;
