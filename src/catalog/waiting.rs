@@ -9,37 +9,76 @@
 use super::CatalogError;
 use super::sql::{Query, Sql};
 
+// SQLite is told which index finds the runs with a deadline of their own, and to find the
+// queued runs of the jobs with a `start_within` from those jobs (left to itself, it scans
+// the whole queue at every sweep); PostgreSQL's planner finds both ways by itself.
+macro_rules! expire {
+    ($hint:literal, $join:literal) => {
+        concat!(
+            "UPDATE job_run SET status = 'expired', finished_at = ?1,
+                error = 'not started by its deadline (' || (?1 - coalesce(start_by, run_after +
+                    (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
+                    || ' ms late): still queued'
+             WHERE run_id IN (
+                 SELECT r.run_id FROM job_run r ",
+            $hint,
+            "
+                 WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < ?1
+                   AND r.pid IS NULL
+                 UNION ALL
+                 SELECT r.run_id FROM job j ",
+            $join,
+            "
+                     ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+                 WHERE j.start_within IS NOT NULL AND r.status = 'queued'
+                   AND r.start_by IS NULL AND r.pid IS NULL
+                   AND r.run_after + j.start_within < ?1)
+             RETURNING job_id"
+        )
+    };
+}
+const EXPIRE: Query = Query::each(
+    expire!(
+        "INDEXED BY job_run_start_by_idx",
+        "CROSS JOIN job_run r INDEXED BY job_run_queue_idx"
+    ),
+    expire!("", "JOIN job_run r"),
+);
+
+// The smaller of two values is `min` in SQLite, `LEAST` in PostgreSQL; SQLite is told to
+// find the queued runs from the jobs that age (left to itself, it scans the whole queue at
+// every sweep).
+macro_rules! age {
+    ($least:literal, $join:literal) => {
+        concat!(
+            "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
+                priority = coalesce(aged_from, priority) + ",
+            $least,
+            "(?2, (?1 - run_after) /
+                    (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
+             WHERE run_id IN (
+                 SELECT r.run_id FROM job j ",
+            $join,
+            "
+                     ON r.processor_id = j.processor_id AND r.job_id = j.job_id
+                 WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= ?1
+                   AND coalesce(r.aged_from, r.priority) + ",
+            $least,
+            "(?2, (?1 - r.run_after) / j.aging)
+                       > r.priority)"
+        )
+    };
+}
+const AGE: Query = Query::each(
+    age!("min", "CROSS JOIN job_run r INDEXED BY job_run_queue_idx"),
+    age!("LEAST", "JOIN job_run r"),
+);
+
 /// Ends `expired` the queued runs past their deadline that no claim took (their processor
 /// paused, or running on no node): runs with a `start_by` of their own, and runs of jobs with
 /// a `start_within`. A run in a tree is left to its processor, which records its end through
 /// its tree. Returns the expired runs' jobs' names, a name per run.
 pub fn expire_overdue(mut c: impl Sql, now: i64) -> Result<Vec<String>, CatalogError> {
-    // SQLite is told which index finds the runs with a deadline of their own; PostgreSQL's
-    // planner takes that partial index by itself.
-    macro_rules! expire {
-        ($hint:literal) => {
-            concat!(
-                "UPDATE job_run SET status = 'expired', finished_at = ?1,
-                    error = 'not started by its deadline (' || (?1 - coalesce(start_by, run_after +
-                        (SELECT j.start_within FROM job j WHERE j.job_id = job_run.job_id)))
-                        || ' ms late): still queued'
-                 WHERE run_id IN (
-                     SELECT r.run_id FROM job_run r ",
-                $hint,
-                "
-                     WHERE r.status = 'queued' AND r.start_by IS NOT NULL AND r.start_by < ?1
-                       AND r.pid IS NULL
-                     UNION ALL
-                     SELECT r.run_id FROM job j JOIN job_run r
-                         ON r.processor_id = j.processor_id AND r.job_id = j.job_id
-                     WHERE j.start_within IS NOT NULL AND r.status = 'queued'
-                       AND r.start_by IS NULL AND r.pid IS NULL
-                       AND r.run_after + j.start_within < ?1)
-                 RETURNING job_id"
-            )
-        };
-    }
-    const EXPIRE: Query = Query::each(expire!("INDEXED BY job_run_start_by_idx"), expire!(""));
     // A run that ended needs its deadline no more. SQLite's index of deadlines leaves `status`
     // out of its predicate (so that claims and completions never touch it): without this its
     // entries of ended runs would pile up for the scan above. PostgreSQL's keeps `status` in
@@ -87,26 +126,39 @@ pub fn set_start_within(
 /// runs moved up.
 pub fn age_queued(mut c: impl Sql, now: i64) -> Result<usize, CatalogError> {
     // The queue index finds a job's queued runs by its processor; `aged_from` is set once.
-    // The smaller of two values is `min` in SQLite, `LEAST` in PostgreSQL.
-    macro_rules! age {
-        ($least:literal) => {
-            concat!(
-                "UPDATE job_run SET aged_from = coalesce(aged_from, priority),
-                    priority = coalesce(aged_from, priority) + ",
-                $least,
-                "(?2, (?1 - run_after) /
-                        (SELECT j.aging FROM job j WHERE j.job_id = job_run.job_id))
-                 WHERE run_id IN (
-                     SELECT r.run_id FROM job j JOIN job_run r
-                         ON r.processor_id = j.processor_id AND r.job_id = j.job_id
-                     WHERE j.aging IS NOT NULL AND r.status = 'queued' AND r.run_after <= ?1
-                       AND coalesce(r.aged_from, r.priority) + ",
-                $least,
-                "(?2, (?1 - r.run_after) / j.aging)
-                           > r.priority)"
-            )
-        };
-    }
-    const AGE: Query = Query::each(age!("min"), age!("LEAST"));
     c.exec(&AGE, &[now.into(), crate::jobconf::MAX_AGING_BOOST.into()])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::catalog::{Catalog, DbSettings};
+
+    /// SQLite reaches the queued runs of the jobs that age or have a `start_within` from those
+    /// jobs, through the queue index: a sweep never walks the whole queue.
+    #[test]
+    fn the_sweeps_find_queued_runs_from_their_jobs_not_by_scanning_the_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut catalog = Catalog::open(&dir.path().join("c.db"), &DbSettings::default()).unwrap();
+        let conn = catalog.writer();
+        for (q, params) in [(&AGE, 2), (&EXPIRE, 1)] {
+            let mut stmt = conn
+                .prepare(&format!("EXPLAIN QUERY PLAN {}", q.sqlite))
+                .unwrap();
+            let values = vec![0i64; params];
+            let plan: Vec<String> = stmt
+                .query_map(rusqlite::params_from_iter(values), |r| {
+                    r.get::<_, String>(3)
+                })
+                .unwrap()
+                .map(Result::unwrap)
+                .collect();
+            assert!(
+                plan.iter()
+                    .any(|p| p.contains("SEARCH r USING INDEX job_run_queue_idx (processor_id=?)")),
+                "{plan:#?}"
+            );
+            assert!(!plan.iter().any(|p| p.starts_with("SCAN r")), "{plan:#?}");
+        }
+    }
 }
