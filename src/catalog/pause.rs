@@ -87,6 +87,7 @@ const PAUSED_FOR_CLAIM: Query = Query::same(
        JOIN job j ON j.job_group_id = g.job_group_id
      WHERE p.scope = 'group'",
 );
+const ANY_PAUSE: Query = Query::same("SELECT 1 FROM pause LIMIT 1");
 const PAUSE: Query = Query::same(
     "INSERT INTO pause (scope, target, node_name, paused_by, paused_at, reason)
      VALUES (?1, ?2, ?3, ?4, ?5, ?6)
@@ -124,6 +125,11 @@ pub fn paused_for_claim(
     processor_id: i64,
     node_id: i64,
 ) -> Result<Paused, CatalogError> {
+    // Most catalogs hold no pause: one look at the empty table spares each claim the
+    // three-part question.
+    if c.row(&ANY_PAUSE, &[], |r| r.int(0))?.is_none() {
+        return Ok(Paused::default());
+    }
     let ids = c.rows(
         &PAUSED_FOR_CLAIM,
         &[processor_id.into(), node_id.into()],
