@@ -412,8 +412,8 @@ impl Processor {
             // Runs that come before the buffered ones were queued while a claim is in flight
             // (behind the writer's batch of completions): claim them beside it, not after it.
             if self.urgent > 0 && !self.claiming_urgent && !self.gave_back {
-                let urgent = std::mem::take(&mut self.urgent);
-                self.claim(urgent.min(MAX_BATCH), true, ctx);
+                let urgent = self.take_urgent();
+                self.claim(urgent, true, ctx);
             }
             return;
         }
@@ -428,12 +428,21 @@ impl Processor {
         let limit = self
             .sizer
             .poll_claim(self.local.len(), self.free(), self.cfg.instances)
-            .max(std::mem::take(&mut self.urgent).min(MAX_BATCH));
+            .max(self.take_urgent());
         if limit == 0 {
             return;
         }
         self.wake_again = false;
         self.claim(limit, false, ctx);
+    }
+
+    /// How many of the runs queued before the buffered ones to claim now: no more than would
+    /// start before the buffered runs do (the instances, or the buffer's length if longer), so
+    /// that a node told of runs queued across the fleet does not take more than it can start
+    /// soon; the rest come with later claims.
+    fn take_urgent(&mut self) -> usize {
+        let soon = self.cfg.instances.max(self.local.len()).max(1);
+        std::mem::take(&mut self.urgent).min(soon).min(MAX_BATCH)
     }
 
     /// Claims up to `limit` runs through the writer: the batch (`urgent = false`; one at a
