@@ -67,7 +67,11 @@ impl Ops {
                     description: Some(format!("calls of `{function}` over /rpc")),
                     ..JobPatch::default()
                 };
-                self.add_job(&name, JobType::Function, &processor, &patch)?;
+                match self.add_job(&name, JobType::Function, &processor, &patch) {
+                    // A concurrent call (a batch's, another request's) added it first.
+                    Ok(_) | Err(OpError::Conflict(_)) => {}
+                    Err(e) => return Err(e),
+                }
             }
             Err(e) => return Err(e),
         }
