@@ -8,8 +8,10 @@
 //! its claim token; after `Drain` it claims nothing, claimed runs not yet started go back to the
 //! queue at once, and runs still executing at the grace deadline are cancelled and returned too.
 //!
-//! This file is the claim loop (claim, buffer, requeue, the timer, the messages and their
-//! handlers); `execution.rs` starts, times out and records the runs it claimed.
+//! This file is the loop (the pump, the timer, the messages and their handlers);
+//! `claiming.rs` claims runs and keeps the buffer of those not yet started, `returning.rs`
+//! returns claimed runs that did not start (a claim's lease, busy instances, an idle node's
+//! request, a shutdown), `execution.rs` starts, times out and records the runs it claimed.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -21,15 +23,15 @@ use tokio::sync::{oneshot, watch};
 
 use super::events::EventBus;
 use super::tenure::Tenure;
-use crate::catalog::CatalogError;
 use crate::catalog::complete::{Completion, Outcome};
-use crate::catalog::queue::{Claim, ClaimedRun, RunStart};
-use crate::catalog::verbs::ClaimRequest;
+use crate::catalog::queue::{ClaimedRun, RunStart};
 use crate::catalog::writer::DbWriter;
 use crate::executor::ExecEnv;
 use crate::lease::ClaimSizer;
 
+mod claiming;
 mod execution;
+mod returning;
 
 use execution::FailureLog;
 
@@ -436,123 +438,6 @@ impl Processor {
         self.claim(limit, false, ctx);
     }
 
-    /// How many of the runs queued before the buffered ones to claim now: no more than would
-    /// start before the buffered runs do (the instances, or the buffer's length if longer), so
-    /// that a node told of runs queued across the fleet does not take more than it can start
-    /// soon; the rest come with later claims.
-    fn take_urgent(&mut self) -> usize {
-        let soon = self.cfg.instances.max(self.local.len()).max(1);
-        std::mem::take(&mut self.urgent).min(soon).min(MAX_BATCH)
-    }
-
-    /// Claims up to `limit` runs through the writer: the batch (`urgent = false`; one at a
-    /// time), or beside it the runs that come before the buffered ones (`urgent`).
-    fn claim(&mut self, limit: usize, urgent: bool, ctx: &mut Context<Self>) {
-        if urgent {
-            self.claiming_urgent = true;
-        } else {
-            self.claiming = true;
-        }
-        let (pid, node, lease, paused) = (
-            self.cfg.processor_id,
-            self.cfg.node_id,
-            self.cfg.lease_ms,
-            self.writes_paused,
-        );
-        let now = self.now();
-        let (writer, fence) = (self.writer.clone(), self.cfg.tenure.lease());
-        let claim = async move {
-            writer
-                .claim(ClaimRequest {
-                    fence,
-                    processor_id: pid,
-                    node_id: node,
-                    limit,
-                    now,
-                    lease_ms: lease,
-                    writes_paused: paused,
-                })
-                .await
-        };
-        ctx.spawn(
-            claim
-                .into_actor(self)
-                .map(move |result, act, ctx| act.on_claimed(result, limit, urgent, ctx)),
-        );
-    }
-
-    fn on_claimed(
-        &mut self,
-        result: Result<Claim, CatalogError>,
-        limit: usize,
-        urgent: bool,
-        ctx: &mut Context<Self>,
-    ) {
-        if urgent {
-            self.claiming_urgent = false;
-        } else {
-            self.claiming = false;
-        }
-        if self.fenced {
-            // Claimed before the name was lost: another node has these runs now.
-            return;
-        }
-        let claim = match result {
-            Ok(claim) => claim,
-            Err(CatalogError::Fenced { .. }) => {
-                // The supervisor's next heartbeat stops the node; claim nothing meanwhile.
-                tracing::error!(processor = %self.cfg.name, "claim refused: the node name was taken by another process");
-                self.cfg.tenure.lose();
-                return;
-            }
-            Err(e) if e.is_damaged() => {
-                // The fatal alarm said it once and the node stops: claim nothing more.
-                tracing::debug!(processor = %self.cfg.name, "claim failed, the catalog is damaged: {e}");
-                return;
-            }
-            Err(e) if e.is_disk_full() => {
-                // The Supervisor heard it from the writer: it says so once and pauses writes,
-                // after which only maintenance runs are claimed. Try again quietly meanwhile.
-                tracing::debug!(processor = %self.cfg.name, "claim failed, the disk is full: {e}");
-                ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
-                return;
-            }
-            Err(e) => {
-                self.claim_failures += 1;
-                tracing::error!(processor = %self.cfg.name, failures = self.claim_failures, "claim failed: {e}");
-                if self.claim_failures >= CLAIM_FAILURES_BEFORE_RESTART
-                    && self.running.is_empty()
-                    && self.unrecorded.is_empty()
-                {
-                    // Something is wrong beyond one transaction: stop, and let the supervisor
-                    // restart this processor with backoff.
-                    self.last_error = Some(e.to_string());
-                    ctx.stop();
-                    return;
-                }
-                ctx.run_later(Duration::from_secs(1), |act, ctx| act.pump(ctx));
-                return;
-            }
-        };
-        self.claim_failures = 0;
-        crate::metrics::claimed(claim.runs.len());
-        let full = claim.runs.len() == limit;
-        if !full && !urgent {
-            self.sizer.handle_short_claim();
-        }
-        self.buffer(claim.runs);
-        if self.draining {
-            self.requeue_local(ctx);
-            return;
-        }
-        if let Some(at) = claim.next_due {
-            self.arm(at, ctx);
-        }
-        if full || self.wake_again || !self.local.is_empty() {
-            self.pump(ctx);
-        }
-    }
-
     /// Pumps again after `RETRY_START` (one such timer at a time).
     fn retry_later(&mut self, ctx: &mut Context<Self>) {
         if std::mem::replace(&mut self.retry_armed, true) {
@@ -562,140 +447,6 @@ impl Processor {
             act.retry_armed = false;
             act.pump(ctx);
         });
-    }
-
-    /// Adds claimed runs to the buffer in claim order: by priority (a later claim's urgent run
-    /// goes before buffered runs of lower priority), then as claimed.
-    fn buffer(&mut self, runs: Vec<ClaimedRun>) {
-        let jumps = runs.first().is_some_and(|first| {
-            self.local
-                .back()
-                .is_some_and(|last| last.priority < first.priority)
-        });
-        if !jumps {
-            self.local.extend(runs);
-            return;
-        }
-        let older = std::mem::take(&mut self.local);
-        let (mut a, mut b) = (older.into_iter().peekable(), runs.into_iter().peekable());
-        while let (Some(x), Some(y)) = (a.peek(), b.peek()) {
-            let next = if y.priority > x.priority {
-                b.next()
-            } else {
-                a.next()
-            };
-            self.local.extend(next);
-        }
-        self.local.extend(a);
-        self.local.extend(b);
-    }
-
-    /// Returns claimed-but-unstarted runs to the queue (shutdown).
-    fn requeue_local(&mut self, ctx: &mut Context<Self>) {
-        for run in std::mem::take(&mut self.local) {
-            self.end_unstarted(run, Outcome::Interrupted);
-        }
-        self.flush(ctx);
-    }
-
-    /// Records a claimed run that never started (with the next flush).
-    fn end_unstarted(&mut self, run: ClaimedRun, outcome: Outcome) {
-        let now = self.now();
-        let completion = Completion {
-            run_id: run.run_id,
-            job_id: run.job_id,
-            claim_token: run.claim_token,
-            outcome,
-            log: None,
-            // Never started: no start time.
-            started_at: None,
-            finished_at: now,
-            retry_at: None,
-        };
-        self.unrecorded.push((run, completion));
-    }
-
-    /// Returns to the queue every claimed run not started within its claim's lease (the
-    /// node's lease TTL): a run that waits behind a longer one than its processor measured is
-    /// not held from the other nodes, nor shown `claimed` for longer than a lease.
-    fn return_stale_claims(&mut self, ctx: &mut Context<Self>) {
-        if self.draining || self.fenced || self.local.is_empty() {
-            return;
-        }
-        // Until it starts, a claimed run's `started_at` is its claim's time.
-        let since = self.now() - self.cfg.lease_ms;
-        let (stale, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.local)
-            .into_iter()
-            .partition(|run| run.started_at < since);
-        self.local = kept;
-        if stale.is_empty() {
-            return;
-        }
-        let n = self.give_back(stale, ctx);
-        tracing::info!(processor = %self.cfg.name, runs = n, lease_ms = self.cfg.lease_ms, "returned claimed runs not started within their claim's lease to the queue");
-    }
-
-    /// Puts claimed runs this processor has not started back in the queue (recorded
-    /// interrupted, flushed now), and claims smaller batches for a while; returns how many.
-    fn give_back(
-        &mut self,
-        runs: impl IntoIterator<Item = ClaimedRun>,
-        ctx: &mut Context<Self>,
-    ) -> usize {
-        let mut n = 0;
-        for run in runs {
-            self.end_unstarted(run, Outcome::Interrupted);
-            n += 1;
-        }
-        self.sizer.handle_short_claim();
-        crate::metrics::given_back(n);
-        self.flush(ctx);
-        n
-    }
-
-    /// Looks at the buffer once its oldest run has waited [`HOLD_WHILE_BUSY_MS`] (one such
-    /// timer at a time).
-    fn arm_hold_check(&mut self, ctx: &mut Context<Self>) {
-        // The flag first: every pump calls this, and the scan for the oldest run walks the
-        // whole buffer (prefetch fills it with hundreds of runs during a drain).
-        if self.hold_armed {
-            return;
-        }
-        let Some(oldest) = self.local.iter().map(|r| r.started_at).min() else {
-            return;
-        };
-        self.hold_armed = true;
-        let due = oldest + HOLD_WHILE_BUSY_MS - self.now();
-        ctx.run_later(Duration::from_millis(due.max(1) as u64), |act, ctx| {
-            act.hold_armed = false;
-            act.release_held(ctx);
-        });
-    }
-
-    /// Returns to the queue the claimed runs that have waited [`HOLD_WHILE_BUSY_MS`] while
-    /// every instance stayed busy: a node with a free instance takes them (it wakes on the
-    /// change) rather than idling beside them; this one claims again once an instance frees.
-    fn release_held(&mut self, ctx: &mut Context<Self>) {
-        if self.draining || self.fenced || self.local.is_empty() {
-            return;
-        }
-        if self.free() > 0 {
-            self.pump(ctx);
-            return;
-        }
-        let since = self.now() - HOLD_WHILE_BUSY_MS;
-        let (held, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.local)
-            .into_iter()
-            .partition(|run| run.started_at <= since);
-        self.local = kept;
-        if !held.is_empty() {
-            self.gave_back = true;
-            let n = self.give_back(held, ctx);
-            tracing::info!(processor = %self.cfg.name, runs = n, held_ms = HOLD_WHILE_BUSY_MS, "returned claimed runs to the queue: every instance stayed busy");
-        }
-        if !self.local.is_empty() {
-            self.arm_hold_check(ctx);
-        }
     }
 
     /// Wakes at `at` (epoch ms) to claim a run that becomes due then.
