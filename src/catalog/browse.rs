@@ -371,16 +371,6 @@ impl Catalog {
     pub fn job_rows(&self, f: &JobFilter) -> Result<JobRows, CatalogError> {
         let f = f.clone();
         self.reading(move |tx| {
-            if tx.on_postgres() {
-                // The page's order and its rows from one snapshot (PostgreSQL's default gives
-                // each statement its own: a next run recorded between them showed a page in
-                // an order its own values contradicted).
-                tx.rows_once(
-                    "SET TRANSACTION ISOLATION LEVEL REPEATABLE READ",
-                    &[],
-                    |_| Ok(()),
-                )?;
-            }
             let args: [Val; 7] = [
                 f.node.as_str().into(),
                 f.group.clone().into(),

@@ -406,15 +406,28 @@ impl Catalog {
         &self.path
     }
 
-    /// Runs `f` on a read connection (SQLite) or in a transaction (PostgreSQL): a verb's reads,
-    /// written once for both backends. On PostgreSQL `f` runs again after a lost connection.
+    /// Runs `f` in a read transaction, on a read connection (SQLite) or the connection thread
+    /// (PostgreSQL): a verb's reads, written once for both backends, all from one snapshot (a
+    /// page's order and its rows agree). On PostgreSQL `f` runs again after a lost connection.
     pub(in crate::catalog) fn reading<T: Send + 'static>(
         &self,
         f: impl Fn(&mut sql::Tx<'_, '_>) -> Result<T, CatalogError> + Send + 'static,
     ) -> Result<T, CatalogError> {
         match &self.store {
-            Store::Sqlite(lite) => f(&mut sql::Tx::Lite(&*lite.pool.get()?)),
-            Store::Postgres(pg) => pg.transact(move |tx| f(&mut sql::Tx::Pg(tx))),
+            Store::Sqlite(lite) => {
+                let conn = lite.pool.get()?;
+                conn.execute_batch("BEGIN")?;
+                let out = f(&mut sql::Tx::Lite(&conn));
+                if conn.execute_batch("COMMIT").is_err() {
+                    let _ = conn.execute_batch("ROLLBACK");
+                }
+                out
+            }
+            // PostgreSQL's default gives each statement a snapshot of its own.
+            Store::Postgres(pg) => pg.transact(move |tx| {
+                tx.batch_execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")?;
+                f(&mut sql::Tx::Pg(tx))
+            }),
         }
     }
 
